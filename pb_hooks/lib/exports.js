@@ -1,0 +1,43 @@
+// I4: the transcript as txt, SRT, WebVTT or JSON, from the kept segments.
+
+function stamp(sec, sep) {
+  const ms = Math.max(0, Math.round(sec * 1000));
+  const h = Math.floor(ms / 3600000);
+  const m = Math.floor((ms % 3600000) / 60000);
+  const s = Math.floor((ms % 60000) / 1000);
+  const pad = (n, w) => String(n).padStart(w, "0");
+  return pad(h, 2) + ":" + pad(m, 2) + ":" + pad(s, 2) + sep + pad(ms % 1000, 3);
+}
+
+function segmentsOf(row) {
+  const raw = row.get("segments");
+  let segs = raw;
+  if (typeof raw === "string") segs = raw === "" ? [] : JSON.parse(raw);
+  if (!segs) return [];
+  // JSON fields arrive as a byte-backed value; normalize through a string.
+  if (!Array.isArray(segs)) segs = JSON.parse(toString(segs) || "[]");
+  return segs || [];
+}
+
+function cueText(s) {
+  return String(s.text || "").trim().replace(/\n+/g, " ");
+}
+
+function render(row, format) {
+  const segs = segmentsOf(row);
+  if (format === "txt") return { type: "text/plain; charset=utf-8", body: row.getString("content") };
+  if (format === "json") {
+    return { type: "application/json", body: JSON.stringify({ text: row.getString("content"), segments: segs }) };
+  }
+  if (format === "srt") {
+    const cues = segs.map((s, i) => (i + 1) + "\n" + stamp(s.start, ",") + " --> " + stamp(s.end, ",") + "\n" + cueText(s) + "\n");
+    return { type: "application/x-subrip; charset=utf-8", body: cues.join("\n") };
+  }
+  if (format === "vtt") {
+    const cues = segs.map((s) => stamp(s.start, ".") + " --> " + stamp(s.end, ".") + "\n" + cueText(s) + "\n");
+    return { type: "text/vtt; charset=utf-8", body: "WEBVTT\n\n" + cues.join("\n") };
+  }
+  return null;
+}
+
+module.exports = { render: render, stamp: stamp };

@@ -1,0 +1,78 @@
+// ST6: what an owner's edit of a record in the admin panel may change.
+//
+// The panel posts the whole form as it was when the dialog opened, so the
+// submitted queue fields may be older than what a worker wrote since. The
+// queue fields are therefore always taken from the stored row, and the form
+// counts as the owner's intent about the stage or the halt only when its
+// `queue_rev` is still the stored one (nothing moved since it opened).
+const queue = require(`${__hooks}/lib/queue.js`);
+const records = require(`${__hooks}/lib/records.js`);
+
+const QUEUE_FIELDS = [
+  "state", "state_entered_at", "halted_at", "halt_code", "halt_reason", "attempts",
+  "claim_token", "claim_expires_at", "paused_until", "available_at", "queue_rev",
+];
+
+function release(rec, now) {
+  rec.set("claim_token", "");
+  rec.set("claim_expires_at", 0);
+  rec.set("paused_until", 0);
+  rec.set("attempts", 0);
+}
+
+// `rec` holds the submitted values; `app` is the transaction the save runs in.
+function mergeOwnerEdit(app, rec) {
+  const stored = app.findRecordById("audio_records", rec.id);
+  const wanted = {
+    rev: rec.getInt("queue_rev"),
+    state: rec.getString("state"),
+    halted: rec.getString("halted_at") !== "",
+    reason: rec.getString("halt_reason"),
+  };
+  for (const f of QUEUE_FIELDS) rec.set(f, stored.get(f));
+
+  const wasHalted = stored.getString("halted_at") !== "";
+  const stage = stored.getString("state");
+  if (wanted.rev !== stored.getInt("queue_rev")) {
+    if (wanted.state !== stage || wanted.halted !== wasHalted) {
+      records.journal(app, rec.id, stage, "note",
+        "a panel save came from a form opened before the pipeline last changed this record; " +
+        "its stage/halt values were ignored (reopen the record to change them)", "owner");
+    }
+    return;
+  }
+
+  const now = Date.now();
+  let changed = false;
+  if (wanted.state !== stage) {
+    rec.set("state", wanted.state);
+    rec.set("state_entered_at", now);
+    release(rec, now);
+    records.journal(app, rec.id, wanted.state, "stage_set", "stage changed by the owner from " + stage + " to " + wanted.state, "owner");
+    changed = true;
+  }
+  if (wasHalted && !wanted.halted) {
+    rec.set("halted_at", "");
+    rec.set("halt_code", "");
+    rec.set("halt_reason", "");
+    rec.set("state_entered_at", now);
+    release(rec, now);
+    records.journal(app, rec.id, rec.getString("state"), "resumed", "halt cleared by the owner", "owner");
+    changed = true;
+  } else if (!wasHalted && wanted.halted) {
+    rec.set("halted_at", queue.dbTime(now));
+    rec.set("halt_code", "halted_by_owner");
+    rec.set("halt_reason", wanted.reason || "halted by the owner");
+    rec.set("claim_token", "");
+    rec.set("claim_expires_at", 0);
+    records.journal(app, rec.id, rec.getString("state"), "halted", "halted_by_owner: " + (wanted.reason || "halted by the owner"), "owner");
+    changed = true;
+  }
+  if (changed) {
+    const live = rec.getString("halted_at") === "" && !queue.isTerminal(rec.getString("state"));
+    rec.set("available_at", live ? now : 0);
+    rec.set("queue_rev", stored.getInt("queue_rev") + 1);
+  }
+}
+
+module.exports = { mergeOwnerEdit: mergeOwnerEdit, QUEUE_FIELDS: QUEUE_FIELDS };

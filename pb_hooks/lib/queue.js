@@ -1,0 +1,181 @@
+// The claim protocol and the fenced writes (SPEC P1–P11).
+//
+// Every write a worker makes is conditional on its claim token and is checked
+// and applied inside one transaction on PocketBase's single write connection,
+// so a worker whose claim went to someone else (lease expired, the owner
+// cleared a halt) writes nothing. A rule-guarded PATCH does not give this: the
+// rule is checked outside the write (see docs/architecture.md).
+//
+// Time comes from the caller (`now`, unix ms) so that the sidecar's injected
+// clock drives leases, pauses and watchdogs alike.
+//
+// `available_at` is the claim's single sort key: when the record becomes
+// claimable; 0 = never (terminal or halted). Each write below keeps it.
+const respond = require(`${__hooks}/lib/respond.js`);
+const records = require(`${__hooks}/lib/records.js`);
+
+// Mirrors the schema: stages with no step; a record there is never claimed.
+const TERMINAL_STAGES = ["done"];
+
+class Fenced extends Error {}
+class Invalid extends Error {}
+
+function isTerminal(stage) {
+  return TERMINAL_STAGES.indexOf(stage) >= 0;
+}
+
+function dbTime(ms) {
+  return new Date(ms).toISOString().replace("T", " ");
+}
+
+function intArg(body, name) {
+  const v = body[name];
+  if (typeof v !== "number" || !isFinite(v) || v < 0) throw new Invalid("'" + name + "' must be a non-negative number");
+  return Math.floor(v);
+}
+
+function strArg(body, name, max) {
+  const v = body[name];
+  if (typeof v !== "string" || v === "") throw new Invalid("'" + name + "' is required");
+  return v.slice(0, max || 5000);
+}
+
+function stageValues(app) {
+  return app.findCollectionByNameOrId("audio_records").fields.getByName("state").values;
+}
+
+// P1–P4: one UPDATE … WHERE id = (SELECT … ORDER BY available_at, id LIMIT 1)
+// inside a transaction. `leases` maps each claimable stage to its lease (ms);
+// the stage table lives in the sidecar and is sent with every claim.
+function claim(app, now, leases) {
+  const valid = stageValues(app);
+  const params = { now: now, upd: dbTime(now), token: $security.randomString(40) };
+  const names = [];
+  let leaseCase = "CASE state";
+  let i = 0;
+  for (const stage in leases) {
+    if (valid.indexOf(stage) < 0 || isTerminal(stage)) throw new Invalid("unknown or terminal stage '" + stage + "'");
+    const lease = Math.floor(leases[stage]);
+    if (!(lease > 0)) throw new Invalid("lease of '" + stage + "' must be positive");
+    params["s" + i] = stage;
+    params["l" + i] = lease;
+    names.push("{:s" + i + "}");
+    leaseCase += " WHEN {:s" + i + "} THEN {:now} + {:l" + i + "}";
+    i++;
+  }
+  if (i === 0) throw new Invalid("'leases' names no stage");
+  leaseCase += " END";
+  const sql =
+    "UPDATE audio_records SET claim_token = {:token}, claim_expires_at = " + leaseCase +
+    ", available_at = " + leaseCase +
+    ", attempts = attempts + 1, queue_rev = queue_rev + 1, updated = {:upd}" +
+    " WHERE id = (SELECT id FROM audio_records" +
+    " WHERE available_at > 0 AND available_at <= {:now} AND halted_at = ''" +
+    " AND paused_until <= {:now} AND claim_expires_at <= {:now} AND state IN (" + names.join(", ") + ")" +
+    " ORDER BY available_at, id LIMIT 1)" +
+    " RETURNING id, claim_token";
+  const rows = arrayOf(new DynamicModel({ id: "", claim_token: "" }));
+  app.runInTransaction((tx) => {
+    tx.db().newQuery(sql).bind(params).all(rows);
+  });
+  return rows.length > 0 ? { id: rows[0].id, token: rows[0].claim_token } : null;
+}
+
+// When the next record becomes claimable (ms), or 0 if none is waiting.
+function nextAvailableAt(app, now) {
+  const row = new DynamicModel({ next: 0 });
+  app.db()
+    .newQuery("SELECT COALESCE(MIN(available_at), 0) AS next FROM audio_records WHERE available_at > {:now}")
+    .bind({ now: now })
+    .one(row);
+  return row.next;
+}
+
+// Applies `set` (SQL assignments) to the record where the token still
+// matches, then runs `after(tx, rec)` in the same transaction. Throws Fenced
+// when the claim is no longer the caller's.
+function fencedUpdate(app, id, token, now, set, params, after) {
+  const all = Object.assign({ id: id, token: token, now: now, upd: dbTime(now) }, params || {});
+  app.runInTransaction((tx) => {
+    const res = tx.db()
+      .newQuery("UPDATE audio_records SET " + set + ", queue_rev = queue_rev + 1, updated = {:upd} WHERE id = {:id} AND claim_token = {:token}")
+      .bind(all)
+      .execute();
+    if (res.rowsAffected() !== 1) throw new Fenced("claim token no longer matches");
+    if (after) after(tx, tx.findRecordById("audio_records", id));
+  });
+}
+
+// For attachments: checks the fence inside the transaction, then `work(tx, rec)`.
+function underFence(app, id, token, work) {
+  let out = null;
+  app.runInTransaction((tx) => {
+    let rec;
+    try {
+      rec = tx.findRecordById("audio_records", id);
+    } catch (_) {
+      throw new Fenced("no such record");
+    }
+    if (token === "" || rec.getString("claim_token") !== token) throw new Fenced("claim token no longer matches");
+    out = work(tx, rec);
+  });
+  return out;
+}
+
+const RELEASE = "claim_token = '', claim_expires_at = 0";
+
+function advance(app, id, token, now, to, text) {
+  if (stageValues(app).indexOf(to) < 0) throw new Invalid("unknown stage '" + to + "'");
+  fencedUpdate(app, id, token, now,
+    "state = {:to}, state_entered_at = {:now}, attempts = 0, paused_until = 0, " + RELEASE +
+      ", available_at = {:avail}",
+    { to: to, avail: isTerminal(to) ? 0 : now },
+    (tx) => records.journal(tx, id, to, "stage_entered", text || "entered " + to, "worker"));
+}
+
+// P10: not a transition; state and state_entered_at stay as they are.
+function postpone(app, id, token, now, until, text) {
+  if (until <= now) throw new Invalid("'until' must be later than 'now'");
+  fencedUpdate(app, id, token, now,
+    "paused_until = {:until}, attempts = 0, " + RELEASE + ", available_at = {:until}",
+    { until: until },
+    (tx, rec) => records.journal(tx, id, rec.getString("state"), "postponed", text || "postponed", "worker"));
+}
+
+// P11: a flag, never a stage.
+function halt(app, id, token, now, code, reason) {
+  const codes = app.findCollectionByNameOrId("audio_records").fields.getByName("halt_code").values;
+  if (codes.indexOf(code) < 0) throw new Invalid("unknown halt code '" + code + "'");
+  fencedUpdate(app, id, token, now,
+    "halted_at = {:at}, halt_code = {:code}, halt_reason = {:reason}, " + RELEASE + ", available_at = 0",
+    { at: dbTime(now), code: code, reason: reason.slice(0, 2000) },
+    (tx, rec) => records.journal(tx, id, rec.getString("state"), "halted", code + ": " + reason, "worker"));
+}
+
+// A failed step: the attempt stays spent; the record is retried from retry_at.
+function fail(app, id, token, now, retryAt, text) {
+  fencedUpdate(app, id, token, now,
+    RELEASE + ", available_at = {:retry}",
+    { retry: Math.max(retryAt, now) },
+    (tx, rec) => records.journal(tx, id, rec.getString("state"), "step_failed", text, "worker"));
+}
+
+// P8: our own shutdown is no verdict; the claim's attempt is given back.
+function release(app, id, token, now) {
+  fencedUpdate(app, id, token, now,
+    "attempts = MAX(attempts - 1, 0), " + RELEASE + ", available_at = {:now}",
+    {},
+    (tx, rec) => records.journal(tx, id, rec.getString("state"), "released", "released on shutdown; attempt not counted", "worker"));
+}
+
+// Lengthens the lease of a long step that is still making progress.
+function extend(app, id, token, now, until) {
+  if (until <= now) throw new Invalid("'until' must be later than 'now'");
+  fencedUpdate(app, id, token, now, "claim_expires_at = {:until}, available_at = {:until}", { until: until }, null);
+}
+
+module.exports = {
+  Fenced: Fenced, Invalid: Invalid, TERMINAL_STAGES: TERMINAL_STAGES, isTerminal: isTerminal, dbTime: dbTime,
+  intArg: intArg, strArg: strArg, claim: claim, nextAvailableAt: nextAvailableAt, underFence: underFence,
+  advance: advance, postpone: postpone, halt: halt, fail: fail, release: release, extend: extend,
+};

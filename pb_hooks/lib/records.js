@@ -1,0 +1,51 @@
+// What a sender sees of a record (I2) and the journal helper.
+const respond = require(`${__hooks}/lib/respond.js`);
+
+function transcriptOf(app, recordId) {
+  const rows = app.findRecordsByFilter("texts", "record = {:id} && kind = 'transcript'", "", 1, 0, { id: recordId });
+  return rows.length > 0 ? rows[0] : null;
+}
+
+function pollBody(app, rec) {
+  const done = rec.getString("state") === "done";
+  const halted = rec.getString("halted_at") !== "";
+  let text = null;
+  if (done) {
+    const t = transcriptOf(app, rec.id);
+    text = t ? t.getString("content") : "";
+  }
+  return {
+    id: rec.id,
+    status: rec.getString("state"),
+    halted: halted,
+    halted_at: respond.iso(rec.getString("halted_at")),
+    halt_code: halted && rec.getString("halt_code") !== "" ? rec.getString("halt_code") : null,
+    title: rec.getString("title"),
+    created: respond.iso(rec.getString("created")),
+    updated: respond.iso(rec.getString("updated")),
+    text: text,
+  };
+}
+
+// The sender's own record, or null: someone else's record and a missing id
+// look the same from outside (404 either way).
+function findOwned(app, id, userId) {
+  try {
+    const rec = app.findRecordById("audio_records", id);
+    return rec.getString("owner") === userId ? rec : null;
+  } catch (_) {
+    return null;
+  }
+}
+
+function journal(app, recordId, stage, kind, text, actor) {
+  const ev = new Record(app.findCollectionByNameOrId("record_events"));
+  ev.set("record", recordId);
+  ev.set("stage", stage);
+  ev.set("kind", kind);
+  ev.set("outcome_text", String(text || "").slice(0, 5000));
+  ev.set("actor", actor);
+  app.save(ev);
+}
+
+module.exports = { pollBody: pollBody, findOwned: findOwned, journal: journal, transcriptOf: transcriptOf };

@@ -1,0 +1,21 @@
+// JSON error answers in PocketBase's own shape, plus a stable `code`.
+module.exports = {
+  fail(e, status, code, message) {
+    return e.json(status, { status: status, code: code, message: message, data: {} });
+  },
+  // PocketBase datetimes ("2026-01-02 03:04:05.678Z") as ISO 8601, "" as null.
+  iso(value) {
+    const s = String(value || "");
+    return s === "" ? null : s.replace(" ", "T");
+  },
+  nowMs() {
+    return Date.now();
+  },
+  // Settings reach the hooks through the same environment names the sidecar
+  // reads (TRANSCRIBER_SECTION__KEY), so one value configures both halves.
+  envInt(name, fallback) {
+    const raw = $os.getenv(name);
+    const n = parseInt(raw, 10);
+    return raw !== "" && !isNaN(n) ? n : fallback;
+  },
+};

@@ -1,0 +1,156 @@
+/// <reference path="../pb_data/types.d.ts" />
+// The pipeline's internal routes: the atomic claim and the fenced writes.
+// Open to the service user only (anonymous 401, any other account 403).
+// The protocol itself is in lib/queue.js.
+
+routerAdd("POST", "/api/pipeline/claim", (e) => {
+  const routes = require(`${__hooks}/lib/routes.js`);
+  const queue = require(`${__hooks}/lib/queue.js`);
+  return routes.handle(e, (body) => {
+    const now = routes.num(body, "now");
+    if (typeof body.leases !== "object" || body.leases === null) throw new queue.Invalid("'leases' must map stages to lease milliseconds");
+    const got = queue.claim($app, now, body.leases);
+    if (got) return e.json(200, got);
+    const next = queue.nextAvailableAt($app, now);
+    if (next > 0) e.response.header().set("X-Next-Available-At", String(next));
+    return e.noContent(204);
+  });
+}, $apis.requireAuth("services"));
+
+const FENCED_OPS = ["advance", "postpone", "halt", "fail", "release", "extend"];
+for (const op of FENCED_OPS) {
+  routerAdd("POST", "/api/pipeline/records/{id}/" + op, (e) => {
+    const routes = require(`${__hooks}/lib/routes.js`);
+    const queue = require(`${__hooks}/lib/queue.js`);
+    const name = e.request.url.path.split("/").pop();
+    const id = e.request.pathValue("id");
+    return routes.handle(e, (body) => {
+      const token = queue.strArg(body, "token", 100);
+      const now = routes.num(body, "now");
+      const text = routes.optStr(body, "text");
+      if (name === "advance") queue.advance($app, id, token, now, queue.strArg(body, "to", 50), text);
+      else if (name === "postpone") queue.postpone($app, id, token, now, routes.num(body, "until"), text);
+      else if (name === "halt") queue.halt($app, id, token, now, queue.strArg(body, "code", 50), queue.strArg(body, "reason", 2000));
+      else if (name === "fail") queue.fail($app, id, token, now, routes.num(body, "retry_at"), text || "step failed");
+      else if (name === "release") queue.release($app, id, token, now);
+      else if (name === "extend") queue.extend($app, id, token, now, routes.num(body, "until"));
+      return e.json(200, { ok: true });
+    });
+  }, $apis.requireAuth("services"));
+}
+
+// A file of the record (normalized audio), attached under the fence.
+routerAdd("POST", "/api/pipeline/records/{id}/files", (e) => {
+  const routes = require(`${__hooks}/lib/routes.js`);
+  const queue = require(`${__hooks}/lib/queue.js`);
+  const id = e.request.pathValue("id");
+  return routes.handle(e, (body) => {
+    const token = queue.strArg(body, "token", 100);
+    const blobs = e.findUploadedFiles("blob");
+    if (!blobs || blobs.length !== 1) throw new queue.Invalid("exactly one 'blob' file is required");
+    const row = queue.underFence($app, id, token, (tx) => {
+      const r = new Record(tx.findCollectionByNameOrId("files"));
+      r.set("record", id);
+      r.set("role", queue.strArg(body, "role", 50));
+      r.set("format", routes.optStr(body, "format", 50) || "");
+      r.set("name", blobs[0].originalName);
+      r.set("size", blobs[0].size);
+      r.set("duration_ms", routes.optNum(body, "duration_ms"));
+      r.set("location", routes.optStr(body, "location", 2000) || "");
+      r.set("blob", blobs[0]);
+      tx.save(r);
+      return r;
+    });
+    return e.json(200, { id: row.id, blob: row.getString("blob") });
+  });
+}, $apis.requireAuth("services"), $apis.bodyLimit(0));
+
+// P18: the attempt row exists before the provider is called.
+routerAdd("POST", "/api/pipeline/records/{id}/attempts", (e) => {
+  const routes = require(`${__hooks}/lib/routes.js`);
+  const queue = require(`${__hooks}/lib/queue.js`);
+  const id = e.request.pathValue("id");
+  return routes.handle(e, (body) => {
+    const token = queue.strArg(body, "token", 100);
+    const row = queue.underFence($app, id, token, (tx) => {
+      const r = new Record(tx.findCollectionByNameOrId("recognition_attempts"));
+      r.set("record", id);
+      r.set("provider", queue.strArg(body, "provider", 50));
+      r.set("model", routes.optStr(body, "model", 200) || "");
+      r.set("status", routes.optStr(body, "status", 50) || "started");
+      r.set("audio_uri", routes.optStr(body, "audio_uri", 2000) || "");
+      tx.save(r);
+      return r;
+    });
+    return e.json(200, { id: row.id });
+  });
+}, $apis.requireAuth("services"));
+
+// Updates an attempt: operation id, audio location, status, raw response.
+routerAdd("POST", "/api/pipeline/records/{id}/attempts/{aid}", (e) => {
+  const routes = require(`${__hooks}/lib/routes.js`);
+  const queue = require(`${__hooks}/lib/queue.js`);
+  const id = e.request.pathValue("id");
+  const aid = e.request.pathValue("aid");
+  return routes.handle(e, (body) => {
+    const token = queue.strArg(body, "token", 100);
+    let raw = [];
+    const ctype = String(e.request.header.get("Content-Type") || "");
+    if (ctype.indexOf("multipart/form-data") === 0) raw = e.findUploadedFiles("raw_response") || [];
+    queue.underFence($app, id, token, (tx) => {
+      let r;
+      try {
+        r = tx.findRecordById("recognition_attempts", aid);
+      } catch (_) {
+        throw new queue.Invalid("no such attempt");
+      }
+      if (r.getString("record") !== id) throw new queue.Invalid("the attempt belongs to another record");
+      for (const f of ["operation_id", "audio_uri", "status", "model"]) {
+        const v = routes.optStr(body, f, 2000);
+        if (v !== null) r.set(f, v);
+      }
+      if (raw.length === 1) r.set("raw_response", raw[0]);
+      tx.save(r);
+    });
+    return e.json(200, { id: aid });
+  });
+}, $apis.requireAuth("services"), $apis.bodyLimit(0));
+
+// The record's text of one kind, created or replaced (one row per kind).
+routerAdd("PUT", "/api/pipeline/records/{id}/texts/{kind}", (e) => {
+  const routes = require(`${__hooks}/lib/routes.js`);
+  const queue = require(`${__hooks}/lib/queue.js`);
+  const id = e.request.pathValue("id");
+  const kind = e.request.pathValue("kind");
+  return routes.handle(e, (body) => {
+    const token = queue.strArg(body, "token", 100);
+    const row = queue.underFence($app, id, token, (tx) => {
+      const found = tx.findRecordsByFilter("texts", "record = {:id} && kind = {:kind}", "", 1, 0, { id: id, kind: kind });
+      const r = found.length > 0 ? found[0] : new Record(tx.findCollectionByNameOrId("texts"));
+      r.set("record", id);
+      r.set("kind", kind);
+      r.set("content", typeof body.content === "string" ? body.content : "");
+      r.set("segments", body.segments === undefined ? null : body.segments);
+      tx.save(r);
+      return r;
+    });
+    return e.json(200, { id: row.id });
+  });
+}, $apis.requireAuth("services"), $apis.bodyLimit(256 * 1024 * 1024));
+
+// A journal note from the step (e.g. "provider operation started").
+routerAdd("POST", "/api/pipeline/records/{id}/events", (e) => {
+  const routes = require(`${__hooks}/lib/routes.js`);
+  const queue = require(`${__hooks}/lib/queue.js`);
+  const records = require(`${__hooks}/lib/records.js`);
+  const id = e.request.pathValue("id");
+  return routes.handle(e, (body) => {
+    const token = queue.strArg(body, "token", 100);
+    const kind = routes.optStr(body, "kind", 50) || "note";
+    if (["note", "step_failed"].indexOf(kind) < 0) throw new queue.Invalid("events may only be notes or step failures");
+    queue.underFence($app, id, token, (tx, rec) => {
+      records.journal(tx, id, rec.getString("state"), kind, queue.strArg(body, "text", 5000), "worker");
+    });
+    return e.json(200, { ok: true });
+  });
+}, $apis.requireAuth("services"));

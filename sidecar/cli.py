@@ -1,0 +1,136 @@
+"""The ``transcriber`` command: serve · pocketbase · worker · user add · transcribe · demo."""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import anyio
+import typer
+
+from sidecar.pocketbase import process
+from sidecar.settings import Settings, load_settings
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="Self-hosted transcription: PocketBase + pipeline.")
+user_app = typer.Typer(no_args_is_help=True, help="Sender accounts.")
+app.add_typer(user_app, name="user")
+
+ConfigOpt = Annotated[Path | None, typer.Option("--config", help="TOML settings file (default ./transcriber.toml).")]
+DataDirOpt = Annotated[Path | None, typer.Option("--data-dir", help="PocketBase data directory.")]
+HttpOpt = Annotated[str | None, typer.Option("--http", help="PocketBase listen address HOST:PORT.")]
+VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")]
+
+log = logging.getLogger("transcriber")
+
+
+def _settings(config: Path | None, data_dir: Path | None = None, http: str | None = None) -> Settings:
+    try:
+        settings = load_settings(config)
+    except (FileNotFoundError, ValueError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    if data_dir is not None:
+        settings.pocketbase.data_dir = data_dir
+    if http is not None:
+        settings.pocketbase.http = http
+        settings.pocketbase.url = f"http://{http}"
+    return settings
+
+
+def _logging(verbose: bool) -> None:
+    from sidecar.logs import configure
+
+    configure(logging.DEBUG if verbose else logging.INFO)
+
+
+@app.command()
+def serve(config: ConfigOpt = None, data_dir: DataDirOpt = None, http: HttpOpt = None, verbose: VerboseOpt = False) -> None:
+    """Run PocketBase and the pipeline workers together, in the foreground."""
+    _logging(verbose)
+    settings = _settings(config, data_dir, http)
+    from sidecar.service import serve_all
+
+    sys.exit(anyio.run(serve_all, settings))
+
+
+@app.command()
+def pocketbase(config: ConfigOpt = None, data_dir: DataDirOpt = None, http: HttpOpt = None) -> None:
+    """Run PocketBase alone (migrations applied, hooks loaded, service user ensured)."""
+    settings = _settings(config, data_dir, http)
+    process.prepare(settings)
+    args = process.serve_args(settings)
+    os.execve(args[0], args, process.environment(settings))  # noqa: S606 - replaces this process on purpose
+
+
+@app.command()
+def worker(config: ConfigOpt = None, verbose: VerboseOpt = False) -> None:
+    """Run the pipeline workers against a running PocketBase."""
+    _logging(verbose)
+    settings = _settings(config)
+    from sidecar.service import run_workers
+
+    sys.exit(anyio.run(run_workers, settings))
+
+
+@user_app.command("add")
+def user_add(
+    email: str,
+    password: Annotated[str | None, typer.Option("--password", help="Generated and printed when omitted.")] = None,
+    config: ConfigOpt = None,
+    data_dir: DataDirOpt = None,
+) -> None:
+    """Create a sender account."""
+    settings = _settings(config, data_dir)
+    generated = password is None
+    pw = password or secrets.token_urlsafe(12)
+    try:
+        process.prepare(settings)
+        process.add_user(settings, email, pw)
+    except RuntimeError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from exc
+    typer.echo(f"sender {email} created" + (f"; password: {pw}" if generated else ""))
+
+
+@app.command()
+def transcribe(
+    file: Annotated[Path, typer.Argument(exists=True, dir_okay=False, readable=True)],
+    server: Annotated[str, typer.Option("--server", envvar="TRANSCRIBER_SERVER")] = "http://127.0.0.1:8090",
+    email: Annotated[str | None, typer.Option("--email", envvar="TRANSCRIBER_EMAIL")] = None,
+    password: Annotated[str | None, typer.Option("--password", envvar="TRANSCRIBER_PASSWORD")] = None,
+    fmt: Annotated[str, typer.Option("--format", help="txt, srt, vtt or json")] = "txt",
+    title: Annotated[str | None, typer.Option("--title")] = None,
+    timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait for the transcript.")] = 3600,
+) -> None:
+    """Upload FILE as a sender, wait for the transcript and print it."""
+    from sidecar.sender import SenderError, transcribe_file
+
+    if not email or not password:
+        typer.echo("error: --email and --password (or TRANSCRIBER_EMAIL/TRANSCRIBER_PASSWORD) are required", err=True)
+        raise typer.Exit(2)
+    try:
+        text = transcribe_file(server, email, password, file, fmt=fmt, title=title, timeout=timeout)
+    except SenderError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(exc.exit_code) from exc
+    typer.echo(text)
+
+
+@app.command()
+def demo(
+    data_dir: DataDirOpt = None,
+    http: HttpOpt = None,
+    sample: Annotated[Path | None, typer.Option("--sample", help="Audio file (default: the bundled sample).")] = None,
+) -> None:
+    """Start PocketBase and the workers, transcribe a sample end to end, print it, stop."""
+    from sidecar.demo import run_demo
+
+    sys.exit(run_demo(data_dir or Path(".transcriber-demo"), http, sample))
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,1 @@
+"""The seam to storage: running the PocketBase binary and talking to it."""

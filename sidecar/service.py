@@ -1,0 +1,163 @@
+"""Assembles the sidecar: settings → storage client → providers → stage table → pool.
+
+``run_workers`` is ``transcriber worker``; ``serve_all`` is ``transcriber
+serve`` (PocketBase as a child process, the pool beside it).
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import subprocess
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+
+import anyio
+
+from sidecar.clock import Clock, SystemClock
+from sidecar.logs import register_secrets
+from sidecar.metrics import Metrics
+from sidecar.pipeline.pool import WorkerPool
+from sidecar.pipeline.runner import Runner
+from sidecar.pipeline.stages import StageTable
+from sidecar.pocketbase import process
+from sidecar.pocketbase.client import PocketBaseClient
+from sidecar.providers.base import Provider
+from sidecar.settings import Settings
+from sidecar.steps.base import Step
+
+log = logging.getLogger("transcriber")
+
+
+def default_steps() -> dict[str, Step]:
+    from sidecar.steps import finalize, normalize, poll, submit
+
+    return {"normalize": normalize.run, "submit": submit.run, "poll": poll.run, "finalize": finalize.run}
+
+
+def make_provider(settings: Settings, name: str | None = None) -> Provider:
+    name = name or settings.provider.name
+    if name == "offline":
+        from sidecar.providers.offline import OfflineProvider
+
+        return OfflineProvider(settings.offline)
+    if name == "instant":
+        from sidecar.providers.instant import InstantProvider
+
+        return InstantProvider()
+    if name == "speechkit":
+        from sidecar.providers.speechkit import SpeechKitProvider
+
+        return SpeechKitProvider(settings.speechkit, settings.object_storage)
+    if name == "openai":
+        from sidecar.providers.openai import OpenAIProvider
+
+        return OpenAIProvider(settings.openai)
+    raise ValueError(f"unknown provider {name!r}")
+
+
+def register_settings_secrets(settings: Settings) -> None:
+    pb, sk, os_, oa = settings.pocketbase, settings.speechkit, settings.object_storage, settings.openai
+    register_secrets(
+        s.get_secret_value() if s else None
+        for s in (pb.service_password, pb.superuser_password, sk.api_key, sk.iam_token, os_.secret_access_key, oa.api_key)
+    )
+    register_secrets([os_.access_key_id])
+
+
+@asynccontextmanager
+async def pipeline(
+    settings: Settings,
+    *,
+    clock: Clock | None = None,
+    steps: dict[str, Step] | None = None,
+    provider: Provider | None = None,
+    metrics: Metrics | None = None,
+) -> AsyncIterator[WorkerPool]:
+    """A ready pool (not yet running) and everything it needs; closes them on exit."""
+    register_settings_secrets(settings)
+    account = process.service_account(settings, create=False)
+    register_secrets([account.password])
+    clock = clock or SystemClock()
+    storage = PocketBaseClient(
+        settings.pocketbase.url,
+        account.email,
+        account.password,
+        clock=clock,
+        timeout=settings.pocketbase.timeout,
+        upload_timeout=settings.pocketbase.upload_timeout,
+    )
+    cache: dict[str, Provider] = {}
+    current = provider or make_provider(settings)
+    cache[current.name] = current
+
+    def provider_for(name: str) -> Provider:
+        if name not in cache:
+            cache[name] = make_provider(settings, name)
+        return cache[name]
+
+    runner = Runner(
+        storage=storage,
+        table=StageTable(settings.pipeline, steps or default_steps()),
+        settings=settings,
+        clock=clock,
+        provider=current,
+        provider_for=provider_for,
+        metrics=metrics or Metrics(),
+    )
+    try:
+        await storage.login()
+        yield WorkerPool(runner, workers=settings.pipeline.workers)
+    finally:
+        with anyio.CancelScope(shield=True):
+            for p in cache.values():
+                await p.aclose()
+            await storage.aclose()
+
+
+async def _until_signal(stop: anyio.Event) -> None:
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for sig in signals:
+            log.info("received %s: stopping", signal.Signals(sig).name)
+            stop.set()
+            return
+
+
+async def run_workers(settings: Settings, *, ready: Callable[[], None] | None = None) -> int:
+    """``transcriber worker``: the pool until SIGINT/SIGTERM."""
+    stop = anyio.Event()
+    async with pipeline(settings) as pool:
+        if settings.metrics.port:
+            pool.runner.metrics.serve(settings.metrics.host, settings.metrics.port)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_until_signal, stop)
+            await tg.start(pool.run, stop)
+            if ready:
+                ready()
+            await stop.wait()
+    return 0
+
+
+async def serve_all(settings: Settings) -> int:
+    """``transcriber serve``: PocketBase and the pool, stopped together."""
+    await anyio.to_thread.run_sync(process.prepare, settings)
+    pb = settings.pocketbase
+    if not (pb.superuser_email and pb.superuser_password):
+        log.info("no superuser configured: open the installer link PocketBase prints below to create one")
+    proc = process.start(settings)
+    try:
+        await anyio.to_thread.run_sync(process.wait_healthy, pb.url, proc)
+        log.info("PocketBase ready at %s (admin panel: %s/_/)", pb.url, pb.url)
+        return await run_workers(settings, ready=lambda: log.info("workers running: %d", settings.pipeline.workers))
+    finally:
+        _stop_child(proc)
+
+
+def _stop_child(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

@@ -1,0 +1,156 @@
+"""Configuration: a TOML file (default ``transcriber.toml``) and the environment.
+
+Every key can be overridden from the environment with the prefix
+``TRANSCRIBER_`` and sections nested with ``__``, e.g.
+``TRANSCRIBER_PIPELINE__WORKERS=0``. No file is needed for a first run.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field, SecretStr
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+DEFAULT_CONFIG = "transcriber.toml"
+CONFIG_ENV = "TRANSCRIBER_CONFIG"
+
+
+class StageLeases(BaseModel):
+    """How long a claim on a record in each stage lasts before it may be re-issued."""
+
+    uploaded: timedelta = timedelta(hours=8)
+    normalized: timedelta = timedelta(minutes=15)
+    submitted: timedelta = timedelta(minutes=5)
+    transcribed: timedelta = timedelta(minutes=15)
+
+
+class PipelineSettings(BaseModel):
+    workers: int = Field(default=2, ge=0)
+    own_work_limit: timedelta = timedelta(hours=1)
+    # Generous: a false halt costs more than a late one, and a provider may
+    # legitimately take up to a day (SpeechKit's deferred mode).
+    foreign_work_limit: timedelta = timedelta(hours=48)
+    max_attempts: int = Field(default=5, ge=1)
+    leases: StageLeases = StageLeases()
+    poll_delay: timedelta = timedelta(seconds=10)
+    retry_delay: timedelta = timedelta(seconds=30)
+    # Fallback poll while no realtime event arrives.
+    idle_poll: timedelta = timedelta(seconds=5)
+    shutdown_grace: timedelta = timedelta(seconds=10)
+    step_timeout: timedelta = timedelta(hours=8)
+
+
+class PocketBaseSettings(BaseModel):
+    url: str = "http://127.0.0.1:8090"
+    http: str = "127.0.0.1:8090"
+    data_dir: Path = Path("pb_data")
+    service_email: str | None = None
+    service_password: SecretStr | None = None
+    superuser_email: str | None = None
+    superuser_password: SecretStr | None = None
+    timeout: timedelta = timedelta(seconds=30)
+    upload_timeout: timedelta = timedelta(minutes=30)
+    migrations_dir: Path | None = None
+    hooks_dir: Path | None = None
+
+
+class IntakeSettings(BaseModel):
+    max_upload_mb: int = Field(default=1024, ge=1)
+
+
+class MetricsSettings(BaseModel):
+    host: str = "127.0.0.1"
+    port: int = Field(default=0, ge=0, le=65535, description="0 disables the metrics endpoint")
+
+
+class ProviderSettings(BaseModel):
+    name: Literal["offline", "speechkit", "openai", "instant"] = "offline"
+
+
+class OfflineSettings(BaseModel):
+    model: str = ""  # empty: the bundled tiny.en model
+    language: str | None = "en"
+    compute_type: str = "int8"
+    threads: int = Field(default=0, ge=0)
+    beam_size: int = Field(default=5, ge=1)
+
+
+class SpeechKitSettings(BaseModel):
+    api_key: SecretStr | None = None
+    iam_token: SecretStr | None = None
+    folder_id: str | None = None
+    model: str = "general"
+    language: str = "ru-RU"
+    text_normalization: bool = True
+    stt_url: str = "https://stt.api.cloud.yandex.net"
+    operation_url: str = "https://operation.api.cloud.yandex.net"
+    timeout: timedelta = timedelta(seconds=60)
+
+
+class ObjectStorageSettings(BaseModel):
+    endpoint_url: str = "https://storage.yandexcloud.net"
+    region: str = "ru-central1"
+    bucket: str | None = None
+    prefix: str = "transcriber/"
+    access_key_id: str | None = None
+    secret_access_key: SecretStr | None = None
+    timeout: timedelta = timedelta(minutes=10)
+
+
+class OpenAISettings(BaseModel):
+    base_url: str = "https://api.openai.com"
+    api_key: SecretStr | None = None
+    model: str = "whisper-1"
+    language: str | None = None
+    timeout: timedelta = timedelta(minutes=10)
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="TRANSCRIBER_",
+        env_nested_delimiter="__",
+        extra="forbid",
+    )
+
+    pipeline: PipelineSettings = PipelineSettings()
+    pocketbase: PocketBaseSettings = PocketBaseSettings()
+    intake: IntakeSettings = IntakeSettings()
+    metrics: MetricsSettings = MetricsSettings()
+    provider: ProviderSettings = ProviderSettings()
+    offline: OfflineSettings = OfflineSettings()
+    speechkit: SpeechKitSettings = SpeechKitSettings()
+    object_storage: ObjectStorageSettings = ObjectStorageSettings()
+    openai: OpenAISettings = OpenAISettings()
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        path = Path(os.environ.get(CONFIG_ENV, DEFAULT_CONFIG))
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        if path.is_file():
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=path))
+        return tuple(sources)
+
+
+def load_settings(config: Path | None = None) -> Settings:
+    """Settings from ``config`` (or ``$TRANSCRIBER_CONFIG``, or ./transcriber.toml) and the environment."""
+    if config is not None:
+        if not config.is_file():
+            raise FileNotFoundError(f"config file not found: {config}")
+        os.environ[CONFIG_ENV] = str(config)
+    return Settings()

@@ -1,0 +1,1 @@
+"""One module per step; each is ``async def run(ctx: StepContext) -> Outcome``."""

@@ -1,0 +1,35 @@
+"""finalize (stage ``transcribed``): the raw response → ``texts`` (transcript + timed segments).
+
+Then any provider-side copy (uploaded audio, stored results) is removed.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from sidecar.logs import redact
+from sidecar.outcome import Advance, HaltCode, Outcome, PermanentError
+from sidecar.steps.base import StepContext
+from sidecar.steps.common import current_attempt
+
+log = logging.getLogger("transcriber.finalize")
+
+
+async def run(ctx: StepContext) -> Outcome:
+    attempt = await current_attempt(ctx)
+    if attempt is None or not attempt.raw_response:
+        raise PermanentError(HaltCode.PROVIDER_FAILED, "no recognition result to finalize")
+    provider = ctx.provider_for(attempt.provider)
+    raw = await ctx.storage.read_file("recognition_attempts", attempt.id, attempt.raw_response)
+    transcript = provider.parse(raw)
+    await ctx.storage.put_text(
+        ctx.claim, "transcript", transcript.text, [s.model_dump(exclude_none=True) for s in transcript.segments]
+    )
+    try:
+        await provider.cleanup(attempt.operation_id, attempt.audio_uri)
+    except Exception as exc:  # a leftover copy is not worth the transcript
+        await ctx.storage.note(ctx.claim, redact(f"could not remove the provider-side copy: {exc}"))
+        log.warning("record %s: cleanup failed: %s", ctx.record.id, redact(str(exc)))
+    else:
+        await ctx.storage.update_attempt(ctx.claim, attempt.id, status="cleaned")
+    return Advance(f"transcript of {len(transcript.text)} characters, {len(transcript.segments)} segments")

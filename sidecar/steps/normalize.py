@@ -1,0 +1,44 @@
+"""normalize (stage ``uploaded``): the original → the provider's input format.
+
+The original is never replaced: the result is a new ``files`` row with role
+``normalized``. Decoding runs in a thread, in constant memory, and stops
+promptly when the step is cancelled.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import anyio
+
+from sidecar import audio
+from sidecar.outcome import Advance, HaltCode, Outcome, PermanentError
+from sidecar.steps.base import StepContext
+
+EXTENSIONS = {"ogg_opus": "ogg", "wav_pcm16": "wav", "flac": "flac", "mp3": "mp3"}
+
+
+async def run(ctx: StepContext) -> Outcome:
+    done = await ctx.storage.files_of(ctx.record.id, "normalized")
+    if done:
+        # A previous attempt stored the result and died before advancing.
+        return Advance(f"normalized audio already stored ({done[-1].format})")
+
+    originals = await ctx.storage.files_of(ctx.record.id, "original")
+    if not originals or not originals[0].blob:
+        raise PermanentError(HaltCode.UNSUPPORTED_MEDIA, "the record has no original file")
+    original = originals[0]
+    src = ctx.workdir / "original"
+    await ctx.storage.download("files", original.id, original.blob, src)
+
+    spec = ctx.provider.audio_spec
+    dst = ctx.workdir / f"normalized.{EXTENSIONS.get(spec.format, 'bin')}"
+    cancel = threading.Event()
+    try:
+        result = await anyio.to_thread.run_sync(lambda: audio.normalize(src, dst, spec, cancel=cancel), abandon_on_cancel=True)
+    finally:
+        cancel.set()  # stops the decoder thread if we were cancelled
+    row = await ctx.storage.attach_file(
+        ctx.claim, result.path, role="normalized", format=result.format, duration_ms=result.duration_ms
+    )
+    return Advance(f"normalized to {row.format}, {result.duration_ms / 1000:.1f} s, {result.size} bytes")

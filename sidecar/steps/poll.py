@@ -1,0 +1,25 @@
+"""poll (stage ``submitted``): ask the provider; not ready → postpone; ready → keep the raw response.
+
+The provider that started the attempt is the one asked, whatever the
+configuration says now.
+"""
+
+from __future__ import annotations
+
+from sidecar.outcome import Advance, HaltCode, Outcome, PermanentError, Postpone
+from sidecar.steps.base import StepContext
+from sidecar.steps.common import current_attempt
+
+
+async def run(ctx: StepContext) -> Outcome:
+    attempt = await current_attempt(ctx)
+    if attempt is None or not attempt.operation_id:
+        raise PermanentError(HaltCode.PROVIDER_FAILED, "no started recognition to poll")
+    if attempt.raw_response:
+        return Advance("result already stored")
+    provider = ctx.provider_for(attempt.provider)
+    polled = await provider.poll(attempt.operation_id)
+    if not polled.ready or polled.raw is None:
+        return Postpone(polled.retry_in, f"{attempt.provider} operation {attempt.operation_id} not ready")
+    await ctx.storage.update_attempt(ctx.claim, attempt.id, raw_response=polled.raw, status="ready")
+    return Advance(f"{attempt.provider} result stored ({len(polled.raw)} bytes)")

@@ -1,0 +1,30 @@
+"""The one normalized form of a timed transcript, and its exports.
+
+Every provider's raw response is parsed into ``Transcript``; ``texts`` keeps
+``text`` as content and ``segments`` beside it; the exports (txt, SRT, WebVTT,
+JSON) are rendered from the segments.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+
+class Word(BaseModel):
+    start: float
+    end: float
+    word: str
+
+
+class Segment(BaseModel):
+    start: float  # seconds
+    end: float
+    text: str
+    words: list[Word] | None = None
+
+
+class Transcript(BaseModel):
+    text: str
+    segments: list[Segment]
+    language: str | None = None
+    duration: float | None = None

@@ -1,0 +1,44 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.harness import Caller, PocketBaseServer, running_pocketbase
+
+DATA = Path(__file__).parent / "data"
+
+
+@pytest.fixture
+def pb(tmp_path: Path) -> Iterator[PocketBaseServer]:
+    """A fresh PocketBase per test: the claim tests need an empty queue."""
+    with running_pocketbase(tmp_path) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def shared_pb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PocketBaseServer]:
+    """One PocketBase for a module whose tests do not depend on the queue being empty."""
+    with running_pocketbase(tmp_path_factory.mktemp("pb")) as server:
+        yield server
+
+
+@pytest.fixture
+def sender(pb: PocketBaseServer) -> Caller:
+    return pb.new_sender()
+
+
+@pytest.fixture
+def other_sender(pb: PocketBaseServer) -> Caller:
+    return pb.new_sender()
+
+
+@pytest.fixture
+def service(pb: PocketBaseServer) -> Caller:
+    return pb.service()
+
+
+@pytest.fixture
+def superuser(pb: PocketBaseServer) -> Caller:
+    return pb.superuser()

@@ -1,0 +1,146 @@
+"""A real PocketBase for tests: the project's migrations and hooks, a temporary
+data dir, a free port, and signed-in clients for each kind of caller."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from sidecar.pocketbase import process
+from sidecar.pocketbase.process import ServiceAccount
+from sidecar.settings import Settings
+
+PASSWORD = "correct-horse-battery"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def login(url: str, collection: str, email: str, password: str) -> str:
+    resp = httpx.post(
+        f"{url}/api/collections/{collection}/auth-with-password",
+        json={"identity": email, "password": password},
+        timeout=10,
+    )
+    resp.raise_for_status()
+    return str(resp.json()["token"])
+
+
+@dataclass
+class Caller:
+    """An httpx client signed in as one account."""
+
+    kind: str
+    email: str
+    token: str
+    id: str
+    http: httpx.Client
+
+
+@dataclass
+class PocketBaseServer:
+    url: str
+    settings: Settings
+    service_account: ServiceAccount
+    proc: subprocess.Popen[bytes]
+    log_path: Path
+    superuser_email: str = "owner@example.com"
+    _clients: list[httpx.Client] = field(default_factory=list)
+
+    def caller(self, kind: str, collection: str, email: str, password: str = PASSWORD) -> Caller:
+        resp = httpx.post(
+            f"{self.url}/api/collections/{collection}/auth-with-password",
+            json={"identity": email, "password": password},
+            timeout=10,
+        )
+        resp.raise_for_status()
+        body = resp.json()
+        http = httpx.Client(base_url=self.url, headers={"Authorization": body["token"]}, timeout=120)
+        self._clients.append(http)
+        return Caller(kind, email, body["token"], body["record"]["id"], http)
+
+    def new_sender(self, email: str | None = None) -> Caller:
+        email = email or f"sender-{uuid.uuid4().hex[:8]}@example.com"
+        process.add_user(self.settings, email, PASSWORD)
+        return self.caller("sender", "users", email)
+
+    def service(self) -> Caller:
+        return self.caller("service", "services", self.service_account.email, self.service_account.password)
+
+    def superuser(self) -> Caller:
+        return self.caller("superuser", "_superusers", self.superuser_email)
+
+    def anonymous(self) -> httpx.Client:
+        http = httpx.Client(base_url=self.url, timeout=60)
+        self._clients.append(http)
+        return http
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self) -> None:
+        for c in self._clients:
+            c.close()
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def restart(self) -> None:
+        """Stops and starts the server on the same port and data dir."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(10)
+        self.proc = _spawn(self.settings, self.url, self.log_path)
+        process.wait_healthy(self.url, self.proc)
+
+
+def test_settings(data_dir: Path, port: int, **env: str) -> Settings:
+    os.environ.pop("TRANSCRIBER_CONFIG", None)
+    s = Settings()
+    s.pocketbase.data_dir = data_dir
+    s.pocketbase.http = f"127.0.0.1:{port}"
+    s.pocketbase.url = f"http://127.0.0.1:{port}"
+    return s
+
+
+def _spawn(settings: Settings, url: str, log_path: Path) -> subprocess.Popen[bytes]:
+    log = log_path.open("ab")
+    try:
+        return process.start(settings, stdout=log, stderr=subprocess.STDOUT)
+    finally:
+        log.close()
+
+
+@contextmanager
+def running_pocketbase(tmp: Path, *, max_upload_mb: int = 1024) -> Iterator[PocketBaseServer]:
+    from pydantic import SecretStr
+
+    port = free_port()
+    settings = test_settings(tmp / "pb_data", port)
+    settings.intake.max_upload_mb = max_upload_mb
+    settings.pocketbase.superuser_email = "owner@example.com"
+    settings.pocketbase.superuser_password = SecretStr(PASSWORD)
+    account = process.prepare(settings)
+    log_path = tmp / "pocketbase.log"
+    proc = _spawn(settings, settings.pocketbase.url, log_path)
+    server = PocketBaseServer(settings.pocketbase.url, settings, account, proc, log_path)
+    try:
+        process.wait_healthy(server.url, proc)
+        yield server
+    finally:
+        server.stop()

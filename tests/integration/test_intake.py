@@ -1,0 +1,128 @@
+"""I1–I3: the sender's upload and poll, on a real PocketBase."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from tests.harness import Caller, PocketBaseServer
+from tests.media import CONTAINER_HEADS, wav_bytes
+
+
+def upload(caller: Caller, content: bytes, name: str = "voice.wav", **data: str) -> httpx.Response:
+    return caller.http.post("/api/transcriber/records", files={"file": (name, content)}, data=data)
+
+
+def count(su: Caller, collection: str) -> int:
+    resp = su.http.get(f"/api/collections/{collection}/records", params={"perPage": 1})
+    resp.raise_for_status()
+    return int(resp.json()["totalItems"])
+
+
+def test_upload_creates_record_and_original_and_answers_the_poll_body(
+    pb: PocketBaseServer, sender: Caller, superuser: Caller
+) -> None:
+    resp = upload(sender, wav_bytes(), title="Monday standup")
+    assert resp.status_code == 201, resp.text
+    body = resp.json()
+    assert set(body) == {"id", "status", "halted", "halted_at", "halt_code", "title", "created", "updated", "text"}
+    assert body["status"] == "uploaded"
+    assert body["halted"] is False and body["halted_at"] is None and body["halt_code"] is None
+    assert body["title"] == "Monday standup"
+    assert body["text"] is None
+
+    rec = superuser.http.get(f"/api/collections/audio_records/records/{body['id']}").json()
+    assert rec["owner"] == sender.id
+    assert rec["state"] == "uploaded" and rec["attempts"] == 0 and rec["claim_token"] == ""
+    files = superuser.http.get("/api/collections/files/records", params={"filter": f'record="{body["id"]}"'}).json()
+    assert files["totalItems"] == 1
+    assert files["items"][0]["role"] == "original"
+    assert files["items"][0]["size"] == len(wav_bytes())
+    assert files["items"][0]["name"] == "voice.wav"
+
+    poll = sender.http.get(f"/api/transcriber/records/{body['id']}")
+    assert poll.status_code == 200
+    assert poll.json() == body
+
+
+@pytest.mark.parametrize("kind", sorted(CONTAINER_HEADS))
+def test_known_containers_are_accepted(shared_pb: PocketBaseServer, kind: str) -> None:
+    sender = shared_pb.new_sender()
+    assert upload(sender, CONTAINER_HEADS[kind], name=f"x.{kind}").status_code == 201
+
+
+@pytest.mark.parametrize(
+    ("files", "data", "status", "code"),
+    [
+        (None, {"title": "no file"}, 400, "missing_file"),
+        ({"file": ("empty.wav", b"")}, {}, 400, "empty_file"),
+        ({"file": ("notes.wav", b"just some text, renamed to .wav\n" * 20)}, {}, 415, "not_audio"),
+        ({"file": ("x.wav", b"\x00\x01\x02\x03" * 100)}, {}, 415, "not_audio"),
+        ({"file": ("v.wav", wav_bytes(0.1))}, {"owner": "someone-else"}, 400, "unknown_field"),
+        ({"file": ("v.wav", wav_bytes(0.1))}, {"state": "done"}, 400, "unknown_field"),
+        ({"file": ("v.wav", wav_bytes(0.1))}, {"title": "x" * 501}, 400, "title_too_long"),
+        ({"audio": ("v.wav", wav_bytes(0.1))}, {}, 400, "missing_file"),
+    ],
+    ids=["no-file", "empty", "text-renamed", "random-bytes", "forged-owner", "forged-state", "long-title", "wrong-field"],
+)
+def test_bad_uploads_get_a_clear_4xx_and_leave_nothing(
+    pb: PocketBaseServer, sender: Caller, superuser: Caller, files: dict | None, data: dict, status: int, code: str
+) -> None:
+    if files is None:
+        # multipart with a title but no file part at all
+        resp = sender.http.post(
+            "/api/transcriber/records",
+            content=b'--b\r\nContent-Disposition: form-data; name="title"\r\n\r\nx\r\n--b--\r\n',
+            headers={"Content-Type": "multipart/form-data; boundary=b"},
+        )
+    else:
+        resp = sender.http.post("/api/transcriber/records", files=files, data=data)
+    assert resp.status_code == status, resp.text
+    assert resp.json()["code"] == code
+    assert len(resp.json()["message"]) > 10
+    assert count(superuser, "audio_records") == 0
+    assert count(superuser, "files") == 0
+
+
+def test_two_files_are_refused(pb: PocketBaseServer, sender: Caller, superuser: Caller) -> None:
+    resp = sender.http.post(
+        "/api/transcriber/records", files=[("file", ("a.wav", wav_bytes(0.1))), ("file", ("b.wav", wav_bytes(0.1)))]
+    )
+    assert resp.status_code == 400 and resp.json()["code"] == "too_many_files"
+    assert count(superuser, "audio_records") == 0
+
+
+def test_over_the_size_limit_is_refused_with_413(tmp_path, superuser: Caller) -> None:  # type: ignore[no-untyped-def]
+    from tests.harness import running_pocketbase
+
+    with running_pocketbase(tmp_path / "small", max_upload_mb=1) as small:
+        s = small.new_sender()
+        big = wav_bytes(40)  # ~1.3 MB
+        resp = upload(s, big)
+        assert resp.status_code == 413, resp.text
+        assert "limit" in resp.json()["message"]
+        su = small.superuser()
+        assert count(su, "audio_records") == 0 and count(su, "files") == 0
+
+
+def test_poll_is_for_the_owner_only(
+    pb: PocketBaseServer, sender: Caller, other_sender: Caller, service: Caller, superuser: Caller
+) -> None:
+    rec_id = upload(sender, wav_bytes()).json()["id"]
+    assert sender.http.get(f"/api/transcriber/records/{rec_id}").status_code == 200
+    other = other_sender.http.get(f"/api/transcriber/records/{rec_id}")
+    missing = other_sender.http.get("/api/transcriber/records/doesnotexist123")
+    assert other.status_code == 404 and missing.status_code == 404
+    assert other.json() == missing.json()
+    assert pb.anonymous().get(f"/api/transcriber/records/{rec_id}").status_code == 401
+    assert service.http.get(f"/api/transcriber/records/{rec_id}").status_code == 403
+    assert superuser.http.get(f"/api/transcriber/records/{rec_id}").status_code == 403
+    assert pb.anonymous().post("/api/transcriber/records", files={"file": ("a.wav", wav_bytes())}).status_code == 401
+    assert service.http.post("/api/transcriber/records", files={"file": ("a.wav", wav_bytes())}).status_code == 403
+
+
+def test_unicode_and_path_like_names_are_kept_as_plain_names(pb: PocketBaseServer, sender: Caller, superuser: Caller) -> None:
+    resp = upload(sender, wav_bytes(0.2), name="../../etc/Встреча 🎙.wav")
+    assert resp.status_code == 201
+    row = superuser.http.get("/api/collections/files/records").json()["items"][0]
+    assert "/" not in row["blob"] and ".." not in row["blob"]

@@ -125,15 +125,15 @@ def prepare(settings: Settings) -> ServiceAccount:
     settings.pocketbase.data_dir.mkdir(parents=True, exist_ok=True)
     _run(settings, "migrate", "up")
     account = service_account(settings, create=True)
-    _run(settings, "service-upsert", account.email, account.password)
+    _run(settings, "service-upsert", "--", account.email, account.password)
     pb = settings.pocketbase
     if pb.superuser_email and pb.superuser_password:
-        _run(settings, "superuser", "upsert", pb.superuser_email, pb.superuser_password.get_secret_value())
+        _run(settings, "superuser", "upsert", "--", pb.superuser_email, pb.superuser_password.get_secret_value())
     return account
 
 
 def add_user(settings: Settings, email: str, password: str) -> None:
-    _run(settings, "user-add", email, password)
+    _run(settings, "user-add", "--", email, password)
 
 
 def serve_args(settings: Settings, http: str | None = None) -> list[str]:

@@ -126,3 +126,19 @@ def test_unicode_and_path_like_names_are_kept_as_plain_names(pb: PocketBaseServe
     assert resp.status_code == 201
     row = superuser.http.get("/api/collections/files/records").json()["items"][0]
     assert "/" not in row["blob"] and ".." not in row["blob"]
+
+
+@pytest.mark.slow
+def test_a_300_mb_upload_is_accepted(pb: PocketBaseServer, sender: Caller, superuser: Caller, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    big = tmp_path / "meeting.wav"
+    size = 300 * 1024 * 1024
+    with big.open("wb") as fh:
+        fh.write(wav_bytes(0.01)[:44])
+        chunk = b"\x00" * (1 << 20)
+        while fh.tell() < size:
+            fh.write(chunk)
+    with big.open("rb") as fh:
+        resp = sender.http.post("/api/transcriber/records", files={"file": ("meeting.wav", fh)}, timeout=300)
+    assert resp.status_code == 201, resp.text
+    row = superuser.http.get("/api/collections/files/records").json()["items"][0]
+    assert row["size"] == big.stat().st_size

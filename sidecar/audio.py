@@ -1,0 +1,400 @@
+"""Audio probing and normalization with PyAV (its wheels bundle FFmpeg).
+
+``normalize`` turns whatever the owner uploaded (any container FFmpeg can
+read, audio or video) into the one form a provider asks for (``AudioSpec``):
+it decodes the first audio stream, resamples and encodes frame by frame, so
+memory stays flat whatever the length of the input. It blocks; callers run
+it in a worker thread (``run_in_thread``) and may stop it through ``cancel``.
+
+Failures are classified where they enter: media that cannot be read is
+``UNSUPPORTED_MEDIA``, media over the provider's caps is ``TOO_LONG``. Their
+reasons are shown to the owner, so they speak of "the file", never of paths.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+from fractions import Fraction
+from pathlib import Path
+from typing import TypeVar
+
+import anyio
+import anyio.to_thread
+import av
+import av.error
+from av.audio.frame import AudioFrame
+from av.audio.resampler import AudioResampler
+from av.audio.stream import AudioStream
+from av.container import InputContainer, OutputContainer
+
+from sidecar.outcome import HaltCode, PermanentError, TranscriberError
+from sidecar.providers.base import AudioSpec
+
+__all__ = [
+    "FORMATS",
+    "NormalizeCancelled",
+    "Normalized",
+    "Probe",
+    "normalize",
+    "probe",
+    "run_in_thread",
+]
+
+T = TypeVar("T")
+
+
+class NormalizeCancelled(TranscriberError):
+    """``normalize`` stopped because its ``cancel`` event was set."""
+
+
+@dataclass(frozen=True)
+class Probe:
+    duration_ms: int | None  # None when the container does not say
+    has_audio: bool
+    container: str
+
+
+@dataclass(frozen=True)
+class Normalized:
+    path: Path
+    format: str
+    duration_ms: int
+    size: int
+
+
+@dataclass(frozen=True)
+class _Target:
+    container: str
+    codec: str
+    sample_format: str
+    lossy: bool
+    rates: tuple[int, ...] | None = None  # sample rates the encoder accepts; None: any
+    default_bitrate: int = 0
+    min_bitrate: int = 0
+    options: tuple[tuple[str, str], ...] = ()
+
+
+FORMATS: dict[str, _Target] = {
+    # libopus only runs at these rates; any of them decodes at 48 kHz later.
+    # "voip" tunes the encoder for speech intelligibility at low bitrates.
+    "ogg_opus": _Target(
+        "ogg",
+        "libopus",
+        "flt",
+        lossy=True,
+        rates=(8000, 12000, 16000, 24000, 48000),
+        default_bitrate=32000,
+        min_bitrate=6000,
+        options=(("application", "voip"),),
+    ),
+    "wav_pcm16": _Target("wav", "pcm_s16le", "s16", lossy=False),
+    "flac": _Target("flac", "flac", "s16", lossy=False),
+    "mp3": _Target(
+        "mp3",
+        "libmp3lame",
+        "fltp",
+        lossy=True,
+        rates=(8000, 11025, 12000, 16000, 22050, 24000, 32000, 44100, 48000),
+        default_bitrate=48000,
+        min_bitrate=8000,
+    ),
+}
+
+_LAYOUTS = {1: "mono", 2: "stereo"}
+
+# Probed durations of some containers (VBR MP3 without a header, raw AAC) are
+# estimates from the bitrate; reject on the probe only when the excess is
+# clear, the decoded duration is checked exactly anyway.
+_PROBE_TOLERANCE = 1.05
+# Bitrate headroom on the retry: container overhead does not scale down.
+_RETRY_MARGIN = 0.9
+# How often (in decoded frames) the growing output is measured against max_bytes.
+_SIZE_CHECK_EVERY = 64
+
+
+def probe(path: Path) -> Probe:
+    """What the container says about ``path``, without decoding it."""
+    with _open_input(path) as container:
+        stream = container.streams.audio[0] if container.streams.audio else None
+        return Probe(
+            duration_ms=_probed_duration_ms(container, stream),
+            has_audio=stream is not None,
+            container=container.format.name,
+        )
+
+
+def normalize(src: Path, dst: Path, spec: AudioSpec, *, cancel: threading.Event | None = None) -> Normalized:
+    """Decode ``src``'s first audio stream and write it to ``dst`` in ``spec``'s form.
+
+    Raises ``PermanentError`` (``UNSUPPORTED_MEDIA`` or ``TOO_LONG``) when the
+    file cannot become what the spec asks, ``NormalizeCancelled`` when
+    ``cancel`` is set. ``dst`` appears only once it is complete.
+    """
+    target = FORMATS.get(spec.format)
+    if target is None:
+        raise ValueError(f"unknown audio format {spec.format!r}")
+    if spec.channels not in _LAYOUTS:
+        raise ValueError(f"unsupported channel count {spec.channels}")
+    rate = _encoder_rate(target, spec.sample_rate)
+    cancel = cancel or threading.Event()
+
+    with _open_input(src) as container:
+        if not container.streams.audio:
+            raise PermanentError(HaltCode.UNSUPPORTED_MEDIA, "the file has no audio track")
+        probed_ms = _probed_duration_ms(container, container.streams.audio[0])
+    _check_probed(probed_ms, spec, target, rate)
+
+    bitrate = None
+    if target.lossy:
+        bitrate = spec.bitrate or target.default_bitrate
+        if probed_ms and spec.max_bytes:
+            bitrate = min(bitrate, _fitting_bitrate(spec.max_bytes, probed_ms))
+
+    part = dst.with_name(f".{dst.name}.part")
+    try:
+        duration_ms = _transcode(src, part, spec, target, rate, bitrate, cancel)
+        size = part.stat().st_size
+        if spec.max_bytes is not None and size > spec.max_bytes:
+            retry = _retry_bitrate(target, bitrate, size, spec.max_bytes)
+            if retry is None:
+                raise _too_big(size, spec.max_bytes)
+            duration_ms = _transcode(src, part, spec, target, rate, retry, cancel)
+            size = part.stat().st_size
+            if size > spec.max_bytes:
+                raise _too_big(size, spec.max_bytes)
+        os.replace(part, dst)
+    finally:
+        part.unlink(missing_ok=True)
+    return Normalized(path=dst, format=spec.format, duration_ms=duration_ms, size=size)
+
+
+async def run_in_thread(fn: Callable[[threading.Event], T], *, grace: float = 30.0) -> T:
+    """Run blocking ``fn(cancel)`` in a worker thread; stop it when the caller is cancelled.
+
+    anyio cannot interrupt a thread, and by default it waits for the thread
+    to finish before delivering the cancellation, however long that takes.
+    Here cancellation sets the event ``fn`` watches, then waits (shielded, at
+    most ``grace`` seconds) for ``fn`` to notice, so no work is left running
+    behind a step that has already given up.
+    """
+    cancel = threading.Event()
+    finished = threading.Event()
+
+    def work() -> T:
+        try:
+            return fn(cancel)
+        finally:
+            finished.set()
+
+    try:
+        return await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
+    except BaseException:
+        cancel.set()
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(finished.wait, grace)
+        raise
+
+
+# --- internals ---------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _open_input(path: Path) -> Iterator[InputContainer]:
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError as e:
+        raise PermanentError(HaltCode.UNSUPPORTED_MEDIA, "the file is missing") from e
+    if size == 0:
+        raise PermanentError(HaltCode.UNSUPPORTED_MEDIA, "the file is empty")
+    try:
+        container = av.open(str(path), mode="r")
+    except av.error.FFmpegError as e:
+        raise PermanentError(
+            HaltCode.UNSUPPORTED_MEDIA,
+            f"the file is not a readable audio or video file ({_ffmpeg_reason(e)})",
+        ) from e
+    try:
+        yield container
+    finally:
+        container.close()
+
+
+def _ffmpeg_reason(e: av.error.FFmpegError) -> str:
+    # str(e) carries the file name; the bare FFmpeg message does not.
+    return (e.strerror or type(e).__name__).strip().rstrip(".").lower()
+
+
+def _probed_duration_ms(container: InputContainer, stream: AudioStream | None) -> int | None:
+    if stream is not None and stream.duration is not None and stream.time_base is not None:
+        ms = stream.duration * stream.time_base * 1000
+        if ms > 0:
+            return int(ms)
+    if container.duration is not None and container.duration > 0:
+        return container.duration // 1000  # AV_TIME_BASE is microseconds
+    return None
+
+
+def _encoder_rate(target: _Target, wanted: int) -> int:
+    if target.rates is None or wanted in target.rates:
+        return wanted
+    higher = [r for r in target.rates if r >= wanted]
+    return min(higher) if higher else max(target.rates)
+
+
+def _check_probed(probed_ms: int | None, spec: AudioSpec, target: _Target, rate: int) -> None:
+    if probed_ms is None:
+        return
+    if spec.max_duration is not None and probed_ms > _ms(spec.max_duration) * _PROBE_TOLERANCE:
+        raise _too_long(probed_ms, spec.max_duration)
+    if spec.max_bytes is not None and target.codec == "pcm_s16le":
+        # PCM size is known in advance: no need to decode an hour to learn it.
+        expected = 44 + probed_ms * rate * spec.channels * 2 // 1000
+        if expected > spec.max_bytes * _PROBE_TOLERANCE:
+            raise _too_big(expected, spec.max_bytes)
+
+
+def _fitting_bitrate(max_bytes: int, duration_ms: int) -> int:
+    return int(max_bytes * 8 * 1000 / max(duration_ms, 1) * _RETRY_MARGIN)
+
+
+def _retry_bitrate(target: _Target, bitrate: int | None, size: int, max_bytes: int) -> int | None:
+    if not target.lossy or bitrate is None:
+        return None
+    lower = int(bitrate * max_bytes / size * _RETRY_MARGIN)
+    return lower if lower >= target.min_bitrate else None
+
+
+def _transcode(
+    src: Path,
+    dst: Path,
+    spec: AudioSpec,
+    target: _Target,
+    rate: int,
+    bitrate: int | None,
+    cancel: threading.Event,
+) -> int:
+    """One pass from ``src`` to ``dst``; the decoded duration in ms."""
+    limit_samples = _ms(spec.max_duration) * rate // 1000 if spec.max_duration is not None else None
+    check_size = spec.max_bytes is not None and not target.lossy
+    written = 0
+    frames_seen = 0
+    decoded_any = False
+    time_base = Fraction(1, rate)
+
+    with _open_input(src) as inp:
+        if not inp.streams.audio:
+            raise PermanentError(HaltCode.UNSUPPORTED_MEDIA, "the file has no audio track")
+        in_stream = inp.streams.audio[0]
+        out = av.open(str(dst), mode="w", format=target.container)
+        try:
+            out_stream = _add_output_stream(out, target, rate, spec.channels, bitrate)
+            resampler: AudioResampler | None = None
+            source_shape: tuple[str, str, int] | None = None
+
+            def emit(frames: list[AudioFrame]) -> None:
+                nonlocal written
+                for frame in frames:
+                    frame.pts = written
+                    frame.time_base = time_base
+                    written += frame.samples
+                    out.mux(out_stream.encode(frame))
+                if limit_samples is not None and written > limit_samples:
+                    assert spec.max_duration is not None
+                    raise _too_long(None, spec.max_duration)
+
+            for frame in _decoded_frames(inp, in_stream, cancel):
+                decoded_any = True
+                shape = (frame.format.name, frame.layout.name, frame.sample_rate)
+                if shape != source_shape:
+                    # Some streams change rate or layout midway (concatenated
+                    # MP3s, broadcast AAC); a resampler is built for one shape.
+                    if resampler is not None:
+                        emit(resampler.resample(None))
+                    resampler = AudioResampler(format=target.sample_format, layout=_LAYOUTS[spec.channels], rate=rate)
+                    source_shape = shape
+                assert resampler is not None
+                emit(resampler.resample(frame))
+                frames_seen += 1
+                if check_size and frames_seen % _SIZE_CHECK_EVERY == 0:
+                    size = dst.stat().st_size
+                    if spec.max_bytes is not None and size > spec.max_bytes:
+                        raise _too_big(size, spec.max_bytes)
+            if resampler is not None:
+                emit(resampler.resample(None))
+            if written == 0:
+                reason = "holds no samples" if decoded_any else "could not be decoded (empty, truncated or damaged)"
+                raise PermanentError(HaltCode.UNSUPPORTED_MEDIA, f"the file's audio track {reason}")
+            out.mux(out_stream.encode(None))
+        finally:
+            out.close()
+    return written * 1000 // rate
+
+
+def _add_output_stream(
+    out: OutputContainer, target: _Target, rate: int, channels: int, bitrate: int | None
+) -> AudioStream:
+    stream = out.add_stream(target.codec, rate=rate, options=dict(target.options))
+    if not isinstance(stream, AudioStream):  # pragma: no cover - FORMATS holds audio codecs only
+        raise TypeError(f"{target.codec} is not an audio codec")
+    stream.layout = _LAYOUTS[channels]
+    stream.format = target.sample_format
+    if bitrate is not None:
+        stream.bit_rate = bitrate
+    return stream
+
+
+def _decoded_frames(inp: InputContainer, stream: AudioStream, cancel: threading.Event) -> Iterator[AudioFrame]:
+    """Frames of ``stream``, tolerating damage after the first good frame.
+
+    A packet that fails to decode is skipped; a demuxer error ends the stream
+    (a truncated upload still yields what it holds). Whether anything at all
+    decoded is the caller's judgement.
+    """
+    packets = inp.demux(stream)
+    while True:
+        if cancel.is_set():
+            raise NormalizeCancelled("normalization was cancelled")
+        try:
+            packet = next(packets)
+        except StopIteration:
+            return
+        except av.error.FFmpegError:
+            return
+        try:
+            frames = packet.decode()
+        except av.error.FFmpegError:
+            continue
+        yield from frames
+
+
+def _ms(delta: timedelta) -> int:
+    return math.floor(delta.total_seconds() * 1000)
+
+
+def _clock(ms: int, *, round_up: bool = False) -> str:
+    # Lengths round up and limits down, so a length never reads as within its limit.
+    seconds = -(-ms // 1000) if round_up else ms // 1000
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+def _too_long(duration_ms: int | None, limit: timedelta) -> PermanentError:
+    # Decoding stops at the limit, so the full length is known only from a probe.
+    length = f"{_clock(duration_ms, round_up=True)} long" if duration_ms is not None else "longer than allowed"
+    return PermanentError(HaltCode.TOO_LONG, f"the audio is {length} (limit {_clock(_ms(limit))})")
+
+
+def _too_big(size: int, limit: int) -> PermanentError:
+    return PermanentError(
+        HaltCode.TOO_LONG,
+        f"the audio takes {_mb(size)} even after compression (limit {_mb(limit)})",
+    )
+
+
+def _mb(size: int) -> str:
+    return f"{size / 1_000_000:.1f} MB"

@@ -1,0 +1,139 @@
+"""ST6: the owner's edits in the panel, which posts the whole form as it was opened."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from tests.harness import Caller, PocketBaseServer
+from tests.media import wav_bytes
+
+FORM_FIELDS = [
+    "title", "owner", "state", "halted_at", "halt_code", "halt_reason", "attempts", "brief", "topics",
+    "state_entered_at", "claim_token", "claim_expires_at", "paused_until", "available_at", "queue_rev",
+]
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def new_record(sender: Caller) -> str:
+    resp = sender.http.post("/api/transcriber/records", files={"file": ("a.wav", wav_bytes(0.2))}, data={"title": "t0"})
+    assert resp.status_code == 201
+    return str(resp.json()["id"])
+
+
+def open_form(su: Caller, rid: str) -> dict[str, Any]:
+    rec = su.http.get(f"/api/collections/audio_records/records/{rid}").json()
+    return {k: rec[k] for k in FORM_FIELDS}
+
+
+def save_form(su: Caller, rid: str, form: dict[str, Any]) -> dict[str, Any]:
+    resp = su.http.patch(f"/api/collections/audio_records/records/{rid}", json=form)
+    assert resp.status_code == 200, resp.text
+    return dict(resp.json())
+
+
+def claim(service: Caller) -> dict[str, Any]:
+    resp = service.http.post("/api/pipeline/claim", json={"now": now_ms(), "leases": {"uploaded": 60_000}})
+    assert resp.status_code == 200, resp.text
+    return dict(resp.json())
+
+
+def events(su: Caller, rid: str) -> list[dict[str, Any]]:
+    resp = su.http.get("/api/collections/record_events/records", params={"filter": f'record="{rid}"', "sort": "created"})
+    return list(resp.json()["items"])
+
+
+def test_clearing_halted_at_releases_the_claim_and_resets_the_clocks(
+    pb: PocketBaseServer, sender: Caller, service: Caller, superuser: Caller
+) -> None:
+    rid = new_record(sender)
+    c = claim(service)
+    halt = service.http.post(
+        f"/api/pipeline/records/{rid}/halt", json={"token": c["token"], "now": now_ms(), "code": "stalled", "reason": "r"}
+    )
+    assert halt.status_code == 200
+    # an old stage clock, as a long-halted record would have
+    form = open_form(superuser, rid)
+    assert form["halted_at"] and form["halt_code"] == "stalled"
+    before = now_ms()
+    form["halted_at"] = ""
+    saved = save_form(superuser, rid, form)
+    assert saved["halted_at"] == "" and saved["halt_code"] == ""
+    assert saved["claim_token"] == "" and saved["claim_expires_at"] == 0
+    assert saved["attempts"] == 0
+    assert saved["state_entered_at"] >= before
+    assert saved["available_at"] >= before
+    assert saved["state"] == "uploaded"
+    assert [e["kind"] for e in events(superuser, rid)][-1] == "resumed"
+    # and the record is claimable again, with a new token
+    again = claim(service)
+    assert again["id"] == rid and again["token"] != c["token"]
+
+
+def test_stale_form_with_only_the_title_changed_keeps_the_workers_fields(
+    pb: PocketBaseServer, sender: Caller, service: Caller, superuser: Caller
+) -> None:
+    rid = new_record(sender)
+    form = open_form(superuser, rid)  # the owner opens the dialog
+    c = claim(service)  # meanwhile a worker claims the record
+    fresh = open_form(superuser, rid)
+    form["title"] = "Renamed by the owner"
+    saved = save_form(superuser, rid, form)
+    assert saved["title"] == "Renamed by the owner"
+    for f in ("claim_token", "attempts", "state", "claim_expires_at", "available_at", "queue_rev", "state_entered_at"):
+        assert saved[f] == fresh[f], f
+    assert saved["claim_token"] == c["token"]
+    # the worker's claim still holds: its fenced write lands
+    adv = service.http.post(f"/api/pipeline/records/{rid}/advance", json={"token": c["token"], "now": now_ms(), "to": "normalized"})
+    assert adv.status_code == 200
+    rec = open_form(superuser, rid)
+    assert rec["state"] == "normalized" and rec["title"] == "Renamed by the owner"
+
+
+def test_stale_form_cannot_put_back_an_old_stage(pb: PocketBaseServer, sender: Caller, service: Caller, superuser: Caller) -> None:
+    rid = new_record(sender)
+    form = open_form(superuser, rid)
+    c = claim(service)
+    service.http.post(f"/api/pipeline/records/{rid}/advance", json={"token": c["token"], "now": now_ms(), "to": "normalized"})
+    form["title"] = "t1"
+    saved = save_form(superuser, rid, form)  # carries state "uploaded" from when it opened
+    assert saved["state"] == "normalized" and saved["title"] == "t1"
+    assert events(superuser, rid)[-1]["kind"] == "note"
+
+
+def test_changing_the_stage_restarts_it_and_is_journalled(
+    pb: PocketBaseServer, sender: Caller, service: Caller, superuser: Caller
+) -> None:
+    rid = new_record(sender)
+    c = claim(service)
+    form = open_form(superuser, rid)
+    before = now_ms()
+    form["state"] = "normalized"
+    saved = save_form(superuser, rid, form)
+    assert saved["state"] == "normalized" and saved["state_entered_at"] >= before
+    assert saved["claim_token"] == "" and saved["attempts"] == 0
+    ev = events(superuser, rid)[-1]
+    assert ev["kind"] == "stage_set" and "uploaded" in ev["outcome_text"] and "normalized" in ev["outcome_text"]
+    # the old claim is fenced out
+    late = service.http.post(f"/api/pipeline/records/{rid}/advance", json={"token": c["token"], "now": now_ms(), "to": "normalized"})
+    assert late.status_code == 409 and late.json()["code"] == "fenced_out"
+
+
+def test_setting_the_stage_to_done_takes_the_record_out_of_the_queue(
+    pb: PocketBaseServer, sender: Caller, service: Caller, superuser: Caller
+) -> None:
+    rid = new_record(sender)
+    form = open_form(superuser, rid)
+    form["state"] = "done"
+    assert save_form(superuser, rid, form)["available_at"] == 0
+    resp = service.http.post("/api/pipeline/claim", json={"now": now_ms(), "leases": {"uploaded": 1000}})
+    assert resp.status_code == 204
+
+
+def test_direct_edits_of_worker_fields_are_ignored(pb: PocketBaseServer, sender: Caller, superuser: Caller) -> None:
+    rid = new_record(sender)
+    saved = save_form(superuser, rid, {"attempts": 9, "claim_token": "forged", "title": "ok"})
+    assert saved["attempts"] == 0 and saved["claim_token"] == "" and saved["title"] == "ok"

@@ -1,0 +1,82 @@
+"""ST2–ST5: who can reach what, and what the schema refuses."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.harness import Caller, PocketBaseServer
+from tests.media import wav_bytes
+
+COLLECTIONS = ["audio_records", "files", "texts", "recognition_attempts", "record_events", "topics", "services", "users"]
+
+
+@pytest.fixture
+def record_id(sender: Caller) -> str:
+    resp = sender.http.post("/api/transcriber/records", files={"file": ("a.wav", wav_bytes(0.2))})
+    assert resp.status_code == 201
+    return str(resp.json()["id"])
+
+
+def _some_id(su: Caller, collection: str) -> str:
+    items = su.http.get(f"/api/collections/{collection}/records", params={"perPage": 1}).json()["items"]
+    return str(items[0]["id"]) if items else "missingid123456"
+
+
+@pytest.mark.parametrize("collection", COLLECTIONS)
+def test_senders_reach_no_collection(
+    pb: PocketBaseServer, sender: Caller, superuser: Caller, record_id: str, collection: str
+) -> None:
+    rid = record_id if collection == "audio_records" else _some_id(superuser, collection)
+    base = f"/api/collections/{collection}/records"
+    before = superuser.http.get(base).json()
+    listed = sender.http.get(base)
+    assert listed.status_code in (200, 403) and listed.json().get("items", []) == []
+    assert sender.http.get(f"{base}/{rid}").status_code in (403, 404)
+    assert sender.http.post(base, json={"owner": sender.id, "state": "uploaded", "title": "x"}).status_code in (400, 403)
+    assert sender.http.patch(f"{base}/{rid}", json={"title": "hijack"}).status_code in (403, 404)
+    assert sender.http.delete(f"{base}/{rid}").status_code in (400, 403, 404)
+    assert superuser.http.get(base).json() == before  # nothing created, changed or deleted
+
+
+def test_service_user_cannot_change_owner_fields(
+    pb: PocketBaseServer, sender: Caller, other_sender: Caller, service: Caller, superuser: Caller, record_id: str
+) -> None:
+    base = f"/api/collections/audio_records/records/{record_id}"
+    before = superuser.http.get(base).json()
+    for field, value in [("owner", other_sender.id), ("title", "x"), ("brief", "y"), ("topics", [])]:
+        resp = service.http.patch(base, json={field: value})
+        assert resp.status_code in (403, 404), (field, resp.status_code)
+    assert service.http.post("/api/collections/audio_records/records", json={"owner": sender.id, "state": "uploaded"}).status_code == 403
+    assert service.http.post("/api/collections/texts/records", json={"record": record_id, "kind": "transcript"}).status_code == 403
+    assert superuser.http.get(base).json() == before
+    # ... while it can read what the pipeline needs
+    assert service.http.get(base).status_code == 200
+
+
+def test_schema_rejects_an_empty_owner(pb: PocketBaseServer, superuser: Caller) -> None:
+    resp = superuser.http.post("/api/collections/audio_records/records", json={"owner": "", "state": "uploaded"})
+    assert resp.status_code == 400
+    assert "owner" in resp.json()["data"]
+
+
+def test_records_are_never_deleted(pb: PocketBaseServer, sender: Caller, superuser: Caller, record_id: str) -> None:
+    base = f"/api/collections/audio_records/records/{record_id}"
+    assert sender.http.delete(base).status_code in (403, 404)
+    resp = superuser.http.delete(base)
+    assert resp.status_code == 400
+    assert "never deleted" in resp.json()["message"]
+    assert superuser.http.get(base).status_code == 200
+
+
+def test_owner_of_records_cannot_be_deleted_either(pb: PocketBaseServer, sender: Caller, superuser: Caller, record_id: str) -> None:
+    assert superuser.http.delete(f"/api/collections/users/records/{sender.id}").status_code == 400
+    assert superuser.http.get(f"/api/collections/audio_records/records/{record_id}").status_code == 200
+
+
+def test_pipeline_routes_are_for_the_service_user_only(pb: PocketBaseServer, sender: Caller, superuser: Caller) -> None:
+    body = {"now": int(time.time() * 1000), "leases": {"uploaded": 1000}}
+    assert pb.anonymous().post("/api/pipeline/claim", json=body).status_code == 401
+    assert sender.http.post("/api/pipeline/claim", json=body).status_code == 403
+    assert superuser.http.post("/api/pipeline/claim", json=body).status_code == 403

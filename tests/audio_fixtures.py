@@ -180,11 +180,7 @@ CLIPS: dict[str, str] = {
     "station.ogg": "Can you tell me where the nearest train station is?",
 }
 
-SAMPLE_SENTENCES = (
-    "Welcome to the transcription service. "
-    "This short recording shows how speech becomes text. "
-    "Every word you hear should appear in the transcript."
-)
+SAMPLE_SENTENCES = "Hello, and welcome. This is a short recording made to show how the service turns speech into text."
 
 
 def _speak(text: str, dst: Path) -> None:

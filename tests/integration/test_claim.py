@@ -1,0 +1,161 @@
+"""P1–P5 at the HTTP level: the claim route and the fenced writes, with real concurrency."""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.harness import Caller, PocketBaseServer
+from tests.media import wav_bytes
+
+LEASES = {"uploaded": 60_000, "normalized": 60_000}
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def upload(sender: Caller) -> str:
+    resp = sender.http.post("/api/transcriber/records", files={"file": ("a.wav", wav_bytes(0.1))})
+    assert resp.status_code == 201
+    return str(resp.json()["id"])
+
+
+def claim(http: httpx.Client, now: int | None = None, leases: dict[str, int] | None = None) -> httpx.Response:
+    return http.post("/api/pipeline/claim", json={"now": now or now_ms(), "leases": leases or LEASES})
+
+
+def race(pb: PocketBaseServer, n: int) -> list[httpx.Response]:
+    """n claims at once, each on its own connection, released together."""
+    token = pb.service().token
+    clients = [httpx.Client(base_url=pb.url, headers={"Authorization": token}, timeout=30) for _ in range(n)]
+    try:
+        for c in clients:  # open the connections first so the requests really overlap
+            c.get("/api/health")
+        with ThreadPoolExecutor(n) as ex:
+            return list(ex.map(lambda c: claim(c), clients))
+    finally:
+        for c in clients:
+            c.close()
+
+
+@pytest.mark.parametrize("n", [3, 50])
+def test_concurrent_claims_hand_one_record_to_exactly_one(pb: PocketBaseServer, sender: Caller, n: int) -> None:
+    rid = upload(sender)
+    answers = race(pb, n)
+    winners = [r for r in answers if r.status_code == 200]
+    assert len(winners) == 1
+    assert winners[0].json()["id"] == rid
+    assert sorted(r.status_code for r in answers) == [200] + [204] * (n - 1)
+
+
+def test_many_rounds_of_racing_claims_never_grant_twice(pb: PocketBaseServer, sender: Caller, superuser: Caller) -> None:
+    ids = [upload(sender) for _ in range(10)]
+    answers = race(pb, 30)
+    won = [r.json()["id"] for r in answers if r.status_code == 200]
+    assert sorted(won) == sorted(ids)  # each record exactly once
+    tokens = {r.json()["token"] for r in answers if r.status_code == 200}
+    assert len(tokens) == 10
+
+
+def test_claim_returns_only_id_and_token(pb: PocketBaseServer, sender: Caller, service: Caller) -> None:
+    upload(sender)
+    resp = claim(service.http)
+    assert resp.status_code == 200
+    assert set(resp.json()) == {"id", "token"}
+
+
+def test_a_leased_record_is_not_handed_out_until_the_lease_expires(pb: PocketBaseServer, sender: Caller, service: Caller) -> None:
+    rid = upload(sender)
+    t0 = now_ms()
+    first = claim(service.http, now=t0)
+    assert first.status_code == 200
+    assert claim(service.http, now=t0 + 59_000).status_code == 204
+    second = claim(service.http, now=t0 + 61_000)
+    assert second.status_code == 200 and second.json()["id"] == rid
+    assert second.json()["token"] != first.json()["token"]
+
+
+def test_empty_claim_says_when_the_next_record_becomes_available(pb: PocketBaseServer, sender: Caller, service: Caller) -> None:
+    upload(sender)
+    t0 = now_ms()
+    assert claim(service.http, now=t0).status_code == 200
+    empty = claim(service.http, now=t0 + 1)
+    assert empty.status_code == 204
+    assert int(empty.headers["X-Next-Available-At"]) == pytest.approx(t0 + 60_000, abs=5)
+
+
+def test_claim_hands_out_only_the_stages_it_is_given(pb: PocketBaseServer, sender: Caller, service: Caller) -> None:
+    upload(sender)
+    assert claim(service.http, leases={"normalized": 1000}).status_code == 204
+    assert claim(service.http, leases={"uploaded": 1000}).status_code == 200
+    bad = claim(service.http, leases={"done": 1000})
+    assert bad.status_code == 400
+
+
+def test_claims_follow_creation_order_across_owners(pb: PocketBaseServer, service: Caller) -> None:
+    a, b = pb.new_sender(), pb.new_sender()
+    order = [upload(a), upload(b), upload(a), upload(b)]
+    got = [claim(service.http).json()["id"] for _ in order]
+    assert got == order
+
+
+def write(service: Caller, rid: str, op: str, **body: Any) -> httpx.Response:
+    return service.http.post(f"/api/pipeline/records/{rid}/{op}", json={"now": now_ms(), **body})
+
+
+def test_fenced_writes_land_only_for_the_current_token(pb: PocketBaseServer, sender: Caller, service: Caller, superuser: Caller) -> None:
+    rid = upload(sender)
+    t0 = now_ms()
+    old = claim(service.http, now=t0).json()["token"]
+    new = claim(service.http, now=t0 + 61_000).json()["token"]  # lease expired, re-claimed
+    for op, extra in [
+        ("advance", {"to": "normalized"}),
+        ("postpone", {"until": now_ms() + 10_000}),
+        ("halt", {"code": "stalled", "reason": "x"}),
+        ("fail", {"retry_at": now_ms()}),
+        ("release", {}),
+        ("extend", {"until": now_ms() + 10_000}),
+    ]:
+        resp = write(service, rid, op, token=old, **extra)
+        assert resp.status_code == 409, op
+        assert resp.json()["code"] == "fenced_out"
+    files = service.http.post(
+        f"/api/pipeline/records/{rid}/files", data={"token": old, "role": "normalized"}, files={"blob": ("n.ogg", b"OggS")}
+    )
+    assert files.status_code == 409
+    att = service.http.post(f"/api/pipeline/records/{rid}/attempts", json={"token": old, "provider": "offline"})
+    assert att.status_code == 409
+    text = service.http.put(f"/api/pipeline/records/{rid}/texts/transcript", json={"token": old, "content": "stale"})
+    assert text.status_code == 409
+    rec = superuser.http.get(f"/api/collections/audio_records/records/{rid}").json()
+    assert rec["state"] == "uploaded" and rec["claim_token"] == new and rec["halted_at"] == ""
+    assert superuser.http.get("/api/collections/texts/records").json()["totalItems"] == 0
+    assert superuser.http.get("/api/collections/recognition_attempts/records").json()["totalItems"] == 0
+    # the holder's write lands
+    assert write(service, rid, "advance", token=new, to="normalized").status_code == 200
+    rec = superuser.http.get(f"/api/collections/audio_records/records/{rid}").json()
+    assert rec["state"] == "normalized" and rec["attempts"] == 0 and rec["claim_token"] == ""
+
+
+def test_release_gives_the_attempt_back_and_postpone_keeps_the_stage_clock(
+    pb: PocketBaseServer, sender: Caller, service: Caller, superuser: Caller
+) -> None:
+    rid = upload(sender)
+    rec0 = superuser.http.get(f"/api/collections/audio_records/records/{rid}").json()
+    tok = claim(service.http).json()["token"]
+    assert write(service, rid, "release", token=tok).status_code == 200
+    rec = superuser.http.get(f"/api/collections/audio_records/records/{rid}").json()
+    assert rec["attempts"] == 0 and rec["claim_token"] == "" and rec["halted_at"] == ""
+    tok = claim(service.http).json()["token"]
+    until = now_ms() + 30_000
+    assert write(service, rid, "postpone", token=tok, until=until).status_code == 200
+    rec = superuser.http.get(f"/api/collections/audio_records/records/{rid}").json()
+    assert rec["paused_until"] == until and rec["available_at"] == until
+    assert rec["state_entered_at"] == rec0["state_entered_at"] and rec["state"] == "uploaded" and rec["attempts"] == 0
+    assert claim(service.http).status_code == 204  # paused
+    assert claim(service.http, now=until + 1).status_code == 200

@@ -154,7 +154,9 @@ def normalize(src: Path, dst: Path, spec: AudioSpec, *, cancel: threading.Event 
     if target.lossy:
         bitrate = spec.bitrate or target.default_bitrate
         if probed_ms and spec.max_bytes:
-            bitrate = min(bitrate, _fitting_bitrate(spec.max_bytes, probed_ms))
+            # Aim under the cap from the start rather than encode twice; below
+            # the codec's floor, the size check after encoding decides.
+            bitrate = max(target.min_bitrate, min(bitrate, _fitting_bitrate(spec.max_bytes, probed_ms)))
 
     part = dst.with_name(f".{dst.name}.part")
     try:
@@ -196,8 +198,9 @@ async def run_in_thread(fn: Callable[[threading.Event], T], *, grace: float = 30
         return await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
     except BaseException:
         cancel.set()
-        with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(finished.wait, grace)
+        if not finished.is_set():
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(finished.wait, grace)
         raise
 
 
@@ -280,7 +283,8 @@ def _transcode(
     cancel: threading.Event,
 ) -> int:
     """One pass from ``src`` to ``dst``; the decoded duration in ms."""
-    limit_samples = _ms(spec.max_duration) * rate // 1000 if spec.max_duration is not None else None
+    max_duration = spec.max_duration
+    limit_samples = _ms(max_duration) * rate // 1000 if max_duration is not None else None
     check_size = spec.max_bytes is not None and not target.lossy
     written = 0
     frames_seen = 0
@@ -304,21 +308,19 @@ def _transcode(
                     frame.time_base = time_base
                     written += frame.samples
                     out.mux(out_stream.encode(frame))
-                if limit_samples is not None and written > limit_samples:
-                    assert spec.max_duration is not None
-                    raise _too_long(None, spec.max_duration)
+                if max_duration is not None and limit_samples is not None and written > limit_samples:
+                    raise _too_long(None, max_duration)
 
             for frame in _decoded_frames(inp, in_stream, cancel):
                 decoded_any = True
                 shape = (frame.format.name, frame.layout.name, frame.sample_rate)
-                if shape != source_shape:
+                if resampler is None or shape != source_shape:
                     # Some streams change rate or layout midway (concatenated
                     # MP3s, broadcast AAC); a resampler is built for one shape.
                     if resampler is not None:
                         emit(resampler.resample(None))
                     resampler = AudioResampler(format=target.sample_format, layout=_LAYOUTS[spec.channels], rate=rate)
                     source_shape = shape
-                assert resampler is not None
                 emit(resampler.resample(frame))
                 frames_seen += 1
                 if check_size and frames_seen % _SIZE_CHECK_EVERY == 0:
@@ -392,9 +394,11 @@ def _too_long(duration_ms: int | None, limit: timedelta) -> PermanentError:
 def _too_big(size: int, limit: int) -> PermanentError:
     return PermanentError(
         HaltCode.TOO_LONG,
-        f"the audio takes {_mb(size)} even after compression (limit {_mb(limit)})",
+        f"the audio takes {_size_text(size)} in the form the provider reads (limit {_size_text(limit)})",
     )
 
 
-def _mb(size: int) -> str:
+def _size_text(size: int) -> str:
+    if size < 1_000_000:
+        return f"{size / 1000:.0f} kB"
     return f"{size / 1_000_000:.1f} MB"

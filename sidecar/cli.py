@@ -48,7 +48,9 @@ def _logging(verbose: bool) -> None:
 
 
 @app.command()
-def serve(config: ConfigOpt = None, data_dir: DataDirOpt = None, http: HttpOpt = None, verbose: VerboseOpt = False) -> None:
+def serve(
+    config: ConfigOpt = None, data_dir: DataDirOpt = None, http: HttpOpt = None, verbose: VerboseOpt = False
+) -> None:
     """Run PocketBase and the pipeline workers together, in the foreground."""
     _logging(verbose)
     settings = _settings(config, data_dir, http)

@@ -9,6 +9,7 @@ import time
 from typing import Protocol
 
 import anyio
+import anyio.lowlevel
 
 
 class Clock(Protocol):
@@ -41,4 +42,4 @@ class FakeClock:
 
     async def sleep(self, seconds: float) -> None:
         self.advance(max(seconds, 0))
-        await anyio.sleep(0)
+        await anyio.lowlevel.checkpoint()

@@ -15,11 +15,18 @@ from collections.abc import Iterable
 _PATTERNS = [
     # Signed URLs: the signature and the credential scope.
     (re.compile(r"(?i)(X-Amz-(?:Signature|Credential|Security-Token)=)[^&\s\"']+"), r"\1[redacted]"),
-    (re.compile(r"(?i)((?:Signature|AWSAccessKeyId|token|key|api_key|apikey|access_token)=)[^&\s\"']+"), r"\1[redacted]"),
+    (
+        re.compile(r"(?i)((?:Signature|AWSAccessKeyId|token|key|api_key|apikey|access_token)=)[^&\s\"']+"),
+        r"\1[redacted]",
+    ),
     # Authorization headers in any spelling.
     (re.compile(r"(?i)\b(Api-Key|Bearer|Basic)\s+[A-Za-z0-9._~+/=-]{6,}"), r"\1 [redacted]"),
-    (re.compile(r"(?i)(\"?(?:authorization|password|secret[_a-z]*|api[_-]?key|iam[_-]?token)\"?\s*[:=]\s*\"?)[^\"',\s}]+"),
-     r"\1[redacted]"),
+    (
+        re.compile(
+            r"(?i)(\"?(?:authorization|password|secret[_a-z]*|api[_-]?key|iam[_-]?token)\"?\s*[:=]\s*\"?)[^\"',\s}]+"
+        ),
+        r"\1[redacted]",
+    ),
 ]
 
 _secrets: set[str] = set()

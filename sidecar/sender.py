@@ -41,7 +41,9 @@ def transcribe_file(
     console = console or Console(stderr=True)
     with httpx.Client(base_url=server.rstrip("/"), timeout=httpx.Timeout(30, write=None, read=600)) as http:
         try:
-            auth = http.post("/api/collections/users/auth-with-password", json={"identity": email, "password": password})
+            auth = http.post(
+                "/api/collections/users/auth-with-password", json={"identity": email, "password": password}
+            )
         except httpx.TransportError as exc:
             raise SenderError(f"cannot reach {server}: {type(exc).__name__}") from exc
         if auth.status_code != 200:
@@ -56,8 +58,9 @@ def transcribe_file(
         rec_id = resp.json()["id"]
 
         deadline = time.monotonic() + timeout
-        with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console,
-                      transient=True) as progress:
+        with Progress(
+            SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console, transient=True
+        ) as progress:
             task = progress.add_task(f"{file.name}: uploaded", total=None)
             while True:
                 poll = http.get(f"/api/transcriber/records/{rec_id}")

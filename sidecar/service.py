@@ -60,7 +60,14 @@ def register_settings_secrets(settings: Settings) -> None:
     pb, sk, os_, oa = settings.pocketbase, settings.speechkit, settings.object_storage, settings.openai
     register_secrets(
         s.get_secret_value() if s else None
-        for s in (pb.service_password, pb.superuser_password, sk.api_key, sk.iam_token, os_.secret_access_key, oa.api_key)
+        for s in (
+            pb.service_password,
+            pb.superuser_password,
+            sk.api_key,
+            sk.iam_token,
+            os_.secret_access_key,
+            oa.api_key,
+        )
     )
     register_secrets([os_.access_key_id])
 

@@ -8,11 +8,12 @@ Every key can be overridden from the environment with the prefix
 from __future__ import annotations
 
 import os
+import re
 from datetime import timedelta
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, SecretStr
+from pydantic import BaseModel, BeforeValidator, Field, SecretStr
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -23,30 +24,44 @@ from pydantic_settings import (
 DEFAULT_CONFIG = "transcriber.toml"
 CONFIG_ENV = "TRANSCRIBER_CONFIG"
 
+_UNITS = {"ms": 0.001, "s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400}
+
+
+def _duration(value: Any) -> Any:
+    """Durations as seconds (``90``, ``"1.5"``) or with a unit (``"30s"``, ``"15m"``, ``"8h"``, ``"2d"``)."""
+    if isinstance(value, str):
+        m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|min|m|h|d)?\s*", value)
+        if m:
+            return timedelta(seconds=float(m.group(1)) * _UNITS[m.group(2) or "s"])
+    return value
+
+
+Duration = Annotated[timedelta, BeforeValidator(_duration)]
+
 
 class StageLeases(BaseModel):
     """How long a claim on a record in each stage lasts before it may be re-issued."""
 
-    uploaded: timedelta = timedelta(hours=8)
-    normalized: timedelta = timedelta(minutes=15)
-    submitted: timedelta = timedelta(minutes=5)
-    transcribed: timedelta = timedelta(minutes=15)
+    uploaded: Duration = timedelta(hours=8)
+    normalized: Duration = timedelta(minutes=15)
+    submitted: Duration = timedelta(minutes=5)
+    transcribed: Duration = timedelta(minutes=15)
 
 
 class PipelineSettings(BaseModel):
     workers: int = Field(default=2, ge=0)
-    own_work_limit: timedelta = timedelta(hours=1)
+    own_work_limit: Duration = timedelta(hours=1)
     # Generous: a false halt costs more than a late one, and a provider may
     # legitimately take up to a day (SpeechKit's deferred mode).
-    foreign_work_limit: timedelta = timedelta(hours=48)
+    foreign_work_limit: Duration = timedelta(hours=48)
     max_attempts: int = Field(default=5, ge=1)
     leases: StageLeases = StageLeases()
-    poll_delay: timedelta = timedelta(seconds=10)
-    retry_delay: timedelta = timedelta(seconds=30)
+    poll_delay: Duration = timedelta(seconds=10)
+    retry_delay: Duration = timedelta(seconds=30)
     # Fallback poll while no realtime event arrives.
-    idle_poll: timedelta = timedelta(seconds=5)
-    shutdown_grace: timedelta = timedelta(seconds=10)
-    step_timeout: timedelta = timedelta(hours=8)
+    idle_poll: Duration = timedelta(seconds=5)
+    shutdown_grace: Duration = timedelta(seconds=10)
+    step_timeout: Duration = timedelta(hours=8)
 
 
 class PocketBaseSettings(BaseModel):
@@ -57,8 +72,8 @@ class PocketBaseSettings(BaseModel):
     service_password: SecretStr | None = None
     superuser_email: str | None = None
     superuser_password: SecretStr | None = None
-    timeout: timedelta = timedelta(seconds=30)
-    upload_timeout: timedelta = timedelta(minutes=30)
+    timeout: Duration = timedelta(seconds=30)
+    upload_timeout: Duration = timedelta(minutes=30)
     migrations_dir: Path | None = None
     hooks_dir: Path | None = None
 
@@ -93,7 +108,7 @@ class SpeechKitSettings(BaseModel):
     text_normalization: bool = True
     stt_url: str = "https://stt.api.cloud.yandex.net"
     operation_url: str = "https://operation.api.cloud.yandex.net"
-    timeout: timedelta = timedelta(seconds=60)
+    timeout: Duration = timedelta(seconds=60)
 
 
 class ObjectStorageSettings(BaseModel):
@@ -103,7 +118,7 @@ class ObjectStorageSettings(BaseModel):
     prefix: str = "transcriber/"
     access_key_id: str | None = None
     secret_access_key: SecretStr | None = None
-    timeout: timedelta = timedelta(minutes=10)
+    timeout: Duration = timedelta(minutes=10)
 
 
 class OpenAISettings(BaseModel):
@@ -111,7 +126,7 @@ class OpenAISettings(BaseModel):
     api_key: SecretStr | None = None
     model: str = "whisper-1"
     language: str | None = None
-    timeout: timedelta = timedelta(minutes=10)
+    timeout: Duration = timedelta(minutes=10)
 
 
 class Settings(BaseSettings):

@@ -22,6 +22,7 @@ from pathlib import Path
 import av
 import numpy as np
 from av.audio.frame import AudioFrame
+from av.audio.stream import AudioStream
 from av.video.frame import VideoFrame
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -80,16 +81,17 @@ def write_audio(
     """A tone in ``codec`` inside ``path``'s container, optionally beside a tiny video track."""
     with av.open(str(path), mode="w", format=container) as out:
         audio = out.add_stream(codec, rate=rate)
+        assert isinstance(audio, AudioStream)
         audio.layout = _LAYOUTS[channels]
         if bit_rate is not None:
             audio.bit_rate = bit_rate
-        sample_fmt = audio.codec_context.format.name if audio.codec_context.format else "s16"
         picture = out.add_stream("mpeg4", rate=10) if video else None
         if picture is not None:
             picture.width = picture.height = 64
             picture.pix_fmt = "yuv420p"
         next_picture = 0
-        for frame in tone_frames(seconds, rate, channels, fmt=sample_fmt):
+        # The encoder converts to its own sample format and frame size.
+        for frame in tone_frames(seconds, rate, channels):
             if picture is not None:
                 # Interleave roughly in time so the muxer need not buffer.
                 while next_picture / 10 <= (frame.pts or 0) / rate:

@@ -33,8 +33,8 @@ class Waker:
         self._event.set()
         self._event = anyio.Event()
 
-    async def wait(self, timeout: float) -> None:
-        with anyio.move_on_after(timeout):
+    async def wait(self, at_most: float) -> None:
+        with anyio.move_on_after(at_most):
             await self._event.wait()
 
 
@@ -46,7 +46,7 @@ class WorkerPool:
         self.waker = Waker()
         self._stopping = False
         self._busy: set[anyio.CancelScope] = set()
-        self._idle = anyio.Event()
+        self._drained = anyio.Event()
 
     @property
     def busy(self) -> int:
@@ -76,9 +76,9 @@ class WorkerPool:
             self.waker.wake()
             side.cancel()
             # Phase 2: running steps get a grace period, then are cancelled.
-            with anyio.move_on_after(p.shutdown_grace.total_seconds()):
-                while self._busy:
-                    await anyio.sleep(0.05)
+            if self._busy:
+                with anyio.move_on_after(p.shutdown_grace.total_seconds()):
+                    await self._drained.wait()
             for scope in list(self._busy):
                 scope.cancel()
         log.info("pool stopped")
@@ -117,3 +117,5 @@ class WorkerPool:
             log.exception("worker: unexpected error on record %s", claim.id)
         finally:
             self._busy.discard(scope)
+            if self._stopping and not self._busy:
+                self._drained.set()

@@ -80,7 +80,8 @@ class Runner:
     async def _guarded(self, claim: Claim, record: AudioRecord, stage: Stage) -> str:
         p = self.settings.pipeline
         if record.attempts > p.max_attempts:
-            reason = f"attempts exhausted: {record.attempts - 1} tries of step {stage.step} did not succeed (max {p.max_attempts})"
+            tries = record.attempts - 1
+            reason = f"attempts exhausted: {tries} tries of step {stage.step} did not succeed (max {p.max_attempts})"
             await self._halt(claim, record, stage, HaltCode.ATTEMPTS_EXHAUSTED, reason)
             return "halted"
         in_stage = timedelta(milliseconds=self.clock.now_ms() - record.state_entered_at)
@@ -94,7 +95,9 @@ class Runner:
     async def _run_step(self, claim: Claim, record: AudioRecord, stage: Stage) -> str:
         p = self.settings.pipeline
         workdir = Path(tempfile.mkdtemp(prefix=f"transcriber-{record.id}-"))
-        ctx = StepContext(claim, record, self.storage, self.provider, self.provider_for, self.settings, self.clock, workdir)
+        ctx = StepContext(
+            claim, record, self.storage, self.provider, self.provider_for, self.settings, self.clock, workdir
+        )
         step = self.table.step_of(stage)
         outcome: Outcome | None = None
         error: Exception | None = None

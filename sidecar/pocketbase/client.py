@@ -153,7 +153,7 @@ class PocketBaseClient:
                 )
             self._token = str(resp.json()["token"])
 
-    async def request(self, method: str, path: str, *, timeout: float | None = None, **kw: Any) -> httpx.Response:
+    async def request(self, method: str, path: str, *, timeout_s: float | None = None, **kw: Any) -> httpx.Response:
         if not self._token:
             await self.login()
         for again in (True, False):
@@ -162,11 +162,13 @@ class PocketBaseClient:
                     method,
                     path,
                     headers={"Authorization": self._token},
-                    timeout=timeout if timeout is not None else httpx.USE_CLIENT_DEFAULT,
+                    timeout=timeout_s if timeout_s is not None else httpx.USE_CLIENT_DEFAULT,
                     **kw,
                 )
             except httpx.TransportError as exc:
-                raise PocketBaseUnavailable(f"PocketBase {method} {path.split('?')[0]} failed: {type(exc).__name__}") from exc
+                raise PocketBaseUnavailable(
+                    f"PocketBase {method} {path.split('?')[0]} failed: {type(exc).__name__}"
+                ) from exc
             if resp.status_code == 401 and again:
                 await self.login()
                 continue
@@ -220,7 +222,9 @@ class PocketBaseClient:
 
     async def note(self, claim: Claim, text: str) -> None:
         await self.request(
-            "POST", f"/api/pipeline/records/{claim.id}/events", json={"token": claim.token, "kind": "note", "text": text}
+            "POST",
+            f"/api/pipeline/records/{claim.id}/events",
+            json={"token": claim.token, "kind": "note", "text": text},
         )
 
     # -- reads ------------------------------------------------------------------
@@ -290,11 +294,18 @@ class PocketBaseClient:
                     "location": location,
                 },
                 files={"blob": (path.name, fh, "application/octet-stream")},
-                timeout=self._upload_timeout,
+                timeout_s=self._upload_timeout,
             )
         data = resp.json()
-        return FileRow(id=data["id"], record=claim.id, role=role, format=format, blob=data.get("blob", ""),
-                       duration_ms=duration_ms, location=location)
+        return FileRow(
+            id=data["id"],
+            record=claim.id,
+            role=role,
+            format=format,
+            blob=data.get("blob", ""),
+            duration_ms=duration_ms,
+            location=location,
+        )
 
     async def create_attempt(self, claim: Claim, *, provider: str, model: str, audio_uri: str = "") -> str:
         resp = await self.request(
@@ -305,19 +316,30 @@ class PocketBaseClient:
         return str(resp.json()["id"])
 
     async def update_attempt(
-        self, claim: Claim, attempt_id: str, *, raw_response: bytes | None = None, raw_name: str = "response.json",
-        **fields: str,
+        self,
+        claim: Claim,
+        attempt_id: str,
+        *,
+        operation_id: str | None = None,
+        audio_uri: str | None = None,
+        status: str | None = None,
+        raw_response: bytes | None = None,
+        raw_name: str = "response.json",
     ) -> None:
         path = f"/api/pipeline/records/{claim.id}/attempts/{attempt_id}"
+        fields = {"token": claim.token}
+        for name, value in (("operation_id", operation_id), ("audio_uri", audio_uri), ("status", status)):
+            if value is not None:
+                fields[name] = value
         if raw_response is None:
-            await self.request("POST", path, json={"token": claim.token, **fields})
+            await self.request("POST", path, json=fields)
             return
         await self.request(
             "POST",
             path,
-            data={"token": claim.token, **fields},
+            data=fields,
             files={"raw_response": (raw_name, raw_response, "application/octet-stream")},
-            timeout=self._upload_timeout,
+            timeout_s=self._upload_timeout,
         )
 
     async def put_text(self, claim: Claim, kind: str, content: str, segments: Any = None) -> None:

@@ -32,9 +32,10 @@ async def listen(storage: PocketBaseClient, on_event: Callable[[], None], *, rec
 
 async def _session(storage: PocketBaseClient, on_event: Callable[[], None]) -> None:
     base = storage.base_url.rstrip("/")
-    async with httpx.AsyncClient(timeout=httpx.Timeout(10.0, read=None)) as http, aconnect_sse(
-        http, "GET", f"{base}/api/realtime"
-    ) as source:
+    async with (
+        httpx.AsyncClient(timeout=httpx.Timeout(10.0, read=None)) as http,
+        aconnect_sse(http, "GET", f"{base}/api/realtime") as source,
+    ):
         async for sse in source.aiter_sse():
             if sse.event == "PB_CONNECT":
                 client_id = sse.json()["clientId"]

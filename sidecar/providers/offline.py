@@ -198,7 +198,13 @@ class OfflineProvider:
         """The model, verified and loaded on first use."""
         if self._settings.model:
             candidate = Path(self._settings.model).expanduser()
-            ref = str(candidate.resolve()) if candidate.is_dir() else self._settings.model
+            if candidate.is_dir():
+                ref = str(candidate.resolve())
+            elif self._settings.model.startswith(("/", ".", "~")):
+                # Clearly meant as a directory: do not let it fall through to a hub lookup.
+                raise ModelLoadError(f"the offline model directory {candidate} does not exist")
+            else:
+                ref = self._settings.model  # a model name; faster-whisper fetches it from the hub
         else:
             directory = bundled_model_dir()
             verify_model_dir(directory)

@@ -35,7 +35,9 @@ async def run(ctx: StepContext) -> Outcome:
     dst = ctx.workdir / f"normalized.{EXTENSIONS.get(spec.format, 'bin')}"
     cancel = threading.Event()
     try:
-        result = await anyio.to_thread.run_sync(lambda: audio.normalize(src, dst, spec, cancel=cancel), abandon_on_cancel=True)
+        result = await anyio.to_thread.run_sync(
+            lambda: audio.normalize(src, dst, spec, cancel=cancel), abandon_on_cancel=True
+        )
     finally:
         cancel.set()  # stops the decoder thread if we were cancelled
     row = await ctx.storage.attach_file(

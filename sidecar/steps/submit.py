@@ -42,17 +42,22 @@ async def run(ctx: StepContext) -> Outcome:
     await ctx.storage.download("files", row.id, row.blob, path)
 
     async def remember(field: str, value: str) -> None:
-        await ctx.storage.update_attempt(ctx.claim, attempt_id, **{field: value})
+        if field == "operation_id":
+            await ctx.storage.update_attempt(ctx.claim, attempt_id, operation_id=value, status="running")
+        elif field == "audio_uri":
+            await ctx.storage.update_attempt(ctx.claim, attempt_id, audio_uri=value)
 
     started = await provider.start(
         StartRequest(audio=path, format=row.format, duration_ms=row.duration_ms, attempt_key=attempt_id), remember
     )
-    fields = {"operation_id": started.operation_id, "status": "running"}
-    if started.audio_uri:
-        fields["audio_uri"] = started.audio_uri
+    await ctx.storage.update_attempt(
+        ctx.claim,
+        attempt_id,
+        operation_id=started.operation_id,
+        audio_uri=started.audio_uri or None,
+        status="ready" if started.raw is not None else "running",
+        raw_response=started.raw,
+    )
     if started.raw is not None:
-        fields["status"] = "ready"
-        await ctx.storage.update_attempt(ctx.claim, attempt_id, raw_response=started.raw, **fields)
         return Advance(f"{provider.name} recognized the audio at once")
-    await ctx.storage.update_attempt(ctx.claim, attempt_id, **fields)
     return Advance(f"{provider.name} operation {started.operation_id} started")

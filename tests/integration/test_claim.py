@@ -53,7 +53,9 @@ def test_concurrent_claims_hand_one_record_to_exactly_one(pb: PocketBaseServer, 
     assert sorted(r.status_code for r in answers) == [200] + [204] * (n - 1)
 
 
-def test_many_rounds_of_racing_claims_never_grant_twice(pb: PocketBaseServer, sender: Caller, superuser: Caller) -> None:
+def test_many_rounds_of_racing_claims_never_grant_twice(
+    pb: PocketBaseServer, sender: Caller, superuser: Caller
+) -> None:
     ids = [upload(sender) for _ in range(10)]
     answers = race(pb, 30)
     won = [r.json()["id"] for r in answers if r.status_code == 200]
@@ -69,7 +71,9 @@ def test_claim_returns_only_id_and_token(pb: PocketBaseServer, sender: Caller, s
     assert set(resp.json()) == {"id", "token"}
 
 
-def test_a_leased_record_is_not_handed_out_until_the_lease_expires(pb: PocketBaseServer, sender: Caller, service: Caller) -> None:
+def test_a_leased_record_is_not_handed_out_until_the_lease_expires(
+    pb: PocketBaseServer, sender: Caller, service: Caller
+) -> None:
     rid = upload(sender)
     t0 = now_ms()
     first = claim(service.http, now=t0)
@@ -80,7 +84,9 @@ def test_a_leased_record_is_not_handed_out_until_the_lease_expires(pb: PocketBas
     assert second.json()["token"] != first.json()["token"]
 
 
-def test_empty_claim_says_when_the_next_record_becomes_available(pb: PocketBaseServer, sender: Caller, service: Caller) -> None:
+def test_empty_claim_says_when_the_next_record_becomes_available(
+    pb: PocketBaseServer, sender: Caller, service: Caller
+) -> None:
     upload(sender)
     t0 = now_ms()
     assert claim(service.http, now=t0).status_code == 200
@@ -108,7 +114,9 @@ def write(service: Caller, rid: str, op: str, **body: Any) -> httpx.Response:
     return service.http.post(f"/api/pipeline/records/{rid}/{op}", json={"now": now_ms(), **body})
 
 
-def test_fenced_writes_land_only_for_the_current_token(pb: PocketBaseServer, sender: Caller, service: Caller, superuser: Caller) -> None:
+def test_fenced_writes_land_only_for_the_current_token(
+    pb: PocketBaseServer, sender: Caller, service: Caller, superuser: Caller
+) -> None:
     rid = upload(sender)
     t0 = now_ms()
     old = claim(service.http, now=t0).json()["token"]
@@ -125,7 +133,9 @@ def test_fenced_writes_land_only_for_the_current_token(pb: PocketBaseServer, sen
         assert resp.status_code == 409, op
         assert resp.json()["code"] == "fenced_out"
     files = service.http.post(
-        f"/api/pipeline/records/{rid}/files", data={"token": old, "role": "normalized"}, files={"blob": ("n.ogg", b"OggS")}
+        f"/api/pipeline/records/{rid}/files",
+        data={"token": old, "role": "normalized"},
+        files={"blob": ("n.ogg", b"OggS")},
     )
     assert files.status_code == 409
     att = service.http.post(f"/api/pipeline/records/{rid}/attempts", json={"token": old, "provider": "offline"})

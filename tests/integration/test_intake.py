@@ -63,7 +63,16 @@ def test_known_containers_are_accepted(shared_pb: PocketBaseServer, kind: str) -
         ({"file": ("v.wav", wav_bytes(0.1))}, {"title": "x" * 501}, 400, "title_too_long"),
         ({"audio": ("v.wav", wav_bytes(0.1))}, {}, 400, "missing_file"),
     ],
-    ids=["no-file", "empty", "text-renamed", "random-bytes", "forged-owner", "forged-state", "long-title", "wrong-field"],
+    ids=[
+        "no-file",
+        "empty",
+        "text-renamed",
+        "random-bytes",
+        "forged-owner",
+        "forged-state",
+        "long-title",
+        "wrong-field",
+    ],
 )
 def test_bad_uploads_get_a_clear_4xx_and_leave_nothing(
     pb: PocketBaseServer, sender: Caller, superuser: Caller, files: dict | None, data: dict, status: int, code: str
@@ -121,7 +130,9 @@ def test_poll_is_for_the_owner_only(
     assert service.http.post("/api/transcriber/records", files={"file": ("a.wav", wav_bytes())}).status_code == 403
 
 
-def test_unicode_and_path_like_names_are_kept_as_plain_names(pb: PocketBaseServer, sender: Caller, superuser: Caller) -> None:
+def test_unicode_and_path_like_names_are_kept_as_plain_names(
+    pb: PocketBaseServer, sender: Caller, superuser: Caller
+) -> None:
     resp = upload(sender, wav_bytes(0.2), name="../../etc/Встреча 🎙.wav")
     assert resp.status_code == 201
     row = superuser.http.get("/api/collections/files/records").json()["items"][0]

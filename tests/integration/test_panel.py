@@ -9,8 +9,21 @@ from tests.harness import Caller, PocketBaseServer
 from tests.media import wav_bytes
 
 FORM_FIELDS = [
-    "title", "owner", "state", "halted_at", "halt_code", "halt_reason", "attempts", "brief", "topics",
-    "state_entered_at", "claim_token", "claim_expires_at", "paused_until", "available_at", "queue_rev",
+    "title",
+    "owner",
+    "state",
+    "halted_at",
+    "halt_code",
+    "halt_reason",
+    "attempts",
+    "brief",
+    "topics",
+    "state_entered_at",
+    "claim_token",
+    "claim_expires_at",
+    "paused_until",
+    "available_at",
+    "queue_rev",
 ]
 
 
@@ -42,7 +55,9 @@ def claim(service: Caller) -> dict[str, Any]:
 
 
 def events(su: Caller, rid: str) -> list[dict[str, Any]]:
-    resp = su.http.get("/api/collections/record_events/records", params={"filter": f'record="{rid}"', "sort": "created"})
+    resp = su.http.get(
+        "/api/collections/record_events/records", params={"filter": f'record="{rid}"', "sort": "created"}
+    )
     return list(resp.json()["items"])
 
 
@@ -52,7 +67,8 @@ def test_clearing_halted_at_releases_the_claim_and_resets_the_clocks(
     rid = new_record(sender)
     c = claim(service)
     halt = service.http.post(
-        f"/api/pipeline/records/{rid}/halt", json={"token": c["token"], "now": now_ms(), "code": "stalled", "reason": "r"}
+        f"/api/pipeline/records/{rid}/halt",
+        json={"token": c["token"], "now": now_ms(), "code": "stalled", "reason": "r"},
     )
     assert halt.status_code == 200
     # an old stage clock, as a long-halted record would have
@@ -87,17 +103,23 @@ def test_stale_form_with_only_the_title_changed_keeps_the_workers_fields(
         assert saved[f] == fresh[f], f
     assert saved["claim_token"] == c["token"]
     # the worker's claim still holds: its fenced write lands
-    adv = service.http.post(f"/api/pipeline/records/{rid}/advance", json={"token": c["token"], "now": now_ms(), "to": "normalized"})
+    adv = service.http.post(
+        f"/api/pipeline/records/{rid}/advance", json={"token": c["token"], "now": now_ms(), "to": "normalized"}
+    )
     assert adv.status_code == 200
     rec = open_form(superuser, rid)
     assert rec["state"] == "normalized" and rec["title"] == "Renamed by the owner"
 
 
-def test_stale_form_cannot_put_back_an_old_stage(pb: PocketBaseServer, sender: Caller, service: Caller, superuser: Caller) -> None:
+def test_stale_form_cannot_put_back_an_old_stage(
+    pb: PocketBaseServer, sender: Caller, service: Caller, superuser: Caller
+) -> None:
     rid = new_record(sender)
     form = open_form(superuser, rid)
     c = claim(service)
-    service.http.post(f"/api/pipeline/records/{rid}/advance", json={"token": c["token"], "now": now_ms(), "to": "normalized"})
+    service.http.post(
+        f"/api/pipeline/records/{rid}/advance", json={"token": c["token"], "now": now_ms(), "to": "normalized"}
+    )
     form["title"] = "t1"
     saved = save_form(superuser, rid, form)  # carries state "uploaded" from when it opened
     assert saved["state"] == "normalized" and saved["title"] == "t1"
@@ -118,7 +140,9 @@ def test_changing_the_stage_restarts_it_and_is_journalled(
     ev = events(superuser, rid)[-1]
     assert ev["kind"] == "stage_set" and "uploaded" in ev["outcome_text"] and "normalized" in ev["outcome_text"]
     # the old claim is fenced out
-    late = service.http.post(f"/api/pipeline/records/{rid}/advance", json={"token": c["token"], "now": now_ms(), "to": "normalized"})
+    late = service.http.post(
+        f"/api/pipeline/records/{rid}/advance", json={"token": c["token"], "now": now_ms(), "to": "normalized"}
+    )
     assert late.status_code == 409 and late.json()["code"] == "fenced_out"
 
 

@@ -9,7 +9,16 @@ import pytest
 from tests.harness import Caller, PocketBaseServer
 from tests.media import wav_bytes
 
-COLLECTIONS = ["audio_records", "files", "texts", "recognition_attempts", "record_events", "topics", "services", "users"]
+COLLECTIONS = [
+    "audio_records",
+    "files",
+    "texts",
+    "recognition_attempts",
+    "record_events",
+    "topics",
+    "services",
+    "users",
+]
 
 
 @pytest.fixture
@@ -34,7 +43,10 @@ def test_senders_reach_no_collection(
     listed = sender.http.get(base)
     assert listed.status_code in (200, 403) and listed.json().get("items", []) == []
     assert sender.http.get(f"{base}/{rid}").status_code in (403, 404)
-    assert sender.http.post(base, json={"owner": sender.id, "state": "uploaded", "title": "x"}).status_code in (400, 403)
+    assert sender.http.post(base, json={"owner": sender.id, "state": "uploaded", "title": "x"}).status_code in (
+        400,
+        403,
+    )
     assert sender.http.patch(f"{base}/{rid}", json={"title": "hijack"}).status_code in (403, 404)
     assert sender.http.delete(f"{base}/{rid}").status_code in (400, 403, 404)
     assert superuser.http.get(base).json() == before  # nothing created, changed or deleted
@@ -48,8 +60,18 @@ def test_service_user_cannot_change_owner_fields(
     for field, value in [("owner", other_sender.id), ("title", "x"), ("brief", "y"), ("topics", [])]:
         resp = service.http.patch(base, json={field: value})
         assert resp.status_code in (403, 404), (field, resp.status_code)
-    assert service.http.post("/api/collections/audio_records/records", json={"owner": sender.id, "state": "uploaded"}).status_code == 403
-    assert service.http.post("/api/collections/texts/records", json={"record": record_id, "kind": "transcript"}).status_code == 403
+    assert (
+        service.http.post(
+            "/api/collections/audio_records/records", json={"owner": sender.id, "state": "uploaded"}
+        ).status_code
+        == 403
+    )
+    assert (
+        service.http.post(
+            "/api/collections/texts/records", json={"record": record_id, "kind": "transcript"}
+        ).status_code
+        == 403
+    )
     assert superuser.http.get(base).json() == before
     # ... while it can read what the pipeline needs
     assert service.http.get(base).status_code == 200
@@ -70,7 +92,9 @@ def test_records_are_never_deleted(pb: PocketBaseServer, sender: Caller, superus
     assert superuser.http.get(base).status_code == 200
 
 
-def test_owner_of_records_cannot_be_deleted_either(pb: PocketBaseServer, sender: Caller, superuser: Caller, record_id: str) -> None:
+def test_owner_of_records_cannot_be_deleted_either(
+    pb: PocketBaseServer, sender: Caller, superuser: Caller, record_id: str
+) -> None:
     assert superuser.http.delete(f"/api/collections/users/records/{sender.id}").status_code == 400
     assert superuser.http.get(f"/api/collections/audio_records/records/{record_id}").status_code == 200
 

@@ -1,0 +1,374 @@
+"""The seed scenarios (P5–P14) on a real PocketBase, with the real runner and pool
+and test steps defined here."""
+
+from __future__ import annotations
+
+import logging
+import time
+from datetime import timedelta
+from typing import Any
+
+import anyio
+import pytest
+
+from sidecar.clock import FakeClock
+from sidecar.outcome import Advance, Outcome, Postpone
+from sidecar.pocketbase.client import Claim
+from sidecar.settings import StageLeases
+from sidecar.steps.base import StepContext
+from tests.fakes import running_sidecar
+from tests.harness import Caller, PocketBaseServer
+from tests.media import wav_bytes
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def upload(sender: Caller, title: str = "") -> str:
+    resp = sender.http.post(
+        "/api/transcriber/records", files={"file": ("a.wav", wav_bytes(0.1))}, data={"title": title}
+    )
+    assert resp.status_code == 201
+    return str(resp.json()["id"])
+
+
+def record(su: Caller, rid: str) -> dict[str, Any]:
+    return dict(su.http.get(f"/api/collections/audio_records/records/{rid}").json())
+
+
+def events(su: Caller, rid: str | None = None) -> list[dict[str, Any]]:
+    params = {"sort": "created", "perPage": 500} | ({"filter": f'record="{rid}"'} if rid else {})
+    return list(su.http.get("/api/collections/record_events/records", params=params).json()["items"])
+
+
+async def in_thread(fn: Any, *args: Any) -> Any:
+    return await anyio.to_thread.run_sync(fn, *args)
+
+
+def panel_edit(su: Caller, rid: str, **changes: Any) -> dict[str, Any]:
+    """The panel's whole-form save, opened now."""
+    form = record(su, rid)
+    form.update(changes)
+    for k in ("id", "collectionId", "collectionName", "created", "updated"):
+        form.pop(k, None)
+    resp = su.http.patch(f"/api/collections/audio_records/records/{rid}", json=form)
+    assert resp.status_code == 200, resp.text
+    return dict(resp.json())
+
+
+async def claim_one(pool: Any) -> Claim:
+    got = await pool.runner.storage.claim(pool.runner.table.leases())
+    assert isinstance(got, Claim)
+    return got
+
+
+async def advance_all(ctx: StepContext) -> Outcome:
+    return Advance("test step done")
+
+
+ALL = {"normalize": advance_all, "submit": advance_all, "poll": advance_all, "finalize": advance_all}
+
+
+async def wait_for(predicate: Any, timeout: float = 20.0) -> None:
+    with anyio.fail_after(timeout):
+        while not await in_thread(predicate):
+            await anyio.sleep(0.05)
+
+
+async def test_owner_panel_edit_survives_the_steps_save(
+    pb: PocketBaseServer, sender: Caller, superuser: Caller
+) -> None:
+    rid = upload(sender, "before")
+
+    async def step(ctx: StepContext) -> Outcome:
+        await in_thread(lambda: panel_edit(superuser, rid, title="edited in the panel", brief="notes"))
+        return Advance()
+
+    async with running_sidecar(pb, dict(ALL, normalize=step)) as pool:
+        assert await pool.runner.run(await claim_one(pool)) == "advanced"
+    rec = record(superuser, rid)
+    assert rec["state"] == "normalized"
+    assert rec["title"] == "edited in the panel" and rec["brief"] == "notes"
+    assert rec["owner"] == sender.id
+
+
+async def test_claim_lost_to_lease_expiry_drops_the_first_steps_result(
+    pb: PocketBaseServer, sender: Caller, superuser: Caller
+) -> None:
+    rid = upload(sender)
+    clock = FakeClock()
+    second: list[Claim] = []
+
+    async def slow_step(ctx: StepContext) -> Outcome:
+        clock.advance(16 * 60)  # past the 15-minute lease
+        got = await ctx.storage.claim({"uploaded": timedelta(minutes=15)})
+        assert isinstance(got, Claim) and got.id == rid
+        second.append(got)
+        return Advance("first step's result")
+
+    leases = StageLeases(uploaded=timedelta(minutes=15))
+    async with running_sidecar(pb, dict(ALL, normalize=slow_step), clock=clock, leases=leases) as pool:
+        first = await claim_one(pool)
+        assert await pool.runner.run(first) == "fenced_out"
+    rec = record(superuser, rid)
+    assert rec["state"] == "uploaded"
+    assert rec["claim_token"] == second[0].token != first.token
+    assert "stage_entered" not in [e["kind"] for e in events(superuser, rid)]
+
+
+async def test_unhalt_under_a_running_step_drops_the_first_steps_result(
+    pb: PocketBaseServer, sender: Caller, superuser: Caller
+) -> None:
+    rid = upload(sender)
+    second: list[Claim] = []
+
+    async def step(ctx: StepContext) -> Outcome:
+        await in_thread(lambda: panel_edit(superuser, rid, halted_at="2026-01-01 00:00:00.000Z"))  # owner halts
+        await in_thread(lambda: panel_edit(superuser, rid, halted_at=""))  # ... and resumes it
+        got = await ctx.storage.claim({"uploaded": timedelta(minutes=5)})  # another worker takes it
+        assert isinstance(got, Claim)
+        second.append(got)
+        return Advance("stale result")
+
+    async with running_sidecar(pb, dict(ALL, normalize=step)) as pool:
+        first = await claim_one(pool)
+        assert await pool.runner.run(first) == "fenced_out"
+    rec = record(superuser, rid)
+    assert rec["state"] == "uploaded" and rec["claim_token"] == second[0].token
+    assert rec["halted_at"] == ""
+
+
+async def test_a_step_failing_every_time_halts_after_max_attempts(
+    pb: PocketBaseServer, sender: Caller, superuser: Caller
+) -> None:
+    rid = upload(sender)
+    calls: list[int] = []
+
+    async def broken(ctx: StepContext) -> Outcome:
+        calls.append(ctx.record.attempts)
+        raise RuntimeError("decoder exploded")
+
+    async with running_sidecar(pb, dict(ALL, normalize=broken), workers=1, max_attempts=3, retry_delay=0) as pool:
+        stop = anyio.Event()
+        async with anyio.create_task_group() as tg:
+            await tg.start(pool.run, stop)
+            await wait_for(lambda: record(superuser, rid)["halted_at"] != "")
+            stop.set()
+    assert calls == [1, 2, 3]
+    rec = record(superuser, rid)
+    assert rec["halt_code"] == "attempts_exhausted" and "max 3" in rec["halt_reason"]
+    kinds = [e["kind"] for e in events(superuser, rid)]
+    assert kinds.count("step_failed") == 3 and kinds[-1] == "halted"
+    assert "decoder exploded" in events(superuser, rid)[1]["outcome_text"]
+    poll = sender.http.get(f"/api/transcriber/records/{rid}").json()
+    assert poll["halted"] is True and poll["halt_code"] == "attempts_exhausted" and poll["status"] == "uploaded"
+    claim = pb.service().http.post(
+        "/api/pipeline/claim", json={"now": int(time.time() * 1000) + 10**9, "leases": {"uploaded": 1000}}
+    )
+    assert claim.status_code == 204
+
+
+async def test_a_graceful_stop_during_a_step_spends_no_attempt(
+    pb: PocketBaseServer, sender: Caller, superuser: Caller
+) -> None:
+    rid = upload(sender)
+    entered = anyio.Event()
+
+    async def endless(ctx: StepContext) -> Outcome:
+        entered.set()
+        await anyio.sleep_forever()
+        raise AssertionError
+
+    async with running_sidecar(pb, dict(ALL, normalize=endless), workers=1, shutdown_grace=0.2) as pool:
+        stop = anyio.Event()
+        async with anyio.create_task_group() as tg:
+            await tg.start(pool.run, stop)
+            with anyio.fail_after(10):
+                await entered.wait()
+            assert record(superuser, rid)["attempts"] == 1
+            stop.set()
+    rec = record(superuser, rid)
+    assert rec["attempts"] == 0 and rec["halted_at"] == "" and rec["claim_token"] == ""
+    assert rec["state"] == "uploaded"
+    assert [e["kind"] for e in events(superuser, rid)][-1] == "released"
+
+
+async def test_records_passing_several_stages_never_approach_the_limit(
+    pb: PocketBaseServer, sender: Caller, superuser: Caller
+) -> None:
+    rid = upload(sender)
+    seen: list[int] = []
+
+    async def step(ctx: StepContext) -> Outcome:
+        seen.append(ctx.record.attempts)
+        return Advance()
+
+    steps = {"normalize": step, "submit": step, "poll": step, "finalize": step}
+    async with running_sidecar(pb, steps, workers=1, max_attempts=1) as pool:
+        stop = anyio.Event()
+        async with anyio.create_task_group() as tg:
+            await tg.start(pool.run, stop)
+            await wait_for(lambda: record(superuser, rid)["state"] == "done")
+            stop.set()
+    rec = record(superuser, rid)
+    assert seen == [1, 1, 1, 1]
+    assert rec["attempts"] == 0 and rec["halted_at"] == "" and rec["owner"] == sender.id
+    assert [e["stage"] for e in events(superuser, rid) if e["kind"] == "stage_entered"] == [
+        "normalized",
+        "submitted",
+        "transcribed",
+        "done",
+    ]
+
+
+async def test_two_owners_records_are_taken_in_creation_order(pb: PocketBaseServer, superuser: Caller) -> None:
+    a, b = pb.new_sender(), pb.new_sender()
+    created = [upload(a), upload(b), upload(a), upload(b), upload(b)]
+    order: list[str] = []
+
+    async def step(ctx: StepContext) -> Outcome:
+        order.append(ctx.record.id)
+        return Advance()
+
+    async with running_sidecar(pb, dict(ALL, normalize=step)) as pool:
+        for _ in created:
+            await pool.runner.run(await claim_one(pool))
+    assert order == created
+    assert [record(superuser, r)["owner"] for r in created] == [a.id, b.id, a.id, b.id, b.id]
+
+
+@pytest.mark.parametrize(
+    ("stage", "hours", "halted"), [("uploaded", 1.5, True), ("submitted", 1.5, False), ("submitted", 3, True)]
+)
+async def test_stall_watchdog_uses_the_own_or_foreign_limit(
+    pb: PocketBaseServer, sender: Caller, superuser: Caller, stage: str, hours: float, halted: bool
+) -> None:
+    rid = upload(sender)
+    clock = FakeClock()
+    ran: list[str] = []
+
+    async def step(ctx: StepContext) -> Outcome:
+        ran.append(ctx.record.state)
+        return Postpone(timedelta(seconds=1))
+
+    async with running_sidecar(
+        pb, dict(ALL, normalize=step, poll=step), clock=clock, own_work_limit=3600, foreign_work_limit=7200
+    ) as pool:
+        if stage == "submitted":
+            for to in ("normalized", "submitted"):
+                c = await claim_one(pool)
+                await pool.runner.storage.advance(c, to)
+        clock.advance(hours * 3600)
+        outcome = await pool.runner.run(await claim_one(pool))
+    rec = record(superuser, rid)
+    if halted:
+        assert outcome == "halted" and ran == []
+        assert rec["halt_code"] == "stalled" and f"stalled in {stage}" in rec["halt_reason"]
+    else:
+        assert outcome == "postponed" and ran == [stage] and rec["halted_at"] == ""
+
+
+async def test_a_hundred_postpones_neither_move_the_stage_clock_nor_defeat_the_watchdog(
+    pb: PocketBaseServer, sender: Caller, superuser: Caller
+) -> None:
+    rid = upload(sender)
+    clock = FakeClock()
+
+    async def not_ready(ctx: StepContext) -> Outcome:
+        return Postpone(timedelta(seconds=10), "provider busy")
+
+    async with running_sidecar(pb, dict(ALL, poll=not_ready), clock=clock, foreign_work_limit=1800) as pool:
+        for to in ("normalized", "submitted"):
+            await pool.runner.storage.advance(await claim_one(pool), to)
+        entered = record(superuser, rid)["state_entered_at"]
+        for _ in range(100):
+            assert await pool.runner.run(await claim_one(pool)) == "postponed"
+            clock.advance(11)
+        rec = record(superuser, rid)
+        assert rec["state_entered_at"] == entered and rec["state"] == "submitted" and rec["attempts"] == 0
+        clock.advance(1000)  # 100 × 11 s + 1000 s > the 30-minute limit
+        assert await pool.runner.run(await claim_one(pool)) == "halted"
+    rec = record(superuser, rid)
+    assert rec["halt_code"] == "stalled" and rec["state_entered_at"] == entered
+
+
+async def test_zero_workers_accept_uploads_and_move_nothing(
+    pb: PocketBaseServer, sender: Caller, superuser: Caller
+) -> None:
+    async with running_sidecar(pb, ALL, workers=0) as pool:
+        stop = anyio.Event()
+        async with anyio.create_task_group() as tg:
+            await tg.start(pool.run, stop)
+            rid = upload(sender)
+            await anyio.sleep(1.0)
+            stop.set()
+    rec = record(superuser, rid)
+    assert rec["state"] == "uploaded" and rec["attempts"] == 0 and rec["claim_token"] == ""
+
+
+async def test_an_empty_run_writes_no_event_and_logs_nothing_above_debug(
+    pb: PocketBaseServer, superuser: Caller, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    async with running_sidecar(pb, ALL, workers=2, idle_poll=0.05) as pool:
+        stop = anyio.Event()
+        async with anyio.create_task_group() as tg:
+            await tg.start(pool.run, stop)
+            await anyio.sleep(1.0)
+            stop.set()
+        claims = pool.runner.metrics.claims.labels(result="empty")._value.get()
+    assert claims >= 4  # the workers did look for work
+    assert events(superuser) == []
+    noisy = [
+        r
+        for r in caplog.records
+        if r.levelno > logging.DEBUG and r.name.startswith("transcriber") and "pool" not in r.getMessage()
+    ]
+    assert noisy == []
+
+
+async def test_new_uploads_wake_idle_workers_quickly(pb: PocketBaseServer, sender: Caller, superuser: Caller) -> None:
+    async with running_sidecar(pb, ALL, workers=1, idle_poll=30) as pool:
+        stop = anyio.Event()
+        async with anyio.create_task_group() as tg:
+            await tg.start(pool.run, stop)
+            await anyio.sleep(0.5)  # the worker is now idle, waiting up to 30 s
+            t0 = time.monotonic()
+            rid = upload(sender)
+            await wait_for(lambda: record(superuser, rid)["state"] == "done", timeout=10)
+            elapsed = time.monotonic() - t0
+            stop.set()
+    assert elapsed < 10  # woken by the realtime event, not the 30 s poll
+
+
+def test_a_step_that_takes_its_process_down_halts_after_max_attempts(
+    pb: PocketBaseServer, sender: Caller, superuser: Caller
+) -> None:
+    import os
+    import subprocess
+    import sys
+
+    rid = upload(sender)
+    env = dict(
+        os.environ,
+        TRANSCRIBER_POCKETBASE__URL=pb.url,
+        TRANSCRIBER_POCKETBASE__DATA_DIR=str(pb.settings.pocketbase.data_dir),
+        TRANSCRIBER_PIPELINE__WORKERS="1",
+        TRANSCRIBER_PIPELINE__MAX_ATTEMPTS="2",
+        TRANSCRIBER_PIPELINE__LEASES__UPLOADED="1",
+    )
+    codes = []
+    for _ in range(3):
+        proc = subprocess.run([sys.executable, "-m", "tests.kill_worker"], env=env, timeout=60, check=False)
+        codes.append(proc.returncode)
+        if record(superuser, rid)["halted_at"]:
+            break
+        time.sleep(1.2)  # let the dead worker's lease expire
+    assert codes[:2] == [-9, -9]  # really killed, twice
+    rec = record(superuser, rid)
+    assert rec["halt_code"] == "attempts_exhausted", rec
+    assert rec["attempts"] == 3

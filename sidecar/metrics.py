@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 
+import anyio
 from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
+
+from sidecar.pocketbase.client import PocketBaseClient
 
 log = logging.getLogger("transcriber.metrics")
 
@@ -34,3 +38,23 @@ class Metrics:
     def serve(self, host: str, port: int) -> None:
         start_http_server(port, addr=host, registry=self.registry)
         log.info("metrics on http://%s:%d/metrics", host, port)
+
+    async def refresh_records(self, storage: PocketBaseClient, stages: Iterable[str]) -> None:
+        for stage in stages:
+            for halted in (False, True):
+                flt = f'state = "{stage}" && halted_at {"!=" if halted else "="} ""'
+                resp = await storage.request(
+                    "GET",
+                    "/api/collections/audio_records/records",
+                    params={"filter": flt, "perPage": 1, "fields": "id"},
+                )
+                self.records.labels(stage=stage, halted=str(halted).lower()).set(int(resp.json()["totalItems"]))
+
+    async def keep_records_fresh(self, storage: PocketBaseClient, stages: Iterable[str], every: float = 15.0) -> None:
+        names = list(stages)
+        while True:
+            try:
+                await self.refresh_records(storage, names)
+            except Exception as exc:  # metrics must never take the workers down
+                log.debug("records gauge refresh failed: %s", type(exc).__name__)
+            await anyio.sleep(every)

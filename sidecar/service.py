@@ -133,15 +133,18 @@ async def _until_signal(stop: anyio.Event) -> None:
 async def run_workers(settings: Settings, *, ready: Callable[[], None] | None = None) -> int:
     """``transcriber worker``: the pool until SIGINT/SIGTERM."""
     stop = anyio.Event()
-    async with pipeline(settings) as pool:
+    async with pipeline(settings) as pool, anyio.create_task_group() as side:
+        side.start_soon(_until_signal, stop)
         if settings.metrics.port:
-            pool.runner.metrics.serve(settings.metrics.host, settings.metrics.port)
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(_until_signal, stop)
-            await tg.start(pool.run, stop)
+            metrics = pool.runner.metrics
+            metrics.serve(settings.metrics.host, settings.metrics.port)
+            side.start_soon(metrics.keep_records_fresh, pool.runner.storage, pool.runner.table.stages)
+        async with anyio.create_task_group() as workers:
+            await workers.start(pool.run, stop)
             if ready:
                 ready()
-            await stop.wait()
+        # The pool has drained (two-phase stop); the side tasks end with it.
+        side.cancel_scope.cancel()
     return 0
 
 

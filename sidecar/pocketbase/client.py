@@ -16,12 +16,18 @@ from typing import Any
 
 import anyio
 import httpx
+import stamina
 from pydantic import BaseModel, ConfigDict
 
 from sidecar.clock import Clock, SystemClock
 from sidecar.pocketbase.errors import AuthFailed, FencedOut, PocketBaseError, PocketBaseUnavailable
 
 SERVICE_COLLECTION = "services"
+
+# A PocketBase restart must not cost a finished step its result: outcome
+# writes and reads ride out a short outage. Fenced writes are safe to repeat:
+# a repeat after a write that landed answers 409 (the claim is released).
+_ride_out_restart = stamina.retry(on=PocketBaseUnavailable, attempts=20, timeout=60, wait_initial=0.2, wait_max=5)
 
 
 @dataclass(frozen=True)
@@ -198,6 +204,7 @@ class PocketBaseClient:
         data = resp.json()
         return Claim(id=str(data["id"]), token=str(data["token"]))
 
+    @_ride_out_restart
     async def _fenced(self, claim: Claim, op: str, **fields: Any) -> None:
         body = {"token": claim.token, "now": self.clock.now_ms(), **fields}
         await self.request("POST", f"/api/pipeline/records/{claim.id}/{op}", json=body)
@@ -229,6 +236,7 @@ class PocketBaseClient:
 
     # -- reads ------------------------------------------------------------------
 
+    @_ride_out_restart
     async def get_record(self, record_id: str) -> AudioRecord:
         resp = await self.request("GET", f"/api/collections/audio_records/records/{record_id}")
         return AudioRecord.model_validate(resp.json())

@@ -1,0 +1,91 @@
+"""The `transcriber` command as an operator runs it (subprocesses, real PocketBase)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from sidecar.pocketbase.process import wait_healthy
+from tests.harness import free_port, login
+
+CLI = [sys.executable, "-m", "sidecar"]
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=120, env=env, check=False)
+
+
+def test_serve_answers_health_runs_workers_and_stops_cleanly(tmp_path: Path) -> None:
+    port = free_port()
+    log = (tmp_path / "serve.log").open("w")
+    env = dict(os.environ, TRANSCRIBER_PROVIDER__NAME="instant")
+    proc = subprocess.Popen(
+        [*CLI, "serve", "--data-dir", str(tmp_path / "data"), "--http", f"127.0.0.1:{port}"],
+        stdout=log, stderr=subprocess.STDOUT, env=env,
+    )
+    try:
+        wait_healthy(f"http://127.0.0.1:{port}", timeout=60)
+        deadline = time.monotonic() + 30
+        while "workers running" not in (tmp_path / "serve.log").read_text() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert "workers running: 2" in (tmp_path / "serve.log").read_text()
+        assert (tmp_path / "data" / "service-account.json").stat().st_mode & 0o077 == 0
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        log.close()
+    try:
+        httpx.get(f"http://127.0.0.1:{port}/api/health", timeout=2)
+        raise AssertionError("PocketBase still answers after serve stopped")
+    except httpx.TransportError:
+        pass
+    text = (tmp_path / "serve.log").read_text()
+    assert "pool stopped" in text
+    secret = (tmp_path / "data" / "service-account.json").read_text()
+    import json
+
+    assert json.loads(secret)["password"] not in text  # never printed
+
+
+def test_user_add_creates_a_sender_who_can_sign_in(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    done = run_cli("user", "add", "carol@example.com", "--password", "-starts-with-dash", "--data-dir", str(data))
+    assert done.returncode == 0, done.stderr
+    assert "carol@example.com created" in done.stdout
+    again = run_cli("user", "add", "carol@example.com", "--password", "whatever12", "--data-dir", str(data))
+    assert again.returncode == 1 and "already exists" in again.stderr
+    generated = run_cli("user", "add", "dave@example.com", "--data-dir", str(data))
+    assert generated.returncode == 0 and "password:" in generated.stdout
+    password = generated.stdout.rsplit("password:", 1)[1].strip()
+
+    port = free_port()
+    proc = subprocess.Popen(
+        [*CLI, "pocketbase", "--data-dir", str(data), "--http", f"127.0.0.1:{port}"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_healthy(url, timeout=60)
+        assert login(url, "users", "carol@example.com", "-starts-with-dash")
+        assert login(url, "users", "dave@example.com", password)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_a_bad_config_file_is_a_clear_error(tmp_path: Path) -> None:
+    cfg = tmp_path / "t.toml"
+    cfg.write_text("[pipeline]\nworkers = -1\n")
+    done = run_cli("worker", "--config", str(cfg))
+    assert done.returncode == 2
+    assert "workers" in done.stderr
+    missing = run_cli("worker", "--config", str(tmp_path / "nope.toml"))
+    assert missing.returncode == 2 and "not found" in missing.stderr

@@ -10,13 +10,11 @@ function stamp(sec, sep) {
 }
 
 function segmentsOf(row) {
-  const raw = row.get("segments");
-  let segs = raw;
-  if (typeof raw === "string") segs = raw === "" ? [] : JSON.parse(raw);
-  if (!segs) return [];
-  // JSON fields arrive as a byte-backed value; normalize through a string.
-  if (!Array.isArray(segs)) segs = JSON.parse(toString(segs) || "[]");
-  return segs || [];
+  // A JSON field reads as raw bytes in the JS runtime: decode it as text first.
+  const raw = toString(row.get("segments"));
+  if (!raw || raw === "null") return [];
+  const segs = JSON.parse(raw);
+  return Array.isArray(segs) ? segs : [];
 }
 
 function cueText(s) {

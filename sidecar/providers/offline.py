@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -209,7 +210,9 @@ class OfflineProvider:
             directory = bundled_model_dir()
             verify_model_dir(directory)
             ref = str(directory.resolve())
-        return _load_model(ref, self._settings.compute_type, self._settings.threads)
+        # 0: one thread per core here (CTranslate2's own default assumes 4).
+        threads = self._settings.threads or (os.cpu_count() or 1)
+        return _load_model(ref, self._settings.compute_type, threads)
 
     def recognize(self, audio: Path, cancel: threading.Event) -> bytes:
         """Recognize ``audio``; the JSON of a ``Transcript`` (with word timings)."""

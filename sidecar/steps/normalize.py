@@ -7,10 +7,6 @@ promptly when the step is cancelled.
 
 from __future__ import annotations
 
-import threading
-
-import anyio
-
 from sidecar import audio
 from sidecar.outcome import Advance, HaltCode, Outcome, PermanentError
 from sidecar.steps.base import StepContext
@@ -33,13 +29,8 @@ async def run(ctx: StepContext) -> Outcome:
 
     spec = ctx.provider.audio_spec
     dst = ctx.workdir / f"normalized.{EXTENSIONS.get(spec.format, 'bin')}"
-    cancel = threading.Event()
-    try:
-        result = await anyio.to_thread.run_sync(
-            lambda: audio.normalize(src, dst, spec, cancel=cancel), abandon_on_cancel=True
-        )
-    finally:
-        cancel.set()  # stops the decoder thread if we were cancelled
+    # In a thread, stopped promptly (and waited for) if the step is cancelled.
+    result = await audio.run_in_thread(lambda cancel: audio.normalize(src, dst, spec, cancel=cancel))
     row = await ctx.storage.attach_file(
         ctx.claim, result.path, role="normalized", format=result.format, duration_ms=result.duration_ms
     )

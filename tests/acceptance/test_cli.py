@@ -27,7 +27,9 @@ def test_serve_answers_health_runs_workers_and_stops_cleanly(tmp_path: Path) -> 
     env = dict(os.environ, TRANSCRIBER_PROVIDER__NAME="instant")
     proc = subprocess.Popen(
         [*CLI, "serve", "--data-dir", str(tmp_path / "data"), "--http", f"127.0.0.1:{port}"],
-        stdout=log, stderr=subprocess.STDOUT, env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
     )
     try:
         wait_healthy(f"http://127.0.0.1:{port}", timeout=60)
@@ -69,7 +71,8 @@ def test_user_add_creates_a_sender_who_can_sign_in(tmp_path: Path) -> None:
     port = free_port()
     proc = subprocess.Popen(
         [*CLI, "pocketbase", "--data-dir", str(data), "--http", f"127.0.0.1:{port}"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     try:
         url = f"http://127.0.0.1:{port}"

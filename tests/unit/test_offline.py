@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import threading
 import time
@@ -29,28 +28,13 @@ from sidecar.providers.offline import (
 from sidecar.settings import OfflineSettings
 from sidecar.transcript import Transcript, to_srt
 from tests.audio_fixtures import concat_to_wav, decode_info
+from tests.wer import word_errors
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEECH = ROOT / "tests" / "data" / "speech"
 CLIPS: dict[str, str] = json.loads((SPEECH / "clips.json").read_text(encoding="utf-8"))
 SAMPLE = ROOT / "samples" / "sample.ogg"
 SAMPLE_TEXT = (ROOT / "samples" / "sample.txt").read_text(encoding="utf-8")
-
-
-def _words(text: str) -> list[str]:
-    return re.sub(r"[^\w\s']", " ", text.lower()).split()
-
-
-def word_errors(reference: str, hypothesis: str) -> tuple[int, int]:
-    """(edit distance in words, reference length) after lowercasing and dropping punctuation."""
-    ref, hyp = _words(reference), _words(hypothesis)
-    previous = list(range(len(hyp) + 1))
-    for i, r in enumerate(ref, start=1):
-        current = [i]
-        for j, h in enumerate(hyp, start=1):
-            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (r != h)))
-        previous = current
-    return previous[-1], len(ref)
 
 
 def test_word_errors() -> None:

@@ -1,0 +1,104 @@
+"""The main job end to end: a real upload through PocketBase, the real steps, the offline engine."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from sidecar.service import default_steps, make_provider
+from tests.fakes import running_sidecar
+from tests.harness import Caller, PocketBaseServer
+from tests.wer import wer
+
+pytestmark = pytest.mark.anyio
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLE = ROOT / "samples" / "sample.ogg"
+SAMPLE_TEXT = (ROOT / "samples" / "sample.txt").read_text().strip()
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+async def run_until(pb: PocketBaseServer, su: Caller, rid: str, predicate: Any, **settings: Any) -> None:
+    provider = make_provider(pb.settings)
+    async with running_sidecar(pb, default_steps(), provider=provider, workers=1, **settings) as pool:
+        stop = anyio.Event()
+        async with anyio.create_task_group() as tg:
+            await tg.start(pool.run, stop)
+            with anyio.fail_after(180):
+                while not predicate(su.http.get(f"/api/collections/audio_records/records/{rid}").json()):
+                    await anyio.sleep(0.1)
+            stop.set()
+
+
+async def test_a_recording_becomes_a_timed_transcript(pb: PocketBaseServer, sender: Caller, superuser: Caller) -> None:
+    resp = sender.http.post("/api/transcriber/records", files={"file": ("sample.ogg", SAMPLE.read_bytes())})
+    assert resp.status_code == 201
+    rid = resp.json()["id"]
+    await run_until(pb, superuser, rid, lambda r: r["state"] == "done" or r["halted_at"])
+
+    poll = sender.http.get(f"/api/transcriber/records/{rid}").json()
+    assert poll["status"] == "done" and poll["halted"] is False
+    assert wer(SAMPLE_TEXT, poll["text"]) <= 0.1, poll["text"]
+
+    # the normalized audio is a new file row; the original is kept
+    files = superuser.http.get(
+        "/api/collections/files/records", params={"filter": f'record="{rid}"', "sort": "created"}
+    ).json()
+    assert [f["role"] for f in files["items"]] == ["original", "normalized"]
+    assert files["items"][1]["duration_ms"] == pytest.approx(5800, abs=600)
+    # the attempt row holds the raw response as an attachment
+    attempts = superuser.http.get(
+        "/api/collections/recognition_attempts/records", params={"filter": f'record="{rid}"'}
+    ).json()
+    assert attempts["totalItems"] == 1
+    assert attempts["items"][0]["provider"] == "offline" and attempts["items"][0]["raw_response"]
+    # the journal shows every stage
+    ev = superuser.http.get(
+        "/api/collections/record_events/records", params={"filter": f'record="{rid}"', "sort": "created"}
+    ).json()
+    assert [e["stage"] for e in ev["items"] if e["kind"] == "stage_entered"] == [
+        "normalized",
+        "submitted",
+        "transcribed",
+        "done",
+    ]
+
+    srt = sender.http.get(f"/api/transcriber/records/{rid}/transcript", params={"format": "srt"})
+    assert srt.status_code == 200
+    cues = srt.text.strip().split("\n\n")
+    assert cues and all(re.fullmatch(r"\d+\n\d\d:\d\d:\d\d,\d{3} --> \d\d:\d\d:\d\d,\d{3}\n.+", c) for c in cues), (
+        srt.text
+    )
+    vtt = sender.http.get(f"/api/transcriber/records/{rid}/transcript", params={"format": "vtt"})
+    assert vtt.text.startswith("WEBVTT\n\n") and "-->" in vtt.text
+    js = json.loads(sender.http.get(f"/api/transcriber/records/{rid}/transcript", params={"format": "json"}).text)
+    assert js["text"] == poll["text"] and js["segments"][0]["end"] > js["segments"][0]["start"]
+    assert "words" in js["segments"][0]
+    txt = sender.http.get(f"/api/transcriber/records/{rid}/transcript", params={"format": "txt"})
+    assert txt.text == poll["text"]
+    assert sender.http.get(f"/api/transcriber/records/{rid}/transcript", params={"format": "doc"}).status_code == 400
+    other = pb.new_sender()
+    assert other.http.get(f"/api/transcriber/records/{rid}/transcript").status_code == 404
+
+
+async def test_undecodable_audio_halts_without_spending_retries(
+    pb: PocketBaseServer, sender: Caller, superuser: Caller
+) -> None:
+    # a valid Ogg page header, then garbage: intake accepts it, only decoding can tell
+    bad = b"OggS\x00\x02" + bytes(range(256)) * 40
+    rid = sender.http.post("/api/transcriber/records", files={"file": ("x.ogg", bad)}).json()["id"]
+    await run_until(pb, superuser, rid, lambda r: bool(r["halted_at"]))
+    rec = superuser.http.get(f"/api/collections/audio_records/records/{rid}").json()
+    assert rec["halt_code"] == "unsupported_media" and rec["state"] == "uploaded"
+    assert rec["attempts"] == 1  # halted on the first try
+    poll = sender.http.get(f"/api/transcriber/records/{rid}").json()
+    assert poll["halted"] is True and poll["halt_code"] == "unsupported_media" and poll["text"] is None
+    assert sender.http.get(f"/api/transcriber/records/{rid}/transcript").status_code == 404

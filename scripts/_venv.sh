@@ -7,7 +7,12 @@ if [ ! -x .venv/bin/python ]; then
 fi
 stamp=".venv/.installed${extra:+-$extra}"
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-  .venv/bin/python -m pip install --quiet --upgrade pip
-  .venv/bin/python -m pip install --quiet -e ".${extra:+[$extra]}"
+  echo "installing dependencies into .venv (first run: a few minutes; log in .venv/install.log)" >&2
+  if ! { .venv/bin/python -m pip install --upgrade pip \
+         && .venv/bin/python -m pip install -e ".${extra:+[$extra]}"; } >.venv/install.log 2>&1; then
+    tail -n 30 .venv/install.log >&2
+    echo "installation failed: see .venv/install.log" >&2
+    exit 1
+  fi
   touch "$stamp"
 fi

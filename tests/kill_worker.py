@@ -1,20 +1,25 @@
-"""A worker process whose normalize step kills its own process (SIGKILL), for the crash tests.
+"""A worker process for the crash tests; settings come from the environment.
 
-Run as ``python -m tests.kill_worker``; settings come from the environment.
+``TEST_WORKER_MODE``:
+- ``die-in-normalize``: the normalize step kills its own process (SIGKILL);
+- ``paid-die``: real steps; the provider dies right after its operation id is stored;
+- ``paid``: real steps; the provider counts every recognition it starts.
+``TEST_PAID_COUNTER`` names the counter file; the worker leaves after ``TEST_WORKER_SECONDS``.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+from pathlib import Path
 
 import anyio
 
 from sidecar.outcome import Advance, Outcome
-from sidecar.service import pipeline
+from sidecar.service import default_steps, pipeline
 from sidecar.settings import Settings
-from sidecar.steps.base import StepContext
-from tests.fakes import StubProvider
+from sidecar.steps.base import Step, StepContext
+from tests.fakes import PaidProvider, StubProvider
 
 
 async def die(ctx: StepContext) -> Outcome:
@@ -22,17 +27,20 @@ async def die(ctx: StepContext) -> Outcome:
     return Advance()
 
 
-async def advance(ctx: StepContext) -> Outcome:
-    return Advance()
-
-
 async def main() -> None:
-    steps = {"normalize": die, "submit": advance, "poll": advance, "finalize": advance}
-    async with pipeline(Settings(), steps=steps, provider=StubProvider()) as pool:
+    mode = os.environ.get("TEST_WORKER_MODE", "die-in-normalize")
+    steps: dict[str, Step] = default_steps()
+    provider: object
+    if mode == "die-in-normalize":
+        steps["normalize"] = die
+        provider = StubProvider()
+    else:
+        provider = PaidProvider(Path(os.environ["TEST_PAID_COUNTER"]), die_after_id=mode == "paid-die")
+    async with pipeline(Settings(), steps=steps, provider=provider) as pool:  # type: ignore[arg-type]
         stop = anyio.Event()
         async with anyio.create_task_group() as tg:
             await tg.start(pool.run, stop)
-            await anyio.sleep(5)  # nothing claimable: leave
+            await anyio.sleep(float(os.environ.get("TEST_WORKER_SECONDS", "5")))
             stop.set()
 
 

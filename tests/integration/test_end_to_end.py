@@ -102,3 +102,49 @@ async def test_undecodable_audio_halts_without_spending_retries(
     poll = sender.http.get(f"/api/transcriber/records/{rid}").json()
     assert poll["halted"] is True and poll["halt_code"] == "unsupported_media" and poll["text"] is None
     assert sender.http.get(f"/api/transcriber/records/{rid}/transcript").status_code == 404
+
+
+def test_a_submit_killed_after_the_provider_answered_does_not_pay_twice(
+    pb: PocketBaseServer, sender: Caller, superuser: Caller, tmp_path: Path
+) -> None:
+    import os
+    import subprocess
+    import sys
+
+    rid = sender.http.post("/api/transcriber/records", files={"file": ("s.ogg", SAMPLE.read_bytes())}).json()["id"]
+    counter = tmp_path / "starts.txt"
+    env = dict(
+        os.environ,
+        TRANSCRIBER_POCKETBASE__URL=pb.url,
+        TRANSCRIBER_POCKETBASE__DATA_DIR=str(pb.settings.pocketbase.data_dir),
+        TRANSCRIBER_PIPELINE__WORKERS="1",
+        TRANSCRIBER_PIPELINE__LEASES__NORMALIZED="1",
+        TEST_PAID_COUNTER=str(counter),
+        TEST_WORKER_SECONDS="20",
+    )
+    first = subprocess.run(
+        [sys.executable, "-m", "tests.kill_worker"],
+        env=env | {"TEST_WORKER_MODE": "paid-die"},
+        timeout=120,
+        check=False,
+    )
+    assert first.returncode == -9  # killed inside submit, after the operation id was stored
+    assert len(counter.read_text().splitlines()) == 1
+    rec = superuser.http.get(f"/api/collections/audio_records/records/{rid}").json()
+    assert rec["state"] == "normalized" and rec["attempts"] == 1
+    import time
+
+    time.sleep(1.2)  # the dead claim's lease runs out
+    second = subprocess.Popen([sys.executable, "-m", "tests.kill_worker"], env=env | {"TEST_WORKER_MODE": "paid"})
+    try:
+        deadline = time.monotonic() + 60
+        while superuser.http.get(f"/api/collections/audio_records/records/{rid}").json()["state"] != "done":
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+    finally:
+        second.terminate()
+        second.wait(30)
+    assert len(counter.read_text().splitlines()) == 1  # started once, paid once
+    assert sender.http.get(f"/api/transcriber/records/{rid}").json()["text"] == "paid once"
+    events = superuser.http.get("/api/collections/record_events/records", params={"filter": f'record="{rid}"'}).json()
+    assert any("not started again" in e["outcome_text"] for e in events["items"])

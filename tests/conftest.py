@@ -9,6 +9,22 @@ from tests.harness import Caller, PocketBaseServer, running_pocketbase
 
 DATA = Path(__file__).parent / "data"
 
+# Figures the survival tests measure (kills survived, stale writes refused, …),
+# printed at the end of the run.
+FIGURES: dict[str, str] = {}
+
+
+@pytest.fixture
+def figures() -> dict[str, str]:
+    return FIGURES
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if FIGURES:
+        terminalreporter.section("survival figures")
+        for name, value in FIGURES.items():
+            terminalreporter.write_line(f"{name}: {value}")
+
 
 @pytest.fixture
 def pb(tmp_path: Path) -> Iterator[PocketBaseServer]:

@@ -1,0 +1,179 @@
+"""Shared pieces of the benchmarks: the figure record, timing, RSS sampling, PocketBase."""
+
+from __future__ import annotations
+
+import os
+import statistics
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "bench" / "out"  # git-ignored: generated media, scratch PocketBase data dirs
+CACHE = OUT / "cache"
+
+
+@dataclass
+class Figure:
+    """One measured figure against its same-run reference and its goal."""
+
+    id: str
+    measure: str
+    value: float
+    unit: str
+    goal: str
+    ok: bool
+    reference: float | None = None
+    ref_label: str = ""
+    ratio: float | None = None
+    note: str = ""
+    digits: int = 1
+
+    def fmt(self, v: float | None) -> str:
+        if v is None:
+            return "—"
+        return f"{v:,.{self.digits}f} {self.unit}".strip()
+
+    def cells(self) -> list[str]:
+        ref = "—" if self.reference is None else f"{self.fmt(self.reference)} ({self.ref_label})"
+        ratio = "—" if self.ratio is None else f"{self.ratio:.2f}×"
+        return [
+            self.id,
+            self.measure,
+            self.fmt(self.value),
+            ref,
+            ratio,
+            self.goal,
+            "OK" if self.ok else "MISS",
+            self.note,
+        ]
+
+    def line(self) -> str:
+        c = self.cells()
+        text = f"{c[0]} {c[1]}: {c[2]} | ref {c[3]} | ratio {c[4]} | goal {c[5]} | {c[6]}"
+        return text + (f" | {c[7]}" if c[7] else "")
+
+
+@dataclass
+class Failed:
+    """A figure whose measurement raised: reported as a MISS with the error."""
+
+    id: str
+    measure: str
+    error: str
+
+    def cells(self) -> list[str]:
+        return [self.id, self.measure, "—", "—", "—", "—", "MISS", f"error: {self.error}"]
+
+    def line(self) -> str:
+        return f"{self.id} {self.measure}: ERROR {self.error} | MISS"
+
+
+def scratch(name: str) -> Path:
+    """A fresh scratch directory under bench/out/run/."""
+    import shutil
+
+    d = OUT / "run" / name
+    shutil.rmtree(d, ignore_errors=True)
+    d.mkdir(parents=True)
+    return d
+
+
+def cleanup(d: Path) -> None:
+    import shutil
+
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def percentile(xs: list[float], q: float) -> float:
+    """q in [0, 100], nearest-rank on sorted data with linear interpolation."""
+    s = sorted(xs)
+    if not s:
+        return float("nan")
+    if len(s) == 1:
+        return s[0]
+    pos = (len(s) - 1) * q / 100
+    lo = int(pos)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
+def median(xs: list[float]) -> float:
+    return statistics.median(xs)
+
+
+def proc_status_kb(pid: int, key: str) -> int:
+    """A ``kB`` field of /proc/<pid>/status (VmRSS, VmHWM), 0 if the process is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1])
+    except (FileNotFoundError, ProcessLookupError):
+        return 0
+    return 0
+
+
+@dataclass
+class RssSampler:
+    """Samples a process's VmRSS every ``interval`` seconds in a thread; keeps the peak."""
+
+    pid: int
+    interval: float = 0.05
+    peak_kb: int = 0
+    samples: int = 0
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            rss = proc_status_kb(self.pid, "VmRSS")
+            self.peak_kb = max(self.peak_kb, rss)
+            self.samples += 1
+            self._stop.wait(self.interval)
+
+    def __enter__(self) -> RssSampler:
+        self._thread = threading.Thread(target=self._run, name=f"rss-{self.pid}", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def hwm_kb(self) -> int:
+        """The kernel's own peak (VmHWM) of the process, read now."""
+        return proc_status_kb(self.pid, "VmHWM")
+
+
+def mb(kb: float) -> float:
+    return kb / 1024
+
+
+@contextmanager
+def timed() -> Iterator[list[float]]:
+    """``with timed() as t: ...`` then ``t[0]`` is the wall time in seconds."""
+    box: list[float] = []
+    t0 = time.perf_counter()
+    try:
+        yield box
+    finally:
+        box.append(time.perf_counter() - t0)
+
+
+def load() -> str:
+    one, five, _ = os.getloadavg()
+    return f"{one:.2f}/{five:.2f}"
+
+
+@contextmanager
+def pocketbase(tmp: Path, *, max_upload_mb: int = 1024) -> Iterator[object]:
+    """The test harness's real PocketBase (project migrations and hooks, free port)."""
+    from tests.harness import running_pocketbase
+
+    with running_pocketbase(tmp, max_upload_mb=max_upload_mb) as pb:
+        yield pb

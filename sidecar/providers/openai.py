@@ -1,0 +1,294 @@
+"""Any server speaking OpenAI's ``POST /v1/audio/transcriptions``.
+
+OpenAI itself, Groq, speaches, whisper.cpp's server, LocalAI, vLLM
+(PROVIDERS.md C). The request is multipart: the file, ``model``,
+``language`` when set, ``response_format=verbose_json`` and repeated
+``timestamp_granularities[]`` fields for segments and words (as the official
+SDK sends arrays). Without an API key no Authorization header is sent, for
+local servers.
+
+Recognition is synchronous: ``start`` makes the call and returns the body as
+the raw result, so ``poll`` is never needed and nothing is left to clean up.
+
+Paying at most once (P18): the call is the paid operation and its answer is
+the result, so there is nothing to store before it. The residual window: if
+the process dies after the answer arrived and before the submit step stored
+it, the next try pays again. A read timeout on the call is the same window
+seen from the network: that request is not repeated within the call.
+
+Not confirmed against the real services (PROVIDERS.md), and how this module
+copes:
+
+* LocalAI's segment time units (an old example suggests nanoseconds): times
+  beyond any possible audio length (over 10⁶ s) are read as nanoseconds.
+* Whether whisper.cpp's ``verbose_json`` carries ``words[]``, and whether
+  vLLM honours ``timestamp_granularities``: words are used when present,
+  segments alone otherwise.
+* OpenAI's guidance for 500/503: treated as transient (retried briefly
+  within the call, then ``RetryableError``).
+* The gpt-4o transcription models accept only ``json`` (OA spec): for model
+  names starting with ``gpt-`` plain ``json`` is requested, which gives one
+  untimed segment.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from urllib.parse import urlsplit
+
+import anyio
+import httpx
+
+from sidecar.outcome import HaltCode, PermanentError, RetryableError
+from sidecar.providers.base import AudioSpec, OnProgress, Polled, Started, StartRequest
+from sidecar.providers.http import (
+    DEFAULT_RETRY,
+    RetryPolicy,
+    json_body,
+    rejected,
+    retry_after,
+    scrubber,
+    send,
+    short,
+    timeout,
+)
+from sidecar.settings import OpenAISettings
+from sidecar.transcript import Segment, Transcript, Word
+
+__all__ = ["MAX_BYTES", "OpenAIProvider", "endpoint", "transcript_from"]
+
+# The request may be 25 MiB (C.3); the multipart envelope and fields need a little of it.
+MAX_BYTES = 25 * 1024 * 1024 - 64 * 1024
+# No audio is this long in seconds: larger times must be in nanoseconds (LocalAI).
+_SECONDS_CEILING = 1e6
+
+_FILES = {  # normalized format → (file name, content type)
+    "ogg_opus": ("audio.ogg", "audio/ogg"),
+    "mp3": ("audio.mp3", "audio/mpeg"),
+    "wav_pcm16": ("audio.wav", "audio/wav"),
+    "flac": ("audio.flac", "audio/flac"),
+}
+
+
+def endpoint(base_url: str) -> str:
+    """``{base_url}/v1/audio/transcriptions``; a base URL already ending in ``/v1`` is the same."""
+    base = base_url.rstrip("/")
+    if not base.endswith("/v1"):
+        base += "/v1"
+    return f"{base}/audio/transcriptions"
+
+
+class OpenAIProvider:
+    name = "openai"
+
+    def __init__(
+        self,
+        settings: OpenAISettings,
+        *,
+        client: httpx.AsyncClient | None = None,
+        retry: RetryPolicy = DEFAULT_RETRY,
+    ) -> None:
+        self.model = settings.model
+        self._s = settings
+        self._url = endpoint(settings.base_url)
+        host = urlsplit(self._url).hostname or "?"
+        self._who = "OpenAI" if host == "api.openai.com" else f"the transcription server at {host}"
+        self._timeout = timeout(settings.timeout)
+        self._http = client or httpx.AsyncClient(timeout=self._timeout)
+        self._retry = retry
+        self._scrub = scrubber([settings.api_key.get_secret_value() if settings.api_key else None])
+
+    @property
+    def audio_spec(self) -> AudioSpec:
+        # Every listed server reads Ogg/Opus; 16 kHz mono at 24 kbit/s keeps
+        # speech clear and fits about 2 h 20 min under the 25 MiB cap (normalize
+        # lowers the bitrate for longer audio, or halts too_long).
+        return AudioSpec(format="ogg_opus", sample_rate=16000, channels=1, bitrate=24000, max_bytes=MAX_BYTES)
+
+    async def find_started(self, attempt_key: str, audio_uri: str) -> str | None:
+        return None  # synchronous: nothing is ever left running at the server
+
+    async def start(self, request: StartRequest, on_progress: OnProgress) -> Started:
+        filename, content_type = _FILES.get(request.format, ("audio.bin", "application/octet-stream"))
+        audio = await anyio.Path(request.audio).read_bytes()
+        verbose = not self._s.model.startswith("gpt-")
+        data: dict[str, Any] = {"model": self._s.model, "response_format": "verbose_json" if verbose else "json"}
+        if verbose:
+            data["timestamp_granularities[]"] = ["segment", "word"]
+        if self._s.language:
+            data["language"] = self._s.language
+        headers = {"Authorization": f"Bearer {self._s.api_key.get_secret_value()}"} if self._s.api_key else {}
+
+        resp = await send(
+            lambda: self._http.post(
+                self._url,
+                headers=headers,
+                data=data,
+                files={"file": (filename, audio, content_type)},
+                timeout=self._timeout,
+            ),
+            who=self._who,
+            policy=self._retry,
+            repeatable=False,
+            scrub=self._scrub,
+            describe=_message,
+        )
+        self._check(resp)
+        body = json_body(resp, who=self._who, what="transcription")
+        if not isinstance(body, dict) or not isinstance(body.get("text"), str):
+            raise RetryableError(
+                f"{self._who} sent a malformed transcription (no text field, {len(resp.content)} bytes); "
+                "it may have been truncated"
+            )
+        ident = body.get("id")
+        operation_id = ident if isinstance(ident, str) and ident else f"openai-{request.attempt_key}"
+        return Started(operation_id=operation_id, raw=resp.content)
+
+    async def poll(self, operation_id: str) -> Polled:
+        raise PermanentError(
+            HaltCode.PROVIDER_FAILED,
+            "the OpenAI-compatible provider answers at start; there is no operation to poll",
+        )
+
+    def parse(self, raw: bytes) -> Transcript:
+        try:
+            body = json.loads(raw)
+        except (ValueError, UnicodeDecodeError) as e:
+            raise PermanentError(HaltCode.PROVIDER_FAILED, "the stored transcription is not JSON") from e
+        if not isinstance(body, dict):
+            raise PermanentError(HaltCode.PROVIDER_FAILED, "the stored transcription is not a JSON object")
+        return transcript_from(body)
+
+    async def cleanup(self, operation_id: str, audio_uri: str) -> None:
+        return None
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    def _check(self, resp: httpx.Response) -> None:
+        if resp.is_success:
+            return
+        message = _message(resp)
+        if resp.status_code == 429:
+            if _quota_exhausted(resp, message):
+                # Out of credit or over the monthly cap: waiting does not cure it (D.3).
+                raise PermanentError(
+                    HaltCode.PROVIDER_REJECTED,
+                    self._scrub(
+                        f"{self._who}: the account's quota is exhausted (429: {short(message)}); "
+                        "add credit or raise the limit, then resume the record"
+                    ),
+                )
+            wait = retry_after(resp)
+            raise RetryableError(
+                self._scrub(f"{self._who} rate limit reached (429: {short(message) or 'too many requests'})"),
+                retry_after=wait,
+            )
+        raise rejected(self._who, resp, message, self._scrub)
+
+
+def _quota_exhausted(resp: httpx.Response, message: str) -> bool:
+    error = _error_object(resp)
+    kinds = {str(error.get("code") or ""), str(error.get("type") or "")} if error else set()
+    return "insufficient_quota" in kinds or "exceeded your current quota" in message.lower()
+
+
+def _error_object(resp: httpx.Response) -> dict[str, Any] | None:
+    try:
+        body = json.loads(resp.content)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if isinstance(body, dict) and isinstance(body.get("error"), dict):
+        return dict(body["error"])
+    return None
+
+
+def _message(resp: httpx.Response) -> str:
+    """The server's error text: OpenAI ``error.message``, whisper.cpp ``error``, FastAPI ``detail``."""
+    try:
+        body = json.loads(resp.content)
+    except (ValueError, UnicodeDecodeError):
+        return short(resp.text[:300]) if resp.content else ""
+    if not isinstance(body, dict):
+        return short(str(body))
+    error = body.get("error")
+    if isinstance(error, dict):
+        return short(str(error.get("message") or error.get("code") or error))
+    if isinstance(error, str):
+        return short(error)
+    detail = body.get("detail")
+    if isinstance(detail, list):
+        return short("; ".join(str(d.get("msg", d)) if isinstance(d, dict) else str(d) for d in detail))
+    if detail:
+        return short(str(detail))
+    return short(str(body.get("message") or ""))
+
+
+# --- the response ----------------------------------------------------------------
+
+
+def transcript_from(body: dict[str, Any]) -> Transcript:
+    """``verbose_json`` (segments, words) or plain ``json`` (text only) → ``Transcript``."""
+    text = " ".join(str(body.get("text") or "").split())
+    raw_segments = [s for s in body.get("segments") or [] if isinstance(s, dict)]
+    raw_words = [w for w in body.get("words") or [] if isinstance(w, dict)]
+    times = [
+        t
+        for item in (*raw_segments, *raw_words)
+        for t in (_num(item.get("start")), _num(item.get("end")))
+        if t is not None
+    ]
+    scale = 1e-9 if times and max(times) > _SECONDS_CEILING else 1.0
+    duration = _num(body.get("duration"))
+
+    segments: list[Segment] = []
+    for s in raw_segments:
+        seg_text = " ".join(str(s.get("text") or "").split())
+        if seg_text:
+            start = (_num(s.get("start")) or 0.0) * scale
+            end = (_num(s.get("end")) or 0.0) * scale
+            segments.append(Segment(start=start, end=max(start, end), text=seg_text))
+    words = []
+    for w in raw_words:
+        token = str(w.get("word") or "").strip()
+        if token:
+            start = (_num(w.get("start")) or 0.0) * scale
+            end = (_num(w.get("end")) or 0.0) * scale
+            words.append(Word(start=start, end=max(start, end), word=token))
+
+    if segments:
+        _attach(words, segments)
+    elif text:
+        # Plain json, or words without segments: one segment over the whole audio.
+        start = words[0].start if words else 0.0
+        end = words[-1].end if words else (duration or 0.0)
+        segments = [Segment(start=start, end=max(start, end), text=text, words=words or None)]
+    language = body.get("language")
+    return Transcript(
+        text=text or " ".join(s.text for s in segments),
+        segments=segments,
+        language=str(language) if language else None,
+        duration=duration,
+    )
+
+
+def _attach(words: list[Word], segments: list[Segment]) -> None:
+    """Each word goes to the segment containing its midpoint, or else the nearest one."""
+    for word in words:
+        mid = (word.start + word.end) / 2
+
+        def distance(s: Segment, mid: float = mid) -> float:
+            return 0.0 if s.start <= mid <= s.end else min(abs(s.start - mid), abs(s.end - mid))
+
+        segment = min(segments, key=distance)
+        if segment.words is None:
+            segment.words = []
+        segment.words.append(word)
+
+
+def _num(value: Any) -> float | None:
+    try:
+        return float(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None

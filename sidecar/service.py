@@ -130,10 +130,16 @@ async def _until_signal(stop: anyio.Event) -> None:
             return
 
 
-async def run_workers(settings: Settings, *, ready: Callable[[], None] | None = None) -> int:
+async def run_workers(
+    settings: Settings,
+    *,
+    ready: Callable[[], None] | None = None,
+    steps: dict[str, Step] | None = None,
+    provider: Provider | None = None,
+) -> int:
     """``transcriber worker``: the pool until SIGINT/SIGTERM."""
     stop = anyio.Event()
-    async with pipeline(settings) as pool, anyio.create_task_group() as side:
+    async with pipeline(settings, steps=steps, provider=provider) as pool, anyio.create_task_group() as side:
         side.start_soon(_until_signal, stop)
         if settings.metrics.port:
             metrics = pool.runner.metrics

@@ -158,7 +158,12 @@ def test_ten_thousand_fenced_writes_racing_reclaims_and_unhalts_land_only_when_c
         while True:
             items = superuser.http.get(
                 "/api/collections/record_events/records",
-                params={"filter": 'kind="note" && actor="worker"', "perPage": 500, "page": page, "fields": "outcome_text"},
+                params={
+                    "filter": 'kind="note" && actor="worker"',
+                    "perPage": 500,
+                    "page": page,
+                    "fields": "outcome_text",
+                },
             ).json()["items"]
             assert not stale_set.intersection(i["outcome_text"] for i in items)
             if len(items) < 500:

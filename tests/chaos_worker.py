@@ -1,0 +1,87 @@
+"""A worker process for kill/restart/stop tests: the real steps and a slow, counting provider.
+
+Settings come from the environment (TRANSCRIBER_*). Test knobs:
+- ``TEST_STARTS``: file that gets one line per recognition started (attempt key);
+- ``TEST_DELAY_<STEP>``: seconds each run of that step waits first (widens kill windows);
+- ``TEST_READY_AFTER``: seconds after its start an operation is ready (polls before it postpone).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import anyio
+
+from sidecar.logs import configure
+from sidecar.outcome import Outcome
+from sidecar.providers.base import AudioSpec, OnProgress, Polled, Started, StartRequest
+from sidecar.service import default_steps, run_workers
+from sidecar.settings import Settings
+from sidecar.steps.base import Step, StepContext
+from sidecar.transcript import Segment, Transcript
+
+
+class SlowProvider:
+    name = "slow"
+    model = "slow-1"
+
+    def __init__(self) -> None:
+        self.starts = Path(os.environ["TEST_STARTS"])
+        self.ready_after = float(os.environ.get("TEST_READY_AFTER", "0.5"))
+
+    @property
+    def audio_spec(self) -> AudioSpec:
+        return AudioSpec("wav_pcm16")
+
+    async def find_started(self, attempt_key: str, audio_uri: str) -> str | None:
+        return None
+
+    async def start(self, request: StartRequest, on_progress: OnProgress) -> Started:
+        with self.starts.open("a") as fh:
+            fh.write(request.attempt_key + "\n")
+        await anyio.sleep(0.05)
+        op = f"op-{request.attempt_key}-{int(time.time() * 1000)}"
+        await on_progress("operation_id", op)
+        return Started(op)
+
+    async def poll(self, operation_id: str) -> Polled:
+        started_ms = int(operation_id.rsplit("-", 1)[1])
+        if time.time() * 1000 - started_ms < self.ready_after * 1000:
+            return Polled(ready=False)
+        t = Transcript(text=f"text of {operation_id}", segments=[Segment(start=0, end=1, text="text")])
+        return Polled(ready=True, raw=t.model_dump_json().encode())
+
+    def parse(self, raw: bytes) -> Transcript:
+        return Transcript.model_validate_json(raw)
+
+    async def cleanup(self, operation_id: str, audio_uri: str) -> None:
+        return None
+
+    async def aclose(self) -> None:
+        return None
+
+
+def delayed(name: str, step: Step) -> Step:
+    delay = float(os.environ.get(f"TEST_DELAY_{name.upper()}", "0"))
+
+    async def run(ctx: StepContext) -> Outcome:
+        await anyio.sleep(delay)
+        return await step(ctx)
+
+    return run
+
+
+async def amain() -> int:
+    steps = {name: delayed(name, step) for name, step in default_steps().items()}
+    return await run_workers(Settings(), steps=steps, provider=SlowProvider())
+
+
+def main() -> None:
+    configure()
+    anyio.run(amain)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,195 @@
+"""Real kills, real restarts, real signals: an accepted recording is never lost silently."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.harness import Caller, PocketBaseServer
+from tests.media import wav_bytes
+
+pytestmark = pytest.mark.slow
+
+
+def worker_env(pb: PocketBaseServer, tmp: Path, **extra: str) -> dict[str, str]:
+    return dict(
+        os.environ,
+        TRANSCRIBER_POCKETBASE__URL=pb.url,
+        TRANSCRIBER_POCKETBASE__DATA_DIR=str(pb.settings.pocketbase.data_dir),
+        TRANSCRIBER_PIPELINE__WORKERS="3",
+        TRANSCRIBER_PIPELINE__MAX_ATTEMPTS="12",
+        TRANSCRIBER_PIPELINE__RETRY_DELAY="0.2",
+        TRANSCRIBER_PIPELINE__POLL_DELAY="0.2",
+        TRANSCRIBER_PIPELINE__IDLE_POLL="0.3",
+        TRANSCRIBER_PIPELINE__SHUTDOWN_GRACE="0.5",
+        TRANSCRIBER_PIPELINE__LEASES__UPLOADED="2",
+        TRANSCRIBER_PIPELINE__LEASES__NORMALIZED="2",
+        TRANSCRIBER_PIPELINE__LEASES__SUBMITTED="2",
+        TRANSCRIBER_PIPELINE__LEASES__TRANSCRIBED="2",
+        TEST_STARTS=str(tmp / "starts.txt"),
+        **extra,
+    )
+
+
+def start_worker(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    with log.open("ab") as fh:
+        return subprocess.Popen(
+            [sys.executable, "-m", "tests.chaos_worker"], env=env, stdout=fh, stderr=subprocess.STDOUT
+        )
+
+
+def records(su: Caller) -> list[dict[str, Any]]:
+    return list(
+        su.http.get("/api/collections/audio_records/records", params={"perPage": 500, "sort": "created"}).json()[
+            "items"
+        ]
+    )
+
+
+def settled(su: Caller) -> bool:
+    return all(r["state"] == "done" or r["halted_at"] for r in records(su))
+
+
+def wait_settled(su: Caller, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not settled(su):
+        assert time.monotonic() < deadline, [(r["id"], r["state"], r["attempts"]) for r in records(su)]
+        time.sleep(0.2)
+
+
+def check_nothing_lost(su: Caller, uploaded: list[str]) -> Counter[str]:
+    rows = records(su)
+    assert sorted(r["id"] for r in rows) == sorted(uploaded)  # none lost
+    outcome: Counter[str] = Counter()
+    for r in rows:
+        events = su.http.get(
+            "/api/collections/record_events/records", params={"filter": f'record="{r["id"]}"', "perPage": 500}
+        ).json()["items"]
+        done_entries = [e for e in events if e["kind"] == "stage_entered" and e["stage"] == "done"]
+        if r["state"] == "done":
+            assert len(done_entries) == 1  # done exactly once
+            texts = su.http.get("/api/collections/texts/records", params={"filter": f'record="{r["id"]}"'}).json()
+            assert texts["totalItems"] == 1 and texts["items"][0]["content"].startswith("text of op-")
+            outcome["done"] += 1
+        else:
+            assert r["halted_at"] and r["halt_reason"] and r["halt_code"]
+            assert any(e["kind"] == "halted" for e in events)
+            outcome[f"halted:{r['halt_code']}"] += 1
+    return outcome
+
+
+def test_sigkill_at_random_points_loses_nothing_and_finishes_nothing_twice(
+    pb: PocketBaseServer, sender: Caller, superuser: Caller, tmp_path: Path, figures: dict[str, str]
+) -> None:
+    rng = random.Random(20261129)
+    uploaded = [
+        sender.http.post("/api/transcriber/records", files={"file": ("a.wav", wav_bytes(1.0))}).json()["id"]
+        for _ in range(8)
+    ]
+    env = worker_env(
+        pb,
+        tmp_path,
+        TEST_DELAY_NORMALIZE="0.3",
+        TEST_DELAY_SUBMIT="0.3",
+        TEST_DELAY_FINALIZE="0.3",
+        TEST_READY_AFTER="0.8",
+    )
+    log = tmp_path / "workers.log"
+    kills = 0
+    stages_hit: Counter[str] = Counter()
+    while kills < 24:
+        proc = start_worker(env, log)
+        time.sleep(rng.uniform(0.4, 1.6))
+        busy = [r["state"] for r in records(superuser) if r["claim_token"]]
+        proc.send_signal(signal.SIGKILL)
+        assert proc.wait(10) == -signal.SIGKILL
+        kills += 1
+        stages_hit.update(busy)
+        if settled(superuser):
+            break
+    final = start_worker(env, log)
+    try:
+        wait_settled(superuser, 180)
+    finally:
+        final.send_signal(signal.SIGTERM)
+        assert final.wait(30) == 0
+    outcome = check_nothing_lost(superuser, uploaded)
+    starts = Counter((tmp_path / "starts.txt").read_text().split())
+    repeated = sum(1 for n in starts.values() if n > 1)
+    assert kills >= 20 or outcome["done"] == len(uploaded)
+    figures["SIGKILL"] = (
+        f"{kills} kills with {len(uploaded)} records in flight (claims held at the kills, by stage: {dict(stages_hit)}); "
+        f"outcome {dict(outcome)}; paid-call window hit {repeated} time(s)"
+    )
+    assert set(stages_hit) >= {"uploaded", "normalized", "submitted"}
+
+
+def test_the_sidecar_rides_out_pocketbase_restarts(
+    pb: PocketBaseServer, sender: Caller, tmp_path: Path, figures: dict[str, str]
+) -> None:
+    env = worker_env(pb, tmp_path, TEST_DELAY_NORMALIZE="0.2", TEST_READY_AFTER="0.5")
+    log = tmp_path / "worker.log"
+    worker = start_worker(env, log)
+    uploaded: list[str] = []
+    try:
+        for _ in range(5):
+            for _ in range(2):
+                uploaded.append(
+                    sender.http.post("/api/transcriber/records", files={"file": ("a.wav", wav_bytes(0.5))}).json()["id"]
+                )
+            time.sleep(0.4)
+            pb.restart()
+            sender = pb.caller("sender", "users", sender.email)
+        su = pb.superuser()
+        wait_settled(su, 180)
+        assert worker.poll() is None  # the same worker process, never restarted
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        worker.wait(30)
+    outcome = check_nothing_lost(su, uploaded)
+    assert outcome["done"] == len(uploaded), outcome
+    figures["PocketBase restarts"] = (
+        f"5 restarts under a running worker: {outcome['done']}/{len(uploaded)} records done"
+    )
+
+
+@pytest.mark.parametrize("stage", ["uploaded", "normalized", "submitted", "transcribed"])
+def test_sigterm_during_a_step_spends_no_attempt_and_the_work_resumes(
+    pb: PocketBaseServer, sender: Caller, superuser: Caller, tmp_path: Path, stage: str
+) -> None:
+    step = {"uploaded": "NORMALIZE", "normalized": "SUBMIT", "submitted": "POLL", "transcribed": "FINALIZE"}[stage]
+    rid = sender.http.post("/api/transcriber/records", files={"file": ("a.wav", wav_bytes(0.5))}).json()["id"]
+    env = worker_env(pb, tmp_path, **{f"TEST_DELAY_{step}": "60", "TEST_READY_AFTER": "0"})
+    log = tmp_path / "worker.log"
+    worker = start_worker(env, log)
+    deadline = time.monotonic() + 60
+    while True:
+        rec = superuser.http.get(f"/api/collections/audio_records/records/{rid}").json()
+        if rec["state"] == stage and rec["claim_token"]:
+            break
+        assert time.monotonic() < deadline and worker.poll() is None, rec
+        time.sleep(0.05)
+    worker.send_signal(signal.SIGTERM)
+    assert worker.wait(30) == 0
+    rec = superuser.http.get(f"/api/collections/audio_records/records/{rid}").json()
+    assert rec["state"] == stage and rec["attempts"] == 0 and rec["halted_at"] == "" and rec["claim_token"] == ""
+    events = superuser.http.get(
+        "/api/collections/record_events/records", params={"filter": f'record="{rid}"', "sort": "created"}
+    )
+    assert events.json()["items"][-1]["kind"] == "released"
+    resumed = start_worker(worker_env(pb, tmp_path, TEST_READY_AFTER="0"), log)
+    try:
+        wait_settled(superuser, 60)
+    finally:
+        resumed.send_signal(signal.SIGTERM)
+        resumed.wait(30)
+    assert superuser.http.get(f"/api/collections/audio_records/records/{rid}").json()["state"] == "done"

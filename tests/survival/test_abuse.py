@@ -16,7 +16,7 @@ from sidecar.providers.instant import InstantProvider
 from sidecar.service import default_steps
 from tests.audio_fixtures import write_audio, write_video_only
 from tests.fakes import running_sidecar
-from tests.harness import Caller, PocketBaseServer, running_pocketbase
+from tests.harness import PocketBaseServer, running_pocketbase
 from tests.media import wav_bytes
 
 pytestmark = pytest.mark.slow

@@ -1,0 +1,114 @@
+"""P17: a secret planted in settings and in provider errors never reaches a halt reason,
+a journal row, a poll body or a log line."""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import timedelta
+from pathlib import Path
+
+import anyio
+import pytest
+from pydantic import SecretStr
+
+from sidecar.outcome import HaltCode, PermanentError, RetryableError
+from sidecar.providers.base import AudioSpec, OnProgress, Polled, Started, StartRequest
+from sidecar.service import default_steps, pipeline
+from sidecar.transcript import Transcript
+from tests.harness import Caller, PocketBaseServer
+from tests.media import wav_bytes
+
+pytestmark = pytest.mark.anyio
+
+API_KEY = "sk-PLANTED-4f9a8b7c6d5e"
+S3_SECRET = "s3secretPLANTED0987654321"
+SIGNATURE = "0a1b2c3d4e5f60718293a4b5c6d7e8f9"
+IAM = "t1.PLANTEDiamTokenValue.abc"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+class LeakyProvider:
+    """Fails the way careless upstreams do: echoing credentials and signed URLs."""
+
+    name = "leaky"
+    model = "leaky-1"
+    calls = 0
+
+    @property
+    def audio_spec(self) -> AudioSpec:
+        return AudioSpec("wav_pcm16")
+
+    async def find_started(self, attempt_key: str, audio_uri: str) -> str | None:
+        return None
+
+    async def start(self, request: StartRequest, on_progress: OnProgress) -> Started:
+        LeakyProvider.calls += 1
+        if LeakyProvider.calls == 1:
+            raise RetryableError(
+                f"GET https://storage.example/b/k?X-Amz-Credential=AKIAPLANTED%2F20261129&X-Amz-Signature={SIGNATURE} "
+                f"failed; headers were Authorization: Bearer {IAM}"
+            )
+        raise PermanentError(
+            HaltCode.PROVIDER_REJECTED, f'upstream 401: {{"api_key": "{API_KEY}", "secret": "{S3_SECRET}"}}'
+        )
+
+    async def poll(self, operation_id: str) -> Polled:
+        raise AssertionError
+
+    def parse(self, raw: bytes) -> Transcript:
+        raise AssertionError
+
+    async def cleanup(self, operation_id: str, audio_uri: str) -> None:
+        return None
+
+    async def aclose(self) -> None:
+        return None
+
+
+PLANTED = [API_KEY, S3_SECRET, SIGNATURE, IAM]
+
+
+async def test_planted_secrets_never_leave(
+    pb: PocketBaseServer, sender: Caller, superuser: Caller, caplog: pytest.LogCaptureFixture, figures: dict[str, str]
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    settings = pb.settings.model_copy(deep=True)
+    settings.openai.api_key = SecretStr(API_KEY)
+    settings.object_storage.secret_access_key = SecretStr(S3_SECRET)
+    settings.speechkit.iam_token = SecretStr(IAM)
+    settings.pipeline.retry_delay = timedelta(0)
+    settings.pipeline.workers = 1
+    rid = sender.http.post("/api/transcriber/records", files={"file": ("a.wav", wav_bytes(0.5))}).json()["id"]
+
+    async with pipeline(settings, steps=default_steps(), provider=LeakyProvider()) as pool:
+        stop = anyio.Event()
+        async with anyio.create_task_group() as tg:
+            await tg.start(pool.run, stop)
+            with anyio.fail_after(60):
+                while not superuser.http.get(f"/api/collections/audio_records/records/{rid}").json()["halted_at"]:
+                    await anyio.sleep(0.1)
+            stop.set()
+
+    rec = superuser.http.get(f"/api/collections/audio_records/records/{rid}").json()
+    assert rec["halt_code"] == "provider_rejected"
+    events = superuser.http.get("/api/collections/record_events/records", params={"filter": f'record="{rid}"'}).json()
+    texts = [e["outcome_text"] for e in events["items"]]
+    assert any("step_failed" == e["kind"] for e in events["items"])  # the leaky retry did happen
+    poll = sender.http.get(f"/api/transcriber/records/{rid}").text
+    logs = "\n".join(r.getMessage() for r in caplog.records) + pb.log()
+    account = Path(pb.settings.pocketbase.data_dir / "service-account.json").read_text()
+    places = {"halt_reason": rec["halt_reason"], "events": "\n".join(texts), "poll": poll, "logs": logs}
+    for where, text in places.items():
+        for secret in PLANTED:
+            assert secret not in text, (where, secret)
+        assert json.loads(account)["password"] not in text, where
+    assert "[redacted]" in rec["halt_reason"]
+    figures["secrets"] = (
+        f"{len(PLANTED)} planted secrets (API key, S3 secret, IAM token, URL signature) + the service password: "
+        f"absent from halt reasons, {len(texts)} journal rows, the poll body and {len(caplog.records)} log lines"
+    )

@@ -230,5 +230,6 @@ def test_authorization_matrix(pb: PocketBaseServer, figures: dict[str, str]) -> 
             assert resp.status_code == expected, (method, path, who, resp.status_code, resp.text[:100])
     assert su.http.get(f"/api/collections/audio_records/records/{rid}").json()["title"] == ""
     figures["authorization matrix"] = (
-        f"{cells} cells (8 collections x 5 callers x 5 operations + 6 routes x 5 callers): no unauthorized read or write"
+        f"{cells} cells (8 collections x 5 callers x 5 operations + 6 routes x 5 callers): "
+        "no unauthorized read or write"
     )

@@ -127,7 +127,8 @@ def test_sigkill_at_random_points_loses_nothing_and_finishes_nothing_twice(
     repeated = sum(1 for n in starts.values() if n > 1)
     assert kills >= 20 or outcome["done"] == len(uploaded)
     figures["SIGKILL"] = (
-        f"{kills} kills with {len(uploaded)} records in flight (claims held at the kills, by stage: {dict(stages_hit)}); "
+        f"{kills} kills with {len(uploaded)} records in flight "
+        f"(claims held at the kills, by stage: {dict(stages_hit)}); "
         f"outcome {dict(outcome)}; paid-call window hit {repeated} time(s)"
     )
     assert set(stages_hit) >= {"uploaded", "normalized", "submitted"}

@@ -73,9 +73,14 @@ def worker(config: ConfigOpt = None, verbose: VerboseOpt = False) -> None:
     """Run the pipeline workers against a running PocketBase."""
     _logging(verbose)
     settings = _settings(config)
+    from sidecar.pocketbase.errors import AuthFailed
     from sidecar.service import run_workers
 
-    sys.exit(anyio.run(run_workers, settings))
+    try:
+        sys.exit(anyio.run(run_workers, settings))
+    except (FileNotFoundError, AuthFailed) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
 
 
 @user_app.command("add")

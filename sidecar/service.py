@@ -22,6 +22,7 @@ from sidecar.pipeline.runner import Runner
 from sidecar.pipeline.stages import StageTable
 from sidecar.pocketbase import process
 from sidecar.pocketbase.client import PocketBaseClient
+from sidecar.pocketbase.errors import PocketBaseUnavailable
 from sidecar.providers.base import Provider
 from sidecar.settings import Settings
 from sidecar.steps.base import Step
@@ -113,13 +114,26 @@ async def pipeline(
         metrics=metrics or Metrics(),
     )
     try:
-        await storage.login()
+        await _login_patiently(storage)
         yield WorkerPool(runner, workers=settings.pipeline.workers)
     finally:
         with anyio.CancelScope(shield=True):
             for p in cache.values():
                 await p.aclose()
             await storage.aclose()
+
+
+async def _login_patiently(storage: PocketBaseClient) -> None:
+    """Waits for PocketBase to come up (a container started first, a restart); bad credentials fail at once."""
+    delay = 0.5
+    while True:
+        try:
+            await storage.login()
+            return
+        except PocketBaseUnavailable as exc:
+            log.warning("waiting for PocketBase at %s: %s", storage.base_url, exc)
+            await anyio.sleep(delay)
+            delay = min(delay * 2, 10.0)
 
 
 async def _until_signal(stop: anyio.Event) -> None:

@@ -92,3 +92,48 @@ def test_a_bad_config_file_is_a_clear_error(tmp_path: Path) -> None:
     assert "workers" in done.stderr
     missing = run_cli("worker", "--config", str(tmp_path / "nope.toml"))
     assert missing.returncode == 2 and "not found" in missing.stderr
+
+
+def test_transcribe_prints_the_transcript_and_a_halt_code(tmp_path: Path) -> None:
+    from tests.wer import wer
+
+    root = Path(__file__).resolve().parents[2]
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    data = tmp_path / "data"
+    log = (tmp_path / "serve.log").open("w")
+    serve = subprocess.Popen(
+        [*CLI, "serve", "--data-dir", str(data), "--http", f"127.0.0.1:{port}"], stdout=log, stderr=subprocess.STDOUT
+    )
+    try:
+        wait_healthy(url, timeout=60)
+        assert (
+            run_cli(
+                "user", "add", "erin@example.com", "--password", "erin-password", "--data-dir", str(data)
+            ).returncode
+            == 0
+        )
+        auth = ["--server", url, "--email", "erin@example.com", "--password", "erin-password"]
+        done = run_cli("transcribe", str(root / "samples" / "sample.ogg"), *auth)
+        assert done.returncode == 0, done.stderr
+        assert wer((root / "samples" / "sample.txt").read_text(), done.stdout) <= 0.1
+        srt = run_cli("transcribe", str(root / "samples" / "sample.ogg"), *auth, "--format", "srt")
+        assert srt.returncode == 0 and srt.stdout.startswith("1\n00:00:0") and " --> " in srt.stdout
+        bad = tmp_path / "broken.ogg"
+        bad.write_bytes(b"OggS\x00\x02" + bytes(range(256)) * 40)
+        halted = run_cli("transcribe", str(bad), *auth)
+        assert halted.returncode == 3 and "unsupported_media" in halted.stderr
+        refused = run_cli("transcribe", str(root / "README.md"), *auth)
+        assert refused.returncode == 1 and "not a known audio" in refused.stderr
+        wrong = run_cli("transcribe", str(bad), "--server", url, "--email", "erin@example.com", "--password", "nope")
+        assert wrong.returncode == 1 and "sign-in failed" in wrong.stderr
+    finally:
+        serve.send_signal(signal.SIGTERM)
+        serve.wait(30)
+        log.close()
+
+
+def test_worker_without_credentials_is_a_clear_error(tmp_path: Path) -> None:
+    env = dict(os.environ, TRANSCRIBER_POCKETBASE__DATA_DIR=str(tmp_path / "empty"))
+    done = run_cli("worker", env=env)
+    assert done.returncode == 2 and "service credentials" in done.stderr

@@ -9,6 +9,7 @@ from datetime import timedelta
 from typing import Any
 
 import anyio
+import httpx
 import pytest
 
 from sidecar.clock import FakeClock
@@ -372,3 +373,20 @@ def test_a_step_that_takes_its_process_down_halts_after_max_attempts(
     rec = record(superuser, rid)
     assert rec["halt_code"] == "attempts_exhausted", rec
     assert rec["attempts"] == 3
+
+
+async def test_metrics_count_step_runs_and_records_per_stage(pb: PocketBaseServer, sender: Caller) -> None:
+    from tests.harness import free_port
+
+    upload(sender)
+    upload(sender)
+    async with running_sidecar(pb, ALL) as pool:
+        metrics = pool.runner.metrics
+        await pool.runner.run(await claim_one(pool))
+        await metrics.refresh_records(pool.runner.storage, pool.runner.table.stages)
+        port = free_port()
+        metrics.serve("127.0.0.1", port)
+        body = (await anyio.to_thread.run_sync(lambda: httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5))).text
+    assert 'transcriber_step_runs_total{outcome="advanced",stage="uploaded"} 1.0' in body
+    assert 'transcriber_records{halted="false",stage="uploaded"} 1.0' in body
+    assert 'transcriber_records{halted="false",stage="normalized"} 1.0' in body

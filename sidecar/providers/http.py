@@ -75,7 +75,7 @@ def scrubber(secrets: Iterable[str | None]) -> Scrub:
 
     def scrub(text: str) -> str:
         for secret in known:
-            pass
+            text = text.replace(secret, "[redacted]")
         return redact(text)
 
     return scrub

@@ -180,3 +180,11 @@ def test_refusals_are_permanent_and_keep_the_keys_out(code: str, status: int) ->
 )
 def test_network_failures_are_retryable(error: Exception) -> None:
     assert isinstance(classify(error, "upload the audio", str), RetryableError)
+
+
+async def test_every_call_has_connect_and_read_timeouts(s3: S3Server, bucket: str) -> None:
+    store = ObjectStore(s3.settings(bucket, timeout=timedelta(seconds=45)))
+    config = store._get_client().meta.config
+    assert (config.connect_timeout, config.read_timeout) == (10.0, 45.0)
+    assert config.signature_version == "s3v4" and config.region_name == "ru-central1"
+    await store.aclose()

@@ -6,7 +6,7 @@ configuration says now.
 
 from __future__ import annotations
 
-from sidecar.outcome import Advance, HaltCode, Outcome, PermanentError, Postpone
+from sidecar.outcome import Advance, HaltCode, Outcome, PermanentError, Postpone, RetryableError
 from sidecar.steps.base import StepContext
 from sidecar.steps.common import current_attempt
 
@@ -18,7 +18,14 @@ async def run(ctx: StepContext) -> Outcome:
     if attempt.raw_response:
         return Advance("result already stored")
     provider = ctx.provider_for(attempt.provider)
-    polled = await provider.poll(attempt.operation_id)
+    try:
+        polled = await provider.poll(attempt.operation_id)
+    except RetryableError as exc:
+        # The paid operation is still running on the provider's side: an outage
+        # while we ask about it is no reason to spend attempts and halt it.
+        # The foreign-work stall limit still bounds how long this can go on.
+        delay = max(exc.retry_after or ctx.settings.pipeline.poll_delay, ctx.settings.pipeline.poll_delay)
+        return Postpone(delay, f"could not ask {attempt.provider} about {attempt.operation_id}: {exc}")
     if not polled.ready or polled.raw is None:
         return Postpone(polled.retry_in, f"{attempt.provider} operation {attempt.operation_id} not ready")
     await ctx.storage.update_attempt(ctx.claim, attempt.id, raw_response=polled.raw, status="ready")

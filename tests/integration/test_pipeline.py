@@ -390,3 +390,32 @@ async def test_metrics_count_step_runs_and_records_per_stage(pb: PocketBaseServe
     assert 'transcriber_step_runs_total{outcome="advanced",stage="uploaded"} 1.0' in body
     assert 'transcriber_records{halted="false",stage="uploaded"} 1.0' in body
     assert 'transcriber_records{halted="false",stage="normalized"} 1.0' in body
+
+
+async def test_a_provider_outage_while_polling_postpones_instead_of_spending_attempts(
+    pb: PocketBaseServer, sender: Caller, superuser: Caller
+) -> None:
+    from sidecar.outcome import RetryableError
+    from sidecar.providers.base import Polled
+    from sidecar.steps import poll
+    from tests.fakes import StubProvider
+
+    class Down(StubProvider):
+        async def poll(self, operation_id: str) -> Polled:
+            raise RetryableError("503 from the provider", retry_after=timedelta(seconds=42))
+
+    rid = upload(sender)
+    async with running_sidecar(pb, dict(ALL, poll=poll.run), provider=Down()) as pool:
+        storage = pool.runner.storage
+        for to in ("normalized", "submitted"):
+            c = await claim_one(pool)
+            if to == "submitted":
+                aid = await storage.create_attempt(c, provider="stub", model="m")
+                await storage.update_attempt(c, aid, operation_id="op-1", status="running")
+            await storage.advance(c, to)
+        before = int(time.time() * 1000)
+        assert await pool.runner.run(await claim_one(pool)) == "postponed"
+    rec = record(superuser, rid)
+    assert rec["attempts"] == 0 and rec["halted_at"] == "" and rec["state"] == "submitted"
+    assert rec["paused_until"] >= before + 42_000
+    assert "503 from the provider" in events(superuser, rid)[-1]["outcome_text"]

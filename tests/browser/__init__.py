@@ -1,0 +1,1 @@
+"""The owner's admin panel (PocketBase's /_/) driven in a real headless Chromium."""

@@ -1,0 +1,182 @@
+"""The owner's panel in a real browser: a halted recording and everything about it, a halt
+and a resume that the real pipeline finishes, and a refused delete.
+
+PocketBase and the pipeline are the real ones (the pipeline runs in a background
+thread with the instant provider); the browser is the system's headless
+Chromium. Screenshots go to the test's tmp dir and, when TRANSCRIBER_SCREENSHOTS
+names a folder, there too.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sidecar.providers.instant import InstantProvider
+from tests.browser.panel import Panel, Screenshots, chromium_page, missing_browser
+from tests.browser.pipeline import pipeline_in_background
+from tests.harness import PASSWORD, Caller, PocketBaseServer, running_pocketbase
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLE = (ROOT / "samples" / "sample.ogg").read_bytes()
+# A valid Ogg page header, then garbage: intake accepts it, the real normalize halts it.
+UNDECODABLE = b"OggS\x00\x02" + bytes(range(256)) * 40
+NOT_READABLE = "the file is not a readable audio or video file"
+NEVER_DELETED = "Recordings are never deleted"
+
+pytestmark = [
+    pytest.mark.timeout(180),
+    pytest.mark.skipif(missing_browser() is not None, reason=str(missing_browser())),
+]
+
+
+@pytest.fixture
+def pb(tmp_path: Path) -> Iterator[PocketBaseServer]:
+    with running_pocketbase(tmp_path / "pb") as server:
+        yield server
+
+
+@pytest.fixture
+def panel(pb: PocketBaseServer, tmp_path: Path) -> Iterator[Panel]:
+    """The admin panel in headless Chromium, signed in as the owner (the superuser)."""
+    shots = Screenshots(tmp_path / "screenshots")
+    shots.root.mkdir()
+    with chromium_page(tmp_path / "chromium-profile") as page:
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        p = Panel(page, pb.url, shots)
+        p.login(pb.superuser_email, PASSWORD)
+        try:
+            yield p
+        finally:
+            print("\nscreenshots:\n" + "\n".join(f"  {path}" for path in shots.saved))
+        assert errors == [], f"the panel raised in the page: {errors}"
+
+
+def upload(sender: Caller, name: str, body: bytes, title: str) -> str:
+    resp = sender.http.post("/api/transcriber/records", files={"file": (name, body)}, data={"title": title})
+    assert resp.status_code == 201, resp.text
+    return str(resp.json()["id"])
+
+
+def record(su: Caller, rid: str) -> dict[str, Any]:
+    resp = su.http.get(f"/api/collections/audio_records/records/{rid}")
+    assert resp.status_code == 200, resp.text
+    return dict(resp.json())
+
+
+def record_file(su: Caller, rid: str) -> str:
+    """The file name of the recording's (only) recognition attempt's raw response."""
+    resp = su.http.get("/api/collections/recognition_attempts/records", params={"filter": f'record="{rid}"'})
+    (attempt,) = resp.json()["items"]
+    return str(attempt["raw_response"])
+
+
+def wait_for_record(
+    su: Caller, rid: str, done: Callable[[dict[str, Any]], bool], timeout: float = 60
+) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while not done(rec := record(su, rid)):
+        assert time.monotonic() < deadline, f"record {rid} did not get there in {timeout} s: {rec}"
+        time.sleep(0.1)
+    return rec
+
+
+def test_the_owner_inspects_halts_resumes_and_cannot_delete_in_the_panel(pb: PocketBaseServer, panel: Panel) -> None:
+    from playwright.sync_api import expect
+
+    su = pb.superuser()
+    sender = pb.new_sender()
+    broken = upload(sender, "broken.ogg", UNDECODABLE, "Broken upload")
+    good = upload(sender, "sample.ogg", SAMPLE, "Board meeting")
+    held = upload(sender, "interview.ogg", SAMPLE, "Interview")
+
+    # The owner halts one recording before any worker takes it.
+    modal = panel.open("audio_records", held)
+    modal.locator("textarea[name=halt_reason]").fill("waiting for the guest's consent")
+    panel.set_date(modal, "halted_at", "2026-01-01T09:00:00")
+    panel.shot("halting-a-recording")
+    assert panel.save(modal).status == 200
+    halted = record(su, held)
+    assert halted["halted_at"] and halted["halt_code"] == "halted_by_owner"
+    assert halted["halt_reason"] == "waiting for the guest's consent"
+
+    with pipeline_in_background(pb, InstantProvider()):
+        wait_for_record(su, broken, lambda r: bool(r["halted_at"]))
+        wait_for_record(su, good, lambda r: r["state"] == "done")
+        assert record(su, held)["state"] == "uploaded"  # the halt holds while the workers run
+
+        # The halted recording, in the list of all recordings and in its edit dialog.
+        row = panel.row("audio_records", broken, search="")
+        for column, text in [("state", "uploaded"), ("halt_code", "unsupported_media"), ("attempts", "1")]:
+            expect(row.locator(f"td[data-name={column}]")).to_have_text(text)
+        expect(row.locator("td[data-name=halt_reason]")).to_contain_text(NOT_READABLE)
+        expect(row.locator("td[data-name=owner]")).to_contain_text(sender.email)
+        panel.shot("recordings")
+        modal = panel.open("audio_records", broken)
+        expect(modal.locator("output[name=state] .selected-item")).to_have_text("uploaded")
+        expect(modal.locator("output[name=halt_code] .selected-item")).to_have_text("unsupported_media")
+        reason = modal.locator("textarea[name=halt_reason]")
+        expect(reason).to_be_visible()
+        expect(reason).to_have_value(re.compile(re.escape(NOT_READABLE)))
+        expect(modal.locator("input[name=attempts]")).to_have_value("1")
+        expect(modal.locator("input[name=halted_at]")).not_to_have_value("")
+        expect(modal.get_by_text("Clear the date", exact=False)).to_be_visible()  # the how-to beside the field
+        panel.shot("halted-recording")
+
+        # Its journal: accepted at intake, then halted by the worker on the first try.
+        journal = panel.rows_of("record_events", broken, at_least=2)
+        expect(journal).to_have_count(2)
+        expect(journal.filter(has_text="halted")).to_contain_text(f"unsupported_media: {NOT_READABLE}")
+        expect(journal.filter(has_text="accepted").locator("td[data-name=actor]")).to_have_text("intake")
+        expect(journal.first.locator("td[data-name=record]")).to_contain_text("Broken upload")
+        panel.shot("journal-of-the-halted-recording")
+
+        # Its files: the original as uploaded (nothing was normalized).
+        files = panel.rows_of("files", broken)
+        expect(files).to_have_count(1)
+        expect(files.locator("td[data-name=role]")).to_have_text("original")
+        expect(files.locator("td[data-name=name]")).to_have_text("broken.ogg")
+        expect(files.locator("td[data-name=blob] .thumb")).to_be_visible()
+        panel.shot("files-of-the-halted-recording")
+
+        # The recording that went through: both files, and the attempt with the provider's raw response.
+        files = panel.rows_of("files", good, at_least=2)
+        expect(files.locator("td[data-name=role]")).to_have_text(["normalized", "original"])
+        attempts = panel.rows_of("recognition_attempts", good)
+        expect(attempts).to_have_count(1)
+        expect(attempts.locator("td[data-name=provider]")).to_have_text("instant")
+        raw = attempts.locator("td[data-name=raw_response] .thumb")
+        expect(raw).to_be_visible()
+        expect(raw).to_have_attribute("title", "Download " + record_file(su, good))
+        panel.shot("recognition-attempt-with-raw-response")
+        attempts.locator("td[data-name=id]").click()
+        expect(panel.modal().get_by_text(record_file(su, good))).to_be_visible()
+        panel.shot("raw-response-in-the-attempt")
+
+        # The owner resumes the held recording: clear halted_at, save; the workers finish it.
+        modal = panel.open("audio_records", held)
+        panel.set_date(modal, "halted_at", "")
+        panel.shot("resuming-a-recording")
+        assert panel.save(modal).status == 200
+        done = wait_for_record(su, held, lambda r: r["state"] == "done" or bool(r["halted_at"]))
+        assert done["state"] == "done" and done["halted_at"] == "" and done["halt_code"] == ""
+        journal = panel.rows_of("record_events", held, at_least=7)
+        kinds = journal.locator("td[data-name=kind]")
+        expect(kinds).to_have_text(["stage_entered"] * 4 + ["resumed", "halted", "accepted"])  # newest first
+        expect(journal.filter(has_text="resumed").locator("td[data-name=actor]")).to_have_text("owner")
+        panel.shot("journal-of-the-resumed-recording")
+
+    # Deleting a recording is refused, with the reason shown to the owner.
+    modal = panel.open("audio_records", broken)
+    response = panel.delete(modal)
+    assert response.status == 400
+    expect(panel.page.get_by_text(NEVER_DELETED)).to_be_visible()
+    panel.shot("delete-refused")
+    assert record(su, broken)["halt_code"] == "unsupported_media"
+    panel.row("audio_records", broken)  # still listed

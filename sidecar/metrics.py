@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import anyio
 from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
@@ -35,9 +35,17 @@ class Metrics:
     def step_finished(self, stage: str, outcome: str) -> None:
         self.step_runs.labels(stage=stage, outcome=outcome).inc()
 
-    def serve(self, host: str, port: int) -> None:
-        start_http_server(port, addr=host, registry=self.registry)
+    def serve(self, host: str, port: int) -> Callable[[], None]:
+        """Serves /metrics in a thread; returns a function that stops it."""
+        server, thread = start_http_server(port, addr=host, registry=self.registry)
         log.info("metrics on http://%s:%d/metrics", host, port)
+
+        def stop() -> None:
+            server.shutdown()
+            server.server_close()
+            thread.join(5)
+
+        return stop
 
     async def refresh_records(self, storage: PocketBaseClient, stages: Iterable[str]) -> None:
         for stage in stages:

@@ -385,8 +385,13 @@ async def test_metrics_count_step_runs_and_records_per_stage(pb: PocketBaseServe
         await pool.runner.run(await claim_one(pool))
         await metrics.refresh_records(pool.runner.storage, pool.runner.table.stages)
         port = free_port()
-        metrics.serve("127.0.0.1", port)
-        body = (await anyio.to_thread.run_sync(lambda: httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5))).text
+        stop = metrics.serve("127.0.0.1", port)
+        try:
+            body = (
+                await anyio.to_thread.run_sync(lambda: httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5))
+            ).text
+        finally:
+            stop()
     assert 'transcriber_step_runs_total{outcome="advanced",stage="uploaded"} 1.0' in body
     assert 'transcriber_records{halted="false",stage="uploaded"} 1.0' in body
     assert 'transcriber_records{halted="false",stage="normalized"} 1.0' in body

@@ -145,6 +145,7 @@ async def test_each_fault_is_classified_bounded_and_ends_in_a_halt(tmp_path: Pat
                 outcomes[mode] = f"{code} in {time.monotonic() - t0:.1f} s"
     finally:
         server.shutdown()
+        server.server_close()
     figures["provider faults"] = "; ".join(f"{m}: {o}" for m, o in outcomes.items())
 
 

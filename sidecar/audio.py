@@ -14,6 +14,7 @@ reasons are shown to the owner, so they speak of "the file", never of paths.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import math
 import os
 import threading
@@ -28,6 +29,8 @@ import anyio
 import anyio.to_thread
 import av
 import av.error
+import numpy as np
+import numpy.typing as npt
 from av.audio.frame import AudioFrame
 from av.audio.resampler import AudioResampler
 from av.audio.stream import AudioStream
@@ -202,6 +205,50 @@ async def run_in_thread(fn: Callable[[threading.Event], T], *, grace: float = 30
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(finished.wait, grace)
         raise
+
+
+def pcm_chunks(
+    path: Path,
+    *,
+    rate: int = 16000,
+    seconds: float = 600.0,
+    cancel: threading.Event | None = None,
+) -> Iterator[npt.NDArray[np.float32]]:
+    """The first audio track as mono float32 PCM at ``rate``, in pieces of about ``seconds``.
+
+    Streaming: memory holds one piece, whatever the file's length. Each piece
+    ends at the quietest tenth of a second in its last 10 seconds, so a cut
+    rarely falls inside a word; the rest carries over to the next piece.
+    """
+    cancel = cancel or threading.Event()
+    target = int(seconds * rate)
+    window = rate // 10
+    parts: list[npt.NDArray[np.float32]] = []
+    held = 0
+    with _open_input(path) as inp:
+        if not inp.streams.audio:
+            raise PermanentError(HaltCode.UNSUPPORTED_MEDIA, "the file has no audio track")
+        stream = inp.streams.audio[0]
+        resampler = AudioResampler(format="flt", layout="mono", rate=rate)
+        frames = itertools.chain(_decoded_frames(inp, stream, cancel), [None])
+        for frame in frames:
+            for out in resampler.resample(frame):
+                data = out.to_ndarray().reshape(-1).astype(np.float32, copy=False)
+                parts.append(data)
+                held += data.size
+            while held >= target:
+                buf = np.concatenate(parts)
+                tail = buf[max(target - 10 * rate, 0) : target]
+                usable = tail.size // window * window
+                if usable:
+                    energy = np.square(tail[:usable].reshape(-1, window)).mean(axis=1)
+                    cut = max(target - 10 * rate, 0) + (int(np.argmin(energy)) + 1) * window
+                else:
+                    cut = target
+                yield buf[:cut]
+                parts, held = [buf[cut:]], buf.size - cut
+    if held:
+        yield np.concatenate(parts)
 
 
 # --- internals ---------------------------------------------------------------

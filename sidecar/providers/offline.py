@@ -21,10 +21,9 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-import av.error
 from pydantic import ValidationError
 
-from sidecar.audio import run_in_thread
+from sidecar.audio import pcm_chunks, run_in_thread
 from sidecar.outcome import HaltCode, PermanentError, TranscriberError
 from sidecar.providers.base import AudioSpec, OnProgress, Polled, Started, StartRequest
 from sidecar.settings import OfflineSettings
@@ -74,6 +73,12 @@ class ModelLoadError(TranscriberError):
 
 class ModelIntegrityError(ModelLoadError):
     """A model file does not match its published digest; the model is refused."""
+
+
+SAMPLE_RATE = 16000
+# Long enough that cuts are rare (each falls at a quiet moment), short enough
+# that a piece and its features stay small (10 min ≈ 40 MB of samples).
+CHUNK_SECONDS = 600.0
 
 
 class RecognitionCancelled(TranscriberError):
@@ -215,39 +220,48 @@ class OfflineProvider:
         return _load_model(ref, self._settings.compute_type, threads)
 
     def recognize(self, audio: Path, cancel: threading.Event) -> bytes:
-        """Recognize ``audio``; the JSON of a ``Transcript`` (with word timings)."""
+        """Recognize ``audio``; the JSON of a ``Transcript`` (with word timings).
+
+        The audio is fed to the model a piece at a time (``CHUNK_SECONDS``),
+        so memory does not grow with the recording's length (faster-whisper
+        would otherwise hold the whole file and its features), and a
+        cancellation is noticed within one 30-second window.
+        """
         if cancel.is_set():
             raise RecognitionCancelled("recognition was cancelled")
         model = self.load()
-        try:
-            segments, info = model.transcribe(
-                str(audio),
-                language=self._settings.language or None,
-                beam_size=self._settings.beam_size,
-                word_timestamps=True,
-            )
-        except av.error.FFmpegError as e:
-            raise PermanentError(HaltCode.UNSUPPORTED_MEDIA, "the offline engine could not decode the audio") from e
-
-        # Segments are produced lazily, one 30-second window at a time, and
-        # are reduced to plain values at once: only the result list grows.
         out: list[dict[str, Any]] = []
-        for segment in segments:
-            if cancel.is_set():
-                segments.close()
-                raise RecognitionCancelled("recognition was cancelled")
-            out.append(
-                {
-                    "start": _r(segment.start),
-                    "end": _r(segment.end),
-                    "text": segment.text.strip(),
-                    "words": [{"start": _r(w.start), "end": _r(w.end), "word": w.word} for w in segment.words or ()],
-                }
+        language: str | None = self._settings.language or None
+        offset = 0.0
+        for piece in pcm_chunks(audio, rate=SAMPLE_RATE, seconds=CHUNK_SECONDS, cancel=cancel):
+            segments, info = model.transcribe(
+                piece, language=language, beam_size=self._settings.beam_size, word_timestamps=True
             )
+            language = language or info.language  # detected once, then kept for every piece
+            # Segments come lazily, one 30-second window at a time, and are
+            # reduced to plain values at once: only the result list grows.
+            for segment in segments:
+                if cancel.is_set():
+                    segments.close()
+                    raise RecognitionCancelled("recognition was cancelled")
+                out.append(
+                    {
+                        "start": _r(offset + segment.start),
+                        "end": _r(offset + segment.end),
+                        "text": segment.text.strip(),
+                        "words": [
+                            {"start": _r(offset + w.start), "end": _r(offset + w.end), "word": w.word}
+                            for w in segment.words or ()
+                        ],
+                    }
+                )
+            offset += piece.size / SAMPLE_RATE
+        if cancel.is_set():
+            raise RecognitionCancelled("recognition was cancelled")
         document = {
             "text": " ".join(s["text"] for s in out if s["text"]),
-            "language": info.language,
-            "duration": _r(info.duration),
+            "language": language,
+            "duration": _r(offset),
             "segments": out,
         }
         return json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode()

@@ -426,3 +426,28 @@ def test_damage_in_the_middle_is_skipped(tmp_path: Path) -> None:
     damaged.write_bytes(bytes(data))
     result = normalize(damaged, tmp_path / "out.wav", AudioSpec("wav_pcm16"))
     assert 3000 <= result.duration_ms <= 4100
+
+
+def test_pcm_chunks_stream_in_pieces_cut_at_quiet_moments(tmp_path: Path) -> None:
+    import wave
+
+    import numpy as np
+
+    from sidecar.audio import pcm_chunks
+
+    rate = 16000
+    # 4 s of tone, 0.5 s of silence, repeated: quiet moments every 4.5 s
+    tone = (0.3 * np.sin(np.arange(4 * rate) * 2 * np.pi * 440 / rate)).astype(np.float32)
+    block = np.concatenate([tone, np.zeros(rate // 2, np.float32)])
+    signal = np.tile(block, 6)
+    path = tmp_path / "pattern.wav"
+    with wave.open(str(path), "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(rate)
+        w.writeframes((signal * 32767).astype("<i2").tobytes())
+    pieces = list(pcm_chunks(path, rate=rate, seconds=10))
+    assert sum(p.size for p in pieces) == signal.size
+    assert len(pieces) >= 3 and all(p.size <= 10 * rate for p in pieces)
+    for p in pieces[:-1]:
+        assert np.abs(p[-rate // 20 :]).max() < 0.01  # each cut falls in a silence

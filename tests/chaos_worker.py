@@ -16,27 +16,21 @@ import anyio
 
 from sidecar.logs import configure
 from sidecar.outcome import Outcome
-from sidecar.providers.base import AudioSpec, OnProgress, Polled, Started, StartRequest
+from sidecar.providers.base import OnProgress, Polled, Started, StartRequest
 from sidecar.service import default_steps, run_workers
 from sidecar.settings import Settings
 from sidecar.steps.base import Step, StepContext
 from sidecar.transcript import Segment, Transcript
+from tests.fakes import StubProvider
 
 
-class SlowProvider:
+class SlowProvider(StubProvider):
     name = "slow"
     model = "slow-1"
 
     def __init__(self) -> None:
         self.starts = Path(os.environ["TEST_STARTS"])
         self.ready_after = float(os.environ.get("TEST_READY_AFTER", "0.5"))
-
-    @property
-    def audio_spec(self) -> AudioSpec:
-        return AudioSpec("wav_pcm16")
-
-    async def find_started(self, attempt_key: str, audio_uri: str) -> str | None:
-        return None
 
     async def start(self, request: StartRequest, on_progress: OnProgress) -> Started:
         with self.starts.open("a") as fh:
@@ -52,15 +46,6 @@ class SlowProvider:
             return Polled(ready=False)
         t = Transcript(text=f"text of {operation_id}", segments=[Segment(start=0, end=1, text="text")])
         return Polled(ready=True, raw=t.model_dump_json().encode())
-
-    def parse(self, raw: bytes) -> Transcript:
-        return Transcript.model_validate_json(raw)
-
-    async def cleanup(self, operation_id: str, audio_uri: str) -> None:
-        return None
-
-    async def aclose(self) -> None:
-        return None
 
 
 def delayed(name: str, step: Step) -> Step:

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from tests.harness import Caller, PocketBaseServer, running_pocketbase
+from tests.s3_server import S3Server, running_s3
 
 DATA = Path(__file__).parent / "data"
 
@@ -24,6 +25,23 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.section("survival figures")
         for name, value in FIGURES.items():
             terminalreporter.write_line(f"{name}: {value}")
+
+
+@pytest.fixture(scope="session")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="session")
+def s3() -> Iterator[S3Server]:
+    """A real S3-compatible server (moto's) on loopback; each test takes its own bucket."""
+    with running_s3() as server:
+        yield server
+
+
+@pytest.fixture
+def bucket(s3: S3Server) -> str:
+    return s3.new_bucket()
 
 
 @pytest.fixture

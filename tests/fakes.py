@@ -20,7 +20,10 @@ from tests.harness import PocketBaseServer
 
 
 class StubProvider:
-    """A provider for pipeline tests whose steps never call it."""
+    """A provider for pipeline tests whose steps never call it; the base of the other fakes.
+
+    It reads 16 kHz PCM WAV and parses results written as ``Transcript`` JSON.
+    """
 
     name = "stub"
     model = "stub-1"
@@ -39,7 +42,7 @@ class StubProvider:
         raise AssertionError("not used")
 
     def parse(self, raw: bytes) -> Transcript:
-        raise AssertionError("not used")
+        return Transcript.model_validate_json(raw)
 
     async def cleanup(self, operation_id: str, audio_uri: str) -> None:
         return None
@@ -71,7 +74,7 @@ async def running_sidecar(
         yield pool
 
 
-class PaidProvider:
+class PaidProvider(StubProvider):
     """Counts recognitions started (in a file, across processes); can die right after the id is stored."""
 
     name = "paid"
@@ -80,13 +83,6 @@ class PaidProvider:
     def __init__(self, counter: Path, *, die_after_id: bool = False) -> None:
         self.counter = counter
         self.die_after_id = die_after_id
-
-    @property
-    def audio_spec(self) -> AudioSpec:
-        return AudioSpec("wav_pcm16")
-
-    async def find_started(self, attempt_key: str, audio_uri: str) -> str | None:
-        return None
 
     async def start(self, request: StartRequest, on_progress: OnProgress) -> Started:
         with self.counter.open("a") as fh:
@@ -100,12 +96,3 @@ class PaidProvider:
     async def poll(self, operation_id: str) -> Polled:
         t = Transcript(text="paid once", segments=[Segment(start=0, end=1, text="paid once")])
         return Polled(ready=True, raw=t.model_dump_json().encode())
-
-    def parse(self, raw: bytes) -> Transcript:
-        return Transcript.model_validate_json(raw)
-
-    async def cleanup(self, operation_id: str, audio_uri: str) -> None:
-        return None
-
-    async def aclose(self) -> None:
-        return None

@@ -23,7 +23,7 @@ from sidecar.service import default_steps
 from sidecar.settings import OpenAISettings, SpeechKitSettings
 from tests.fakes import running_sidecar
 from tests.harness import Caller, PocketBaseServer
-from tests.s3_server import S3Server, running_s3
+from tests.s3_server import S3Server
 
 pytestmark = pytest.mark.anyio
 
@@ -36,17 +36,6 @@ OP_ID = "e03sup6d5h7rq1234567"
 API_KEY = "AQVN-e2e-key-Xy12Zw34"
 FAST = RetryPolicy(attempts=3, wait_initial=0.001, wait_max=0.001, wait_jitter=0)
 PIPELINE: dict[str, Any] = {"workers": 1, "poll_delay": 0.05, "idle_poll": 0.1, "retry_delay": 0}
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="module")
-def s3() -> Iterator[S3Server]:
-    with running_s3() as server:
-        yield server
 
 
 @pytest.fixture

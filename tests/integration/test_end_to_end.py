@@ -21,11 +21,6 @@ SAMPLE = ROOT / "samples" / "sample.ogg"
 SAMPLE_TEXT = (ROOT / "samples" / "sample.txt").read_text().strip()
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 async def run_until(pb: PocketBaseServer, su: Caller, rid: str, predicate: Any, **settings: Any) -> None:
     provider = make_provider(pb.settings)
     async with running_sidecar(pb, default_steps(), provider=provider, workers=1, **settings) as pool:

@@ -24,11 +24,6 @@ from tests.media import wav_bytes
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def upload(sender: Caller, title: str = "") -> str:
     resp = sender.http.post(
         "/api/transcriber/records", files={"file": ("a.wav", wav_bytes(0.1))}, data={"title": title}

@@ -32,11 +32,6 @@ GOOD = {
 }
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 class Faulty(BaseHTTPRequestHandler):
     """Answers /v1/audio/transcriptions according to the mode in the first path segment."""
 

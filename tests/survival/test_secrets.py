@@ -13,9 +13,9 @@ import pytest
 from pydantic import SecretStr
 
 from sidecar.outcome import HaltCode, PermanentError, RetryableError
-from sidecar.providers.base import AudioSpec, OnProgress, Polled, Started, StartRequest
+from sidecar.providers.base import OnProgress, Started, StartRequest
 from sidecar.service import default_steps, pipeline
-from sidecar.transcript import Transcript
+from tests.fakes import StubProvider
 from tests.harness import Caller, PocketBaseServer
 from tests.media import wav_bytes
 
@@ -27,24 +27,12 @@ SIGNATURE = "0a1b2c3d4e5f60718293a4b5c6d7e8f9"
 IAM = "t1.PLANTEDiamTokenValue.abc"
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-class LeakyProvider:
+class LeakyProvider(StubProvider):
     """Fails the way careless upstreams do: echoing credentials and signed URLs."""
 
     name = "leaky"
     model = "leaky-1"
     calls = 0
-
-    @property
-    def audio_spec(self) -> AudioSpec:
-        return AudioSpec("wav_pcm16")
-
-    async def find_started(self, attempt_key: str, audio_uri: str) -> str | None:
-        return None
 
     async def start(self, request: StartRequest, on_progress: OnProgress) -> Started:
         LeakyProvider.calls += 1
@@ -56,18 +44,6 @@ class LeakyProvider:
         raise PermanentError(
             HaltCode.PROVIDER_REJECTED, f'upstream 401: {{"api_key": "{API_KEY}", "secret": "{S3_SECRET}"}}'
         )
-
-    async def poll(self, operation_id: str) -> Polled:
-        raise AssertionError
-
-    def parse(self, raw: bytes) -> Transcript:
-        raise AssertionError
-
-    async def cleanup(self, operation_id: str, audio_uri: str) -> None:
-        return None
-
-    async def aclose(self) -> None:
-        return None
 
 
 PLANTED = [API_KEY, S3_SECRET, SIGNATURE, IAM]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -13,25 +13,9 @@ from botocore.exceptions import ClientError, ConnectTimeoutError, EndpointConnec
 from sidecar.outcome import HaltCode, PermanentError, RetryableError
 from sidecar.providers.object_storage import ObjectStore, classify
 from tests.harness import free_port
-from tests.s3_server import ACCESS_KEY_ID, SECRET_ACCESS_KEY, S3Server, running_s3
+from tests.s3_server import ACCESS_KEY_ID, SECRET_ACCESS_KEY, S3Server
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="module")
-def s3() -> Iterator[S3Server]:
-    with running_s3() as server:
-        yield server
-
-
-@pytest.fixture
-def bucket(s3: S3Server) -> str:
-    return s3.new_bucket()
 
 
 @pytest.fixture

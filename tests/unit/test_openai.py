@@ -73,11 +73,6 @@ VERBOSE = {
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 def api() -> Iterator[respx.MockRouter]:
     with respx.mock(assert_all_called=True, assert_all_mocked=True) as router:
         yield router

@@ -25,7 +25,7 @@ from sidecar.providers.speechkit import MAX_BYTES, MAX_DURATION, SpeechKitProvid
 from sidecar.settings import Settings, SpeechKitSettings
 from sidecar.steps import submit
 from sidecar.steps.base import StepContext
-from tests.s3_server import ACCESS_KEY_ID, SECRET_ACCESS_KEY, S3Server, running_s3
+from tests.s3_server import ACCESS_KEY_ID, SECRET_ACCESS_KEY, S3Server
 
 pytestmark = pytest.mark.anyio
 
@@ -35,22 +35,6 @@ API_KEY = "AQVN-test-api-key-7Hq2xLp9"
 IAM_TOKEN = "t1.9euelZ-test-iam-token-Qx7"
 OP_ID = "f8ddr61b30fk12345678"
 FAST = RetryPolicy(attempts=3, wait_initial=0.001, wait_max=0.001, wait_jitter=0)
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="module")
-def s3() -> Iterator[S3Server]:
-    with running_s3() as server:
-        yield server
-
-
-@pytest.fixture
-def bucket(s3: S3Server) -> str:
-    return s3.new_bucket()
 
 
 @pytest.fixture

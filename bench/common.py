@@ -10,6 +10,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tests.harness import PocketBaseServer
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "bench" / "out"  # git-ignored: generated media, scratch PocketBase data dirs
@@ -171,7 +175,7 @@ def load() -> str:
 
 
 @contextmanager
-def pocketbase(tmp: Path, *, max_upload_mb: int = 1024) -> Iterator[object]:
+def pocketbase(tmp: Path, *, max_upload_mb: int = 1024) -> Iterator[PocketBaseServer]:
     """The test harness's real PocketBase (project migrations and hooks, free port)."""
     from tests.harness import running_pocketbase
 

@@ -22,7 +22,9 @@ from bench.common import CACHE
 _LAYOUTS = {1: "mono", 2: "stereo"}
 
 
-def speech_like(seconds: float, rate: int, channels: int = 1, *, seed: int = 7, chunk: int = 1152) -> Iterator[np.ndarray]:
+def speech_like(
+    seconds: float, rate: int, channels: int = 1, *, seed: int = 7, chunk: int = 1152
+) -> Iterator[np.ndarray]:
     """Float32 planar chunks (channels × n) of a voice-like signal: a wandering pitch with
     harmonics, gated by a ~4 Hz syllable envelope with pauses, over low noise."""
     rng = np.random.default_rng(seed)
@@ -44,8 +46,17 @@ def speech_like(seconds: float, rate: int, channels: int = 1, *, seed: int = 7, 
         done += n
 
 
-def _encode(path: Path, fmt: str, codec: str, seconds: float, rate: int, channels: int, bitrate: int | None,
-            options: dict[str, str] | None = None, stream_options: dict[str, str] | None = None) -> None:
+def _encode(
+    path: Path,
+    fmt: str,
+    codec: str,
+    seconds: float,
+    rate: int,
+    channels: int,
+    bitrate: int | None,
+    options: dict[str, str] | None = None,
+    stream_options: dict[str, str] | None = None,
+) -> None:
     with av.open(str(path), mode="w", format=fmt, options=options or {}) as out:
         stream = out.add_stream(codec, rate=rate, options=stream_options or {})
         stream.layout = _LAYOUTS[channels]
@@ -74,8 +85,16 @@ def mp3_piece(rate: int, channels: int, bitrate: int, seconds: int = 60) -> Path
     path, ok = _cached(f"piece-{seconds}s-{rate}-{channels}ch-{bitrate // 1000}k.mp3")
     if not ok:
         tmp = path.with_suffix(".part")
-        _encode(tmp, "mp3", "libmp3lame", seconds, rate, channels, bitrate,
-                options={"write_xing": "0", "id3v2_version": "0", "write_id3v1": "0"})
+        _encode(
+            tmp,
+            "mp3",
+            "libmp3lame",
+            seconds,
+            rate,
+            channels,
+            bitrate,
+            options={"write_xing": "0", "id3v2_version": "0", "write_id3v1": "0"},
+        )
         tmp.replace(path)
     return path
 

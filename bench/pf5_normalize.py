@@ -45,7 +45,7 @@ def run(quick: bool) -> list[Figure]:
     spec = OfflineProvider(OfflineSettings()).audio_spec
     src = media.long_mp3(3600, 44100, 2, 128000)
     work = scratch("pf5")
-    rounds = 2 if quick else 4
+    rounds = 3 if quick else 5
     bare_best = norm_best = float("inf")
     audio_s = 0.0
     try:

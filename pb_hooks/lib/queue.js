@@ -41,7 +41,7 @@ function strArg(body, name, max) {
 }
 
 function stageValues(app) {
-  return app.findCollectionByNameOrId("audio_records").fields.getByName("state").values;
+  return app.findCachedCollectionByNameOrId("audio_records").fields.getByName("state").values;
 }
 
 // P1–P4: one UPDATE … WHERE id = (SELECT … ORDER BY available_at, id LIMIT 1)
@@ -69,7 +69,10 @@ function claim(app, now, leases) {
     "UPDATE audio_records SET claim_token = {:token}, claim_expires_at = " + leaseCase +
     ", available_at = " + leaseCase +
     ", attempts = attempts + 1, queue_rev = queue_rev + 1, updated = {:upd}" +
-    " WHERE id = (SELECT id FROM audio_records" +
+    // INDEXED BY: left to itself SQLite picks the state index and sorts every
+    // claimable row, leased and paused ones included (measured: 142x slower at
+    // 1M rows). The claim index's range skips them.
+    " WHERE id = (SELECT id FROM audio_records INDEXED BY idx_audio_records_claim" +
     " WHERE available_at > 0 AND available_at <= {:now} AND halted_at = ''" +
     " AND paused_until <= {:now} AND claim_expires_at <= {:now} AND state IN (" + names.join(", ") + ")" +
     " ORDER BY available_at, id LIMIT 1)" +
@@ -144,7 +147,7 @@ function postpone(app, id, token, now, until, text) {
 
 // P11: a flag, never a stage.
 function halt(app, id, token, now, code, reason) {
-  const codes = app.findCollectionByNameOrId("audio_records").fields.getByName("halt_code").values;
+  const codes = app.findCachedCollectionByNameOrId("audio_records").fields.getByName("halt_code").values;
   if (codes.indexOf(code) < 0) throw new Invalid("unknown halt code '" + code + "'");
   fencedUpdate(app, id, token, now,
     "halted_at = {:at}, halt_code = {:code}, halt_reason = {:reason}, " + RELEASE + ", available_at = 0",

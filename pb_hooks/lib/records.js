@@ -39,7 +39,7 @@ function findOwned(app, id, userId) {
 }
 
 function journal(app, recordId, stage, kind, text, actor) {
-  const ev = new Record(app.findCollectionByNameOrId("record_events"));
+  const ev = new Record(app.findCachedCollectionByNameOrId("record_events"));
   ev.set("record", recordId);
   ev.set("stage", stage);
   ev.set("kind", kind);

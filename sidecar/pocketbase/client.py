@@ -241,22 +241,27 @@ class PocketBaseClient:
         resp = await self.request("GET", f"/api/collections/audio_records/records/{record_id}")
         return AudioRecord.model_validate(resp.json())
 
-    async def _list(self, collection: str, filter_: str, sort: str = "created") -> list[dict[str, Any]]:
+    async def _related(self, record_id: str, collection: str) -> list[dict[str, Any]]:
+        """Rows of ``collection`` that point at the record, oldest first.
+
+        Read through the record (a back-relation expand) rather than a filtered
+        list: PocketBase delays empty filtered lists for non-superusers by up to
+        half a second, and "no normalized file yet" is the common case.
+        """
+        rel = f"{collection}_via_record"
         resp = await self.request(
             "GET",
-            f"/api/collections/{collection}/records",
-            params={"filter": filter_, "sort": sort, "perPage": 200, "skipTotal": 1},
+            f"/api/collections/audio_records/records/{record_id}",
+            params={"expand": rel, "fields": f"id,expand.{rel}"},
         )
-        items = resp.json().get("items", [])
-        return list(items)
+        rows = resp.json().get("expand", {}).get(rel, [])
+        return sorted(rows, key=lambda r: (str(r.get("created", "")), str(r["id"])))
 
     async def files_of(self, record_id: str, role: str) -> list[FileRow]:
-        rows = await self._list("files", f'record = "{record_id}" && role = "{role}"')
-        return [FileRow.model_validate(r) for r in rows]
+        return [FileRow.model_validate(r) for r in await self._related(record_id, "files") if r.get("role") == role]
 
     async def attempts_of(self, record_id: str) -> list[AttemptRow]:
-        rows = await self._list("recognition_attempts", f'record = "{record_id}"', sort="created,id")
-        return [AttemptRow.model_validate(r) for r in rows]
+        return [AttemptRow.model_validate(r) for r in await self._related(record_id, "recognition_attempts")]
 
     async def stream_file(self, collection: str, record_id: str, filename: str) -> AsyncIterator[bytes]:
         """Streams a protected file without holding it in memory."""

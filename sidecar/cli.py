@@ -54,16 +54,25 @@ def serve(
     """Run PocketBase and the pipeline workers together, in the foreground."""
     _logging(verbose)
     settings = _settings(config, data_dir, http)
+    from sidecar.pocketbase.errors import AuthFailed
     from sidecar.service import serve_all
 
-    sys.exit(anyio.run(serve_all, settings))
+    try:
+        sys.exit(anyio.run(serve_all, settings))
+    except (RuntimeError, TimeoutError, FileNotFoundError, AuthFailed) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from exc
 
 
 @app.command()
 def pocketbase(config: ConfigOpt = None, data_dir: DataDirOpt = None, http: HttpOpt = None) -> None:
     """Run PocketBase alone (migrations applied, hooks loaded, service user ensured)."""
     settings = _settings(config, data_dir, http)
-    process.prepare(settings)
+    try:
+        process.prepare(settings)
+    except (RuntimeError, FileNotFoundError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from exc
     args = process.serve_args(settings)
     os.execve(args[0], args, process.environment(settings))  # noqa: S606 - replaces this process on purpose
 

@@ -137,3 +137,22 @@ def test_worker_without_credentials_is_a_clear_error(tmp_path: Path) -> None:
     env = dict(os.environ, TRANSCRIBER_POCKETBASE__DATA_DIR=str(tmp_path / "empty"))
     done = run_cli("worker", env=env)
     assert done.returncode == 2 and "service credentials" in done.stderr
+
+
+def test_serve_on_a_busy_port_says_so_and_exits(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        done = subprocess.run(
+            [*CLI, "serve", "--data-dir", str(tmp_path / "d"), "--http", f"127.0.0.1:{port}"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert done.returncode == 1
+    assert "address already in use" in done.stderr and "error: PocketBase exited" in done.stderr
+    assert "Traceback" not in done.stderr

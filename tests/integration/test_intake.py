@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import httpx
 import pytest
 
@@ -101,7 +103,7 @@ def test_two_files_are_refused(pb: PocketBaseServer, sender: Caller, superuser: 
     assert count(superuser, "audio_records") == 0
 
 
-def test_over_the_size_limit_is_refused_with_413(tmp_path, superuser: Caller) -> None:  # type: ignore[no-untyped-def]
+def test_over_the_size_limit_is_refused_with_413(tmp_path: Path) -> None:
     from tests.harness import running_pocketbase
 
     with running_pocketbase(tmp_path / "small", max_upload_mb=1) as small:
@@ -140,7 +142,7 @@ def test_unicode_and_path_like_names_are_kept_as_plain_names(
 
 
 @pytest.mark.slow
-def test_a_300_mb_upload_is_accepted(pb: PocketBaseServer, sender: Caller, superuser: Caller, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_a_300_mb_upload_is_accepted(pb: PocketBaseServer, sender: Caller, superuser: Caller, tmp_path: Path) -> None:
     big = tmp_path / "meeting.wav"
     size = 300 * 1024 * 1024
     with big.open("wb") as fh:

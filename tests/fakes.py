@@ -10,6 +10,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import anyio
+
 from sidecar.clock import Clock
 from sidecar.pipeline.pool import WorkerPool
 from sidecar.providers.base import AudioSpec, OnProgress, Polled, Started, StartRequest
@@ -96,3 +98,15 @@ class PaidProvider(StubProvider):
     async def poll(self, operation_id: str) -> Polled:
         t = Transcript(text="paid once", segments=[Segment(start=0, end=1, text="paid once")])
         return Polled(ready=True, raw=t.model_dump_json().encode())
+
+
+@asynccontextmanager
+async def pool_running(pool: WorkerPool) -> AsyncIterator[None]:
+    """The pool runs inside the block and is stopped (two-phase) when it ends."""
+    stop = anyio.Event()
+    async with anyio.create_task_group() as tg:
+        await tg.start(pool.run, stop)
+        try:
+            yield
+        finally:
+            stop.set()

@@ -21,7 +21,7 @@ from sidecar.providers.openai import OpenAIProvider
 from sidecar.providers.speechkit import SpeechKitProvider
 from sidecar.service import default_steps
 from sidecar.settings import OpenAISettings, SpeechKitSettings
-from tests.fakes import running_sidecar
+from tests.fakes import pool_running, running_sidecar
 from tests.harness import Caller, PocketBaseServer
 from tests.s3_server import S3Server
 
@@ -58,16 +58,13 @@ def poll_body(sender: Caller, rid: str) -> dict[str, Any]:
 
 async def run_until_settled(pb: PocketBaseServer, provider: Any, sender: Caller, rid: str) -> dict[str, Any]:
     async with running_sidecar(pb, default_steps(), provider=provider, **PIPELINE) as pool:
-        stop = anyio.Event()
-        async with anyio.create_task_group() as tg:
-            await tg.start(pool.run, stop)
+        async with pool_running(pool):
             with anyio.fail_after(45):
                 while True:
                     body = await anyio.to_thread.run_sync(poll_body, sender, rid)
                     if body["status"] == "done" or body["halted"]:
                         break
                     await anyio.sleep(0.1)
-            stop.set()
     return body
 
 

@@ -11,7 +11,7 @@ import anyio
 import pytest
 
 from sidecar.service import default_steps, make_provider
-from tests.fakes import running_sidecar
+from tests.fakes import pool_running, running_sidecar
 from tests.harness import Caller, PocketBaseServer
 from tests.wer import wer
 
@@ -24,13 +24,10 @@ SAMPLE_TEXT = (ROOT / "samples" / "sample.txt").read_text().strip()
 async def run_until(pb: PocketBaseServer, su: Caller, rid: str, predicate: Any, **settings: Any) -> None:
     provider = make_provider(pb.settings)
     async with running_sidecar(pb, default_steps(), provider=provider, workers=1, **settings) as pool:
-        stop = anyio.Event()
-        async with anyio.create_task_group() as tg:
-            await tg.start(pool.run, stop)
+        async with pool_running(pool):
             with anyio.fail_after(180):
                 while not predicate(su.http.get(f"/api/collections/audio_records/records/{rid}").json()):
                     await anyio.sleep(0.1)
-            stop.set()
 
 
 async def test_a_recording_becomes_a_timed_transcript(pb: PocketBaseServer, sender: Caller, superuser: Caller) -> None:

@@ -17,7 +17,7 @@ from sidecar.outcome import Advance, Outcome, Postpone
 from sidecar.pocketbase.client import Claim
 from sidecar.settings import StageLeases
 from sidecar.steps.base import StepContext
-from tests.fakes import running_sidecar
+from tests.fakes import pool_running, running_sidecar
 from tests.harness import Caller, PocketBaseServer
 from tests.media import wav_bytes
 
@@ -149,11 +149,8 @@ async def test_a_step_failing_every_time_halts_after_max_attempts(
         raise RuntimeError("decoder exploded")
 
     async with running_sidecar(pb, dict(ALL, normalize=broken), workers=1, max_attempts=3, retry_delay=0) as pool:
-        stop = anyio.Event()
-        async with anyio.create_task_group() as tg:
-            await tg.start(pool.run, stop)
+        async with pool_running(pool):
             await wait_for(lambda: record(superuser, rid)["halted_at"] != "")
-            stop.set()
     assert calls == [1, 2, 3]
     rec = record(superuser, rid)
     assert rec["halt_code"] == "attempts_exhausted" and "max 3" in rec["halt_reason"]
@@ -180,13 +177,10 @@ async def test_a_graceful_stop_during_a_step_spends_no_attempt(
         raise AssertionError
 
     async with running_sidecar(pb, dict(ALL, normalize=endless), workers=1, shutdown_grace=0.2) as pool:
-        stop = anyio.Event()
-        async with anyio.create_task_group() as tg:
-            await tg.start(pool.run, stop)
+        async with pool_running(pool):
             with anyio.fail_after(10):
                 await entered.wait()
             assert record(superuser, rid)["attempts"] == 1
-            stop.set()
     rec = record(superuser, rid)
     assert rec["attempts"] == 0 and rec["halted_at"] == "" and rec["claim_token"] == ""
     assert rec["state"] == "uploaded"
@@ -205,11 +199,8 @@ async def test_records_passing_several_stages_never_approach_the_limit(
 
     steps = {"normalize": step, "submit": step, "poll": step, "finalize": step}
     async with running_sidecar(pb, steps, workers=1, max_attempts=1) as pool:
-        stop = anyio.Event()
-        async with anyio.create_task_group() as tg:
-            await tg.start(pool.run, stop)
+        async with pool_running(pool):
             await wait_for(lambda: record(superuser, rid)["state"] == "done")
-            stop.set()
     rec = record(superuser, rid)
     assert seen == [1, 1, 1, 1]
     assert rec["attempts"] == 0 and rec["halted_at"] == "" and rec["owner"] == sender.id
@@ -296,12 +287,9 @@ async def test_zero_workers_accept_uploads_and_move_nothing(
     pb: PocketBaseServer, sender: Caller, superuser: Caller
 ) -> None:
     async with running_sidecar(pb, ALL, workers=0) as pool:
-        stop = anyio.Event()
-        async with anyio.create_task_group() as tg:
-            await tg.start(pool.run, stop)
+        async with pool_running(pool):
             rid = upload(sender)
             await anyio.sleep(1.0)
-            stop.set()
     rec = record(superuser, rid)
     assert rec["state"] == "uploaded" and rec["attempts"] == 0 and rec["claim_token"] == ""
 
@@ -311,11 +299,8 @@ async def test_an_empty_run_writes_no_event_and_logs_nothing_above_debug(
 ) -> None:
     caplog.set_level(logging.DEBUG)
     async with running_sidecar(pb, ALL, workers=2, idle_poll=0.05) as pool:
-        stop = anyio.Event()
-        async with anyio.create_task_group() as tg:
-            await tg.start(pool.run, stop)
+        async with pool_running(pool):
             await anyio.sleep(1.0)
-            stop.set()
         claims = pool.runner.metrics.claims.labels(result="empty")._value.get()
     assert claims >= 4  # the workers did look for work
     assert events(superuser) == []
@@ -329,15 +314,12 @@ async def test_an_empty_run_writes_no_event_and_logs_nothing_above_debug(
 
 async def test_new_uploads_wake_idle_workers_quickly(pb: PocketBaseServer, sender: Caller, superuser: Caller) -> None:
     async with running_sidecar(pb, ALL, workers=1, idle_poll=30) as pool:
-        stop = anyio.Event()
-        async with anyio.create_task_group() as tg:
-            await tg.start(pool.run, stop)
+        async with pool_running(pool):
             await anyio.sleep(0.5)  # the worker is now idle, waiting up to 30 s
             t0 = time.monotonic()
             rid = upload(sender)
             await wait_for(lambda: record(superuser, rid)["state"] == "done", timeout=10)
             elapsed = time.monotonic() - t0
-            stop.set()
     assert elapsed < 10  # woken by the realtime event, not the 30 s poll
 
 

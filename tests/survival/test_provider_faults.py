@@ -18,7 +18,7 @@ from pydantic import SecretStr
 from sidecar.providers.http import RetryPolicy
 from sidecar.providers.openai import OpenAIProvider
 from sidecar.service import default_steps
-from tests.fakes import running_sidecar
+from tests.fakes import pool_running, running_sidecar
 from tests.harness import PocketBaseServer, free_port, running_pocketbase
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -148,13 +148,10 @@ async def drain(pb: PocketBaseServer, su: Any, rid: str, provider: OpenAIProvide
     async with running_sidecar(
         pb, default_steps(), provider=provider, workers=1, max_attempts=2, retry_delay=0, idle_poll=0.1
     ) as pool:
-        stop = anyio.Event()
-        async with anyio.create_task_group() as tg:
-            await tg.start(pool.run, stop)
+        async with pool_running(pool):
             with anyio.fail_after(60):  # no worker hangs
                 while True:
                     rec = su.http.get(f"/api/collections/audio_records/records/{rid}").json()
                     if rec["state"] == "done" or rec["halted_at"]:
                         break
                     await anyio.sleep(0.05)
-            stop.set()

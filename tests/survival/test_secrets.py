@@ -15,7 +15,7 @@ from pydantic import SecretStr
 from sidecar.outcome import HaltCode, PermanentError, RetryableError
 from sidecar.providers.base import OnProgress, Started, StartRequest
 from sidecar.service import default_steps, pipeline
-from tests.fakes import StubProvider
+from tests.fakes import StubProvider, pool_running
 from tests.harness import Caller, PocketBaseServer
 from tests.media import wav_bytes
 
@@ -62,13 +62,10 @@ async def test_planted_secrets_never_leave(
     rid = sender.http.post("/api/transcriber/records", files={"file": ("a.wav", wav_bytes(0.5))}).json()["id"]
 
     async with pipeline(settings, steps=default_steps(), provider=LeakyProvider()) as pool:
-        stop = anyio.Event()
-        async with anyio.create_task_group() as tg:
-            await tg.start(pool.run, stop)
+        async with pool_running(pool):
             with anyio.fail_after(60):
                 while not superuser.http.get(f"/api/collections/audio_records/records/{rid}").json()["halted_at"]:
                     await anyio.sleep(0.1)
-            stop.set()
 
     rec = superuser.http.get(f"/api/collections/audio_records/records/{rid}").json()
     assert rec["halt_code"] == "provider_rejected"

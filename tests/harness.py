@@ -19,6 +19,17 @@ from sidecar.pocketbase.process import ServiceAccount
 from sidecar.settings import Settings
 
 PASSWORD = "correct-horse-battery"
+# Every collection of the schema, for tests that sweep them all.
+COLLECTIONS = [
+    "audio_records",
+    "files",
+    "texts",
+    "recognition_attempts",
+    "record_events",
+    "topics",
+    "services",
+    "users",
+]
 
 
 def free_port() -> int:

@@ -6,19 +6,8 @@ import time
 
 import pytest
 
-from tests.harness import Caller, PocketBaseServer
+from tests.harness import COLLECTIONS, Caller, PocketBaseServer
 from tests.media import wav_bytes
-
-COLLECTIONS = [
-    "audio_records",
-    "files",
-    "texts",
-    "recognition_attempts",
-    "record_events",
-    "topics",
-    "services",
-    "users",
-]
 
 
 @pytest.fixture

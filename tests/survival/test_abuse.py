@@ -16,7 +16,7 @@ from sidecar.providers.instant import InstantProvider
 from sidecar.service import default_steps
 from tests.audio_fixtures import write_audio, write_video_only
 from tests.fakes import pool_running, running_sidecar
-from tests.harness import PocketBaseServer, running_pocketbase
+from tests.harness import COLLECTIONS, PocketBaseServer, running_pocketbase
 from tests.media import wav_bytes
 
 pytestmark = pytest.mark.slow
@@ -143,16 +143,6 @@ def test_bad_input_gets_a_clear_answer_or_a_clean_halt_and_leaves_no_orphans(
 
 
 CALLERS = ["anonymous", "sender", "other_sender", "service", "superuser"]
-COLLECTIONS = [
-    "audio_records",
-    "files",
-    "texts",
-    "recognition_attempts",
-    "record_events",
-    "topics",
-    "services",
-    "users",
-]
 SERVICE_READS = {"audio_records", "files", "recognition_attempts"}
 
 

@@ -97,6 +97,15 @@ class PocketBaseServer:
         self._clients.append(http)
         return http
 
+    def worker_env(self, **extra: str) -> dict[str, str]:
+        """The environment of a worker process that uses this server (its service account, its URL)."""
+        return dict(
+            os.environ,
+            TRANSCRIBER_POCKETBASE__URL=self.url,
+            TRANSCRIBER_POCKETBASE__DATA_DIR=str(self.settings.pocketbase.data_dir),
+            **extra,
+        )
+
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
 

@@ -99,16 +99,12 @@ async def test_undecodable_audio_halts_without_spending_retries(
 def test_a_submit_killed_after_the_provider_answered_does_not_pay_twice(
     pb: PocketBaseServer, sender: Caller, superuser: Caller, tmp_path: Path
 ) -> None:
-    import os
     import subprocess
     import sys
 
     rid = sender.http.post("/api/transcriber/records", files={"file": ("s.ogg", SAMPLE.read_bytes())}).json()["id"]
     counter = tmp_path / "starts.txt"
-    env = dict(
-        os.environ,
-        TRANSCRIBER_POCKETBASE__URL=pb.url,
-        TRANSCRIBER_POCKETBASE__DATA_DIR=str(pb.settings.pocketbase.data_dir),
+    env = pb.worker_env(
         TRANSCRIBER_PIPELINE__WORKERS="1",
         TRANSCRIBER_PIPELINE__LEASES__NORMALIZED="1",
         TEST_PAID_COUNTER=str(counter),

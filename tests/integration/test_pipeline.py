@@ -326,15 +326,11 @@ async def test_new_uploads_wake_idle_workers_quickly(pb: PocketBaseServer, sende
 def test_a_step_that_takes_its_process_down_halts_after_max_attempts(
     pb: PocketBaseServer, sender: Caller, superuser: Caller
 ) -> None:
-    import os
     import subprocess
     import sys
 
     rid = upload(sender)
-    env = dict(
-        os.environ,
-        TRANSCRIBER_POCKETBASE__URL=pb.url,
-        TRANSCRIBER_POCKETBASE__DATA_DIR=str(pb.settings.pocketbase.data_dir),
+    env = pb.worker_env(
         TRANSCRIBER_PIPELINE__WORKERS="1",
         TRANSCRIBER_PIPELINE__MAX_ATTEMPTS="2",
         TRANSCRIBER_PIPELINE__LEASES__UPLOADED="1",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import random
 import signal
 import subprocess
@@ -21,10 +20,7 @@ pytestmark = pytest.mark.slow
 
 
 def worker_env(pb: PocketBaseServer, tmp: Path, **extra: str) -> dict[str, str]:
-    return dict(
-        os.environ,
-        TRANSCRIBER_POCKETBASE__URL=pb.url,
-        TRANSCRIBER_POCKETBASE__DATA_DIR=str(pb.settings.pocketbase.data_dir),
+    return pb.worker_env(
         TRANSCRIBER_PIPELINE__WORKERS="3",
         TRANSCRIBER_PIPELINE__MAX_ATTEMPTS="12",
         TRANSCRIBER_PIPELINE__RETRY_DELAY="0.2",

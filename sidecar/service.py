@@ -10,7 +10,7 @@ import logging
 import signal
 import subprocess
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 
 import anyio
 
@@ -136,11 +136,13 @@ async def _login_patiently(storage: PocketBaseClient) -> None:
             delay = min(delay * 2, 10.0)
 
 
-async def _until_signal(stop: anyio.Event) -> None:
+async def _until_signal(stop: anyio.Event, starting: anyio.CancelScope) -> None:
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async for sig in signals:
             log.info("received %s: stopping", signal.Signals(sig).name)
             stop.set()
+            # Before the pool runs (still waiting for PocketBase) there is nothing to drain.
+            starting.cancel()
             return
 
 
@@ -151,10 +153,39 @@ async def run_workers(
     steps: dict[str, Step] | None = None,
     provider: Provider | None = None,
 ) -> int:
-    """``transcriber worker``: the pool until SIGINT/SIGTERM."""
+    """``transcriber worker``: the pool until SIGINT/SIGTERM.
+
+    Signals count from the first moment: a stop while the sidecar still waits for
+    PocketBase ends cleanly (exit 0) instead of killing the process mid-login.
+    """
+    try:
+        return await _run_workers(settings, ready, steps, provider)
+    except BaseExceptionGroup as group:
+        # The signal watcher runs beside the start-up, so a start-up failure (no credentials,
+        # refused login) arrives wrapped in a group: raise it as itself for the CLI to report.
+        if len(group.exceptions) == 1:
+            raise group.exceptions[0] from None
+        raise
+
+
+async def _run_workers(
+    settings: Settings,
+    ready: Callable[[], None] | None,
+    steps: dict[str, Step] | None,
+    provider: Provider | None,
+) -> int:
     stop = anyio.Event()
-    async with pipeline(settings, steps=steps, provider=provider) as pool, anyio.create_task_group() as side:
-        side.start_soon(_until_signal, stop)
+    starting = anyio.CancelScope()
+    async with AsyncExitStack() as stack:
+        side = await stack.enter_async_context(anyio.create_task_group())
+        side.start_soon(_until_signal, stop, starting)
+        pool: WorkerPool | None = None
+        with starting:
+            pool = await stack.enter_async_context(pipeline(settings, steps=steps, provider=provider))
+        if pool is None:
+            log.info("stopped before the pool started")
+            side.cancel_scope.cancel()
+            return 0
         if settings.metrics.port:
             metrics = pool.runner.metrics
             metrics.serve(settings.metrics.host, settings.metrics.port)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 import signal
 import subprocess
@@ -36,11 +37,18 @@ def worker_env(pb: PocketBaseServer, tmp: Path, **extra: str) -> dict[str, str]:
     )
 
 
-def start_worker(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+def start_worker(env: dict[str, str], log: Path, *, wait_running: bool = False) -> subprocess.Popen[bytes]:
+    """Starts a worker process; with ``wait_running``, returns once its pool has logged that it runs."""
+    before = log.read_text().count("pool running") if log.exists() else 0
     with log.open("ab") as fh:
-        return subprocess.Popen(
+        proc = subprocess.Popen(
             [sys.executable, "-m", "tests.chaos_worker"], env=env, stdout=fh, stderr=subprocess.STDOUT
         )
+    deadline = time.monotonic() + 60
+    while wait_running and log.read_text().count("pool running") == before:
+        assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
+        time.sleep(0.05)
+    return proc
 
 
 def records(su: Caller) -> list[dict[str, Any]]:
@@ -126,7 +134,8 @@ def test_sigkill_at_random_points_loses_nothing_and_finishes_nothing_twice(
         assert proc.wait(10) == -signal.SIGKILL
         kills += 1
         stages_hit.update(busy)
-    final = start_worker(env, log)
+    # A SIGTERM is only graceful once the process runs: wait for that before the stop below.
+    final = start_worker(env, log, wait_running=True)
     try:
         wait_settled(superuser, 180)
     finally:
@@ -149,7 +158,7 @@ def test_the_sidecar_rides_out_pocketbase_restarts(
 ) -> None:
     env = worker_env(pb, tmp_path, TEST_DELAY_NORMALIZE="0.2", TEST_READY_AFTER="0.5")
     log = tmp_path / "worker.log"
-    worker = start_worker(env, log)
+    worker = start_worker(env, log, wait_running=True)
     uploaded: list[str] = []
     try:
         for _ in range(5):
@@ -197,10 +206,31 @@ def test_sigterm_during_a_step_spends_no_attempt_and_the_work_resumes(
         "/api/collections/record_events/records", params={"filter": f'record="{rid}"', "sort": "created"}
     )
     assert events.json()["items"][-1]["kind"] == "released"
-    resumed = start_worker(worker_env(pb, tmp_path, TEST_READY_AFTER="0"), log)
+    resumed = start_worker(worker_env(pb, tmp_path, TEST_READY_AFTER="0"), log, wait_running=True)
     try:
         wait_settled(superuser, 60)
     finally:
         resumed.send_signal(signal.SIGTERM)
         resumed.wait(30)
     assert superuser.http.get(f"/api/collections/audio_records/records/{rid}").json()["state"] == "done"
+
+
+def test_sigterm_while_waiting_for_pocketbase_ends_cleanly(tmp_path: Path) -> None:
+    from tests.harness import free_port
+
+    env = dict(
+        os.environ,
+        TRANSCRIBER_POCKETBASE__URL=f"http://127.0.0.1:{free_port()}",  # nothing listens here
+        TRANSCRIBER_POCKETBASE__SERVICE_EMAIL="svc@example.com",
+        TRANSCRIBER_POCKETBASE__SERVICE_PASSWORD="not-used-yet-1234",
+        TEST_STARTS=str(tmp_path / "starts.txt"),
+    )
+    log = tmp_path / "worker.log"
+    worker = start_worker(env, log)
+    deadline = time.monotonic() + 60
+    while "waiting for PocketBase" not in log.read_text():
+        assert worker.poll() is None and time.monotonic() < deadline, log.read_text()
+        time.sleep(0.05)
+    worker.send_signal(signal.SIGTERM)
+    assert worker.wait(30) == 0, log.read_text()
+    assert "stopped before the pool started" in log.read_text()

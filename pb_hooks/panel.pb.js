@@ -23,3 +23,21 @@ onRecordUpdate((e) => {
   require(`${__hooks}/lib/panel.js`).mergeOwnerEdit(e.app, e.record);
   e.next();
 }, "audio_records");
+
+// The pipeline's history and artifacts are written only through its fenced
+// routes (pipeline.pb.js). Through the records API, the panel included, the
+// journal, the attempts and the files are read-only: an edited attempt could
+// let the paid-call guard start a recognition twice, a deleted file would
+// strand its recording, an edited journal would no longer tell what happened.
+// A transcript's text may be corrected by the owner, but not added or removed.
+onRecordCreateRequest((e) => {
+  throw new BadRequestError(`Rows of '${e.collection.name}' are written by the pipeline only.`);
+}, "record_events", "recognition_attempts", "files", "texts");
+
+onRecordUpdateRequest((e) => {
+  throw new BadRequestError(`Rows of '${e.collection.name}' are the pipeline's history and cannot be edited.`);
+}, "record_events", "recognition_attempts", "files");
+
+onRecordDeleteRequest((e) => {
+  throw new BadRequestError(`Rows of '${e.collection.name}' are kept with their recording and cannot be deleted.`);
+}, "record_events", "recognition_attempts", "files", "texts");

@@ -81,6 +81,41 @@ def test_records_are_never_deleted(pb: PocketBaseServer, sender: Caller, superus
     assert superuser.http.get(base).status_code == 200
 
 
+HISTORY = ["record_events", "recognition_attempts", "files"]
+
+
+def test_the_pipelines_rows_are_read_only_in_the_panel_but_a_transcript_can_be_corrected(
+    pb: PocketBaseServer, service: Caller, superuser: Caller, record_id: str
+) -> None:
+    token = service.http.post("/api/pipeline/claim", json={"now": 1 << 42, "leases": {"uploaded": 60_000}}).json()[
+        "token"
+    ]
+    pipe = f"/api/pipeline/records/{record_id}"
+    assert service.http.post(f"{pipe}/attempts", json={"token": token, "provider": "offline"}).status_code == 200
+    assert service.http.put(f"{pipe}/texts/transcript", json={"token": token, "content": "helo"}).status_code == 200
+    rows = {
+        c: superuser.http.get(f"/api/collections/{c}/records", params={"filter": f'record="{record_id}"'}).json()[
+            "items"
+        ]
+        for c in [*HISTORY, "texts"]
+    }
+    assert all(rows.values()), {c: len(r) for c, r in rows.items()}
+    for c, items in rows.items():
+        base = f"/api/collections/{c}/records"
+        created = superuser.http.post(base, json={"record": record_id, "kind": "transcript", "stage": "done"})
+        assert created.status_code == 400 and "pipeline only" in created.json()["message"], (c, created.text)
+        deleted = superuser.http.delete(f"{base}/{items[0]['id']}")
+        assert deleted.status_code == 400 and "cannot be deleted" in deleted.json()["message"], (c, deleted.text)
+        if c in HISTORY:
+            edited = superuser.http.patch(f"{base}/{items[0]['id']}", json={"outcome_text": "x", "name": "x"})
+            assert edited.status_code == 400 and "cannot be edited" in edited.json()["message"], (c, edited.text)
+        after = superuser.http.get(base, params={"filter": f'record="{record_id}"'}).json()["items"]
+        assert after == items  # nothing created, changed or deleted
+    text = rows["texts"][0]
+    corrected = superuser.http.patch(f"/api/collections/texts/records/{text['id']}", json={"content": "hello"})
+    assert corrected.status_code == 200 and corrected.json()["content"] == "hello"
+
+
 def test_owner_of_records_cannot_be_deleted_either(
     pb: PocketBaseServer, sender: Caller, superuser: Caller, record_id: str
 ) -> None:

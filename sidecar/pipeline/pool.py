@@ -24,18 +24,28 @@ log = logging.getLogger("transcriber.pool")
 
 
 class Waker:
-    """A broadcast "there may be work" signal for idle workers."""
+    """A broadcast "there may be work" signal for idle workers.
+
+    A worker takes a ``ticket()`` *before* it looks for work and then waits on
+    that ticket: a wake that lands while its claim is in flight (an upload
+    committed just after the claim's query ran) has already set the ticket, so
+    the worker looks again at once instead of sleeping through the news.
+    """
 
     def __init__(self) -> None:
         self._event = anyio.Event()
+
+    def ticket(self) -> anyio.Event:
+        return self._event
 
     def wake(self) -> None:
         self._event.set()
         self._event = anyio.Event()
 
-    async def wait(self, at_most: float) -> None:
+    @staticmethod
+    async def wait(ticket: anyio.Event, at_most: float) -> None:
         with anyio.move_on_after(at_most):
-            await self._event.wait()
+            await ticket.wait()
 
 
 class WorkerPool:
@@ -87,22 +97,23 @@ class WorkerPool:
         p = self.runner.settings.pipeline
         clock = self.runner.clock
         while not self._stopping:
+            woken = self.waker.ticket()
             try:
                 got = await self.runner.storage.claim(self.runner.table.leases())
             except PocketBaseUnavailable as exc:
                 log.warning("worker %d: claim failed, PocketBase unavailable: %s", n, exc)
-                await self.waker.wait(p.idle_poll.total_seconds())
+                await self.waker.wait(woken, p.idle_poll.total_seconds())
                 continue
             except PocketBaseError as exc:
                 log.error("worker %d: claim refused: %s", n, exc)
-                await self.waker.wait(p.idle_poll.total_seconds())
+                await self.waker.wait(woken, p.idle_poll.total_seconds())
                 continue
             if isinstance(got, NoWork):
                 self.runner.metrics.claims.labels(result="empty").inc()
                 wait = p.idle_poll.total_seconds()
                 if got.next_at_ms:
                     wait = min(wait, max((got.next_at_ms - clock.now_ms()) / 1000, 0.01))
-                await self.waker.wait(wait)
+                await self.waker.wait(woken, wait)
                 continue
             self.runner.metrics.claims.labels(result="work").inc()
             await self._run(got)

@@ -73,6 +73,12 @@ class Runner:
             outcome = await self._guarded(claim, record, self.table[record.state])
         except FencedOut:
             log.debug("claim on %s is gone; result dropped", claim.id)
+        except anyio.get_cancelled_exc_class():
+            # P8: our own shutdown is not the record's failure, wherever it lands (reading
+            # the record, the guards, the step, the write-back): the claim is handed back.
+            with anyio.CancelScope(shield=True):
+                await self._release(claim)
+            raise
         finally:
             self.metrics.step_finished(stage_name, outcome)
         return outcome
@@ -111,11 +117,6 @@ class Runner:
                     error = exc
                 finally:
                     tg.cancel_scope.cancel()
-        except anyio.get_cancelled_exc_class():
-            # P8: our own shutdown is not the record's failure.
-            with anyio.CancelScope(shield=True):
-                await self._release(claim)
-            raise
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
         if isinstance(error, FencedOut):
@@ -163,6 +164,8 @@ class Runner:
         try:
             with anyio.fail_after(5):
                 await self.storage.release(claim)
+        except FencedOut:
+            pass  # the write-back the shutdown interrupted had already landed
         except Exception as exc:  # the lease will expire; the attempt then counts
             log.warning("record %s: could not release on shutdown: %s", claim.id, redact(str(exc)))
 

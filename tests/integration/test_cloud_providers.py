@@ -69,7 +69,7 @@ async def run_until_settled(pb: PocketBaseServer, provider: Any, sender: Caller,
 
 
 def events(su: Caller, rid: str) -> list[dict[str, Any]]:
-    params: dict[str, str | int] = {"sort": "created", "perPage": 500, "filter": f'record="{rid}"'}
+    params: dict[str, str | int] = {"sort": "created,@rowid", "perPage": 500, "filter": f'record="{rid}"'}
     return list(su.http.get("/api/collections/record_events/records", params=params).json()["items"])
 
 

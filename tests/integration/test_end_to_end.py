@@ -42,7 +42,7 @@ async def test_a_recording_becomes_a_timed_transcript(pb: PocketBaseServer, send
 
     # the normalized audio is a new file row; the original is kept
     files = superuser.http.get(
-        "/api/collections/files/records", params={"filter": f'record="{rid}"', "sort": "created"}
+        "/api/collections/files/records", params={"filter": f'record="{rid}"', "sort": "created,@rowid"}
     ).json()
     assert [f["role"] for f in files["items"]] == ["original", "normalized"]
     assert files["items"][1]["duration_ms"] == pytest.approx(5800, abs=600)
@@ -54,7 +54,7 @@ async def test_a_recording_becomes_a_timed_transcript(pb: PocketBaseServer, send
     assert attempts["items"][0]["provider"] == "offline" and attempts["items"][0]["raw_response"]
     # the journal shows every stage
     ev = superuser.http.get(
-        "/api/collections/record_events/records", params={"filter": f'record="{rid}"', "sort": "created"}
+        "/api/collections/record_events/records", params={"filter": f'record="{rid}"', "sort": "created,@rowid"}
     ).json()
     assert [e["stage"] for e in ev["items"] if e["kind"] == "stage_entered"] == [
         "normalized",
@@ -108,7 +108,7 @@ def test_a_submit_killed_after_the_provider_answered_does_not_pay_twice(
         TRANSCRIBER_PIPELINE__WORKERS="1",
         TRANSCRIBER_PIPELINE__LEASES__NORMALIZED="1",
         TEST_PAID_COUNTER=str(counter),
-        TEST_WORKER_SECONDS="20",
+        TEST_WORKER_SECONDS="90",  # the test stops it once the record is done
     )
     first = subprocess.run(
         [sys.executable, "-m", "tests.kill_worker"],

@@ -56,7 +56,7 @@ def claim(service: Caller) -> dict[str, Any]:
 
 def events(su: Caller, rid: str) -> list[dict[str, Any]]:
     resp = su.http.get(
-        "/api/collections/record_events/records", params={"filter": f'record="{rid}"', "sort": "created"}
+        "/api/collections/record_events/records", params={"filter": f'record="{rid}"', "sort": "created,@rowid"}
     )
     return list(resp.json()["items"])
 

@@ -37,7 +37,7 @@ def record(su: Caller, rid: str) -> dict[str, Any]:
 
 
 def events(su: Caller, rid: str | None = None) -> list[dict[str, Any]]:
-    params = {"sort": "created", "perPage": 500} | ({"filter": f'record="{rid}"'} if rid else {})
+    params = {"sort": "created,@rowid", "perPage": 500} | ({"filter": f'record="{rid}"'} if rid else {})
     return list(su.http.get("/api/collections/record_events/records", params=params).json()["items"])
 
 
@@ -187,6 +187,29 @@ async def test_a_graceful_stop_during_a_step_spends_no_attempt(
     assert [e["kind"] for e in events(superuser, rid)][-1] == "released"
 
 
+async def test_a_graceful_stop_before_the_step_starts_also_hands_the_claim_back(
+    pb: PocketBaseServer, sender: Caller, superuser: Caller
+) -> None:
+    rid = upload(sender)
+    reading = anyio.Event()
+    async with running_sidecar(pb, ALL, workers=1, shutdown_grace=0.2) as pool:
+        real_get = pool.runner.storage.get_record
+
+        async def slow_get_record(record_id: str) -> Any:
+            reading.set()
+            await anyio.sleep(30)  # the stop lands while the claimed record is still being read
+            return await real_get(record_id)
+
+        pool.runner.storage.get_record = slow_get_record  # type: ignore[method-assign]
+        async with pool_running(pool):
+            with anyio.fail_after(10):
+                await reading.wait()
+            assert record(superuser, rid)["claim_token"] != ""
+    rec = record(superuser, rid)
+    assert rec["attempts"] == 0 and rec["claim_token"] == "" and rec["state"] == "uploaded"
+    assert [e["kind"] for e in events(superuser, rid)][-1] == "released"
+
+
 async def test_records_passing_several_stages_never_approach_the_limit(
     pb: PocketBaseServer, sender: Caller, superuser: Caller
 ) -> None:
@@ -299,10 +322,10 @@ async def test_an_empty_run_writes_no_event_and_logs_nothing_above_debug(
 ) -> None:
     caplog.set_level(logging.DEBUG)
     async with running_sidecar(pb, ALL, workers=2, idle_poll=0.05) as pool:
+        empty = pool.runner.metrics.claims.labels(result="empty")
         async with pool_running(pool):
-            await anyio.sleep(1.0)
-        claims = pool.runner.metrics.claims.labels(result="empty")._value.get()
-    assert claims >= 4  # the workers did look for work
+            await wait_for(lambda: empty._value.get() >= 4, timeout=20)  # the workers did look for work
+            await anyio.sleep(0.5)
     assert events(superuser) == []
     noisy = [
         r
@@ -321,6 +344,41 @@ async def test_new_uploads_wake_idle_workers_quickly(pb: PocketBaseServer, sende
             await wait_for(lambda: record(superuser, rid)["state"] == "done", timeout=10)
             elapsed = time.monotonic() - t0
     assert elapsed < 10  # woken by the realtime event, not the 30 s poll
+
+
+async def test_a_wake_while_a_claim_is_in_flight_is_not_lost(
+    pb: PocketBaseServer, sender: Caller, superuser: Caller
+) -> None:
+    from sidecar.pocketbase.client import NoWork
+
+    async with running_sidecar(pb, ALL, workers=1, idle_poll=60) as pool:
+        wakes = 0
+        wake = pool.waker.wake
+
+        def counting_wake() -> None:
+            nonlocal wakes
+            wakes += 1
+            wake()
+
+        pool.waker.wake = counting_wake  # type: ignore[method-assign]
+        real_claim = pool.runner.storage.claim
+        raced: list[str] = []
+
+        async def claim_overtaken_by_an_upload(leases: Any) -> Any:
+            got = await real_claim(leases)
+            if isinstance(got, NoWork) and wakes and not raced:
+                # The claim found nothing; before its answer is handled, a record is
+                # uploaded and its realtime event reaches the pool.
+                before = wakes
+                raced.append(upload(sender))
+                await wait_for(lambda: wakes > before, timeout=10)
+            return got
+
+        pool.runner.storage.claim = claim_overtaken_by_an_upload  # type: ignore[method-assign]
+        async with pool_running(pool):
+            await wait_for(lambda: raced, timeout=10)  # the subscription was up (a wake), then the race ran
+            # Woken by the event that arrived mid-claim, not by the 60 s poll.
+            await wait_for(lambda: record(superuser, raced[0])["state"] == "done", timeout=10)
 
 
 def test_a_step_that_takes_its_process_down_halts_after_max_attempts(

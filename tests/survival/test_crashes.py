@@ -53,7 +53,7 @@ def start_worker(env: dict[str, str], log: Path, *, wait_running: bool = False) 
 
 def records(su: Caller) -> list[dict[str, Any]]:
     return list(
-        su.http.get("/api/collections/audio_records/records", params={"perPage": 500, "sort": "created"}).json()[
+        su.http.get("/api/collections/audio_records/records", params={"perPage": 500, "sort": "created,@rowid"}).json()[
             "items"
         ]
     )
@@ -91,6 +91,7 @@ def check_nothing_lost(su: Caller, uploaded: list[str]) -> Counter[str]:
     return outcome
 
 
+@pytest.mark.timeout(900)  # up to 80 kills and a 180 s settle on a slow machine
 def test_sigkill_at_random_points_loses_nothing_and_finishes_nothing_twice(
     pb: PocketBaseServer, sender: Caller, superuser: Caller, tmp_path: Path, figures: dict[str, str]
 ) -> None:
@@ -203,7 +204,7 @@ def test_sigterm_during_a_step_spends_no_attempt_and_the_work_resumes(
     rec = superuser.http.get(f"/api/collections/audio_records/records/{rid}").json()
     assert rec["state"] == stage and rec["attempts"] == 0 and rec["halted_at"] == "" and rec["claim_token"] == ""
     events = superuser.http.get(
-        "/api/collections/record_events/records", params={"filter": f'record="{rid}"', "sort": "created"}
+        "/api/collections/record_events/records", params={"filter": f'record="{rid}"', "sort": "created,@rowid"}
     )
     assert events.json()["items"][-1]["kind"] == "released"
     resumed = start_worker(worker_env(pb, tmp_path, TEST_READY_AFTER="0"), log, wait_running=True)

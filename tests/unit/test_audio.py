@@ -282,7 +282,8 @@ def test_cancel_stops_promptly(long_wav: Path, tmp_path: Path) -> None:
 
     assert not worker.is_alive()
     assert isinstance(outcome[0], NormalizeCancelled)
-    assert stopped_in < 0.5, stopped_in
+    # A full run takes about 15 s here; the bound leaves room for a loaded machine.
+    assert stopped_in < 2.0, stopped_in
     assert not (tmp_path / "out.ogg").exists()
     _no_leftovers(tmp_path)
 
@@ -293,7 +294,7 @@ def test_already_cancelled_does_no_work(long_wav: Path, tmp_path: Path) -> None:
     started = time.perf_counter()
     with pytest.raises(NormalizeCancelled):
         normalize(long_wav, tmp_path / "out.wav", AudioSpec("wav_pcm16"), cancel=cancel)
-    assert time.perf_counter() - started < 0.5
+    assert time.perf_counter() - started < 2.0
 
 
 _RSS_SCRIPT = """
@@ -404,7 +405,7 @@ def test_normalize_through_run_in_thread_is_cancelled_with_the_scope(long_wav: P
 
     started = time.perf_counter()
     ended = anyio.run(main)
-    assert ended - started < 1.0
+    assert ended - started < 3.0  # cancelled after 0.3 s; a full run takes about 15 s
     assert not (tmp_path / "out.ogg").exists()
     _no_leftovers(tmp_path)
 

@@ -20,6 +20,19 @@ function release(rec, now) {
   rec.set("attempts", 0);
 }
 
+// A stage set by the owner asks for the work to be redone from there. The
+// recognitions already started stay readable (a re-poll or re-finalize uses
+// them), but the submit step starts a new one instead of resuming them. A
+// resume (clearing the halt) does not do this: it must never pay twice.
+function supersedeAttempts(app, recordId) {
+  const open = app.findRecordsByFilter(
+    "recognition_attempts", "record = {:id} && status != 'failed' && status != 'superseded'", "", 0, 0, { id: recordId });
+  for (const row of open) {
+    row.set("status", "superseded");
+    app.save(row);
+  }
+}
+
 // `rec` holds the submitted values; `app` is the transaction the save runs in.
 function mergeOwnerEdit(app, rec) {
   const stored = app.findRecordById("audio_records", rec.id);
@@ -49,6 +62,7 @@ function mergeOwnerEdit(app, rec) {
     rec.set("state_entered_at", now);
     release(rec, now);
     records.journal(app, rec.id, wanted.state, "stage_set", "stage changed by the owner from " + stage + " to " + wanted.state, "owner");
+    supersedeAttempts(app, rec.id);
     changed = true;
   }
   if (wasHalted && !wanted.halted) {

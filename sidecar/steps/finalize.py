@@ -10,7 +10,7 @@ import logging
 from sidecar.logs import redact
 from sidecar.outcome import Advance, HaltCode, Outcome, PermanentError
 from sidecar.steps.base import StepContext
-from sidecar.steps.common import current_attempt
+from sidecar.steps.common import REDO_HINT, current_attempt, fail_attempt
 
 log = logging.getLogger("transcriber.finalize")
 
@@ -18,10 +18,13 @@ log = logging.getLogger("transcriber.finalize")
 async def run(ctx: StepContext) -> Outcome:
     attempt = await current_attempt(ctx)
     if attempt is None or not attempt.raw_response:
-        raise PermanentError(HaltCode.PROVIDER_FAILED, "no recognition result to finalize")
+        raise PermanentError(HaltCode.PROVIDER_FAILED, f"no recognition result to finalize; {REDO_HINT}")
     provider = ctx.provider_for(attempt.provider)
     raw = await ctx.storage.read_file("recognition_attempts", attempt.id, attempt.raw_response)
-    transcript = provider.parse(raw)
+    try:
+        transcript = provider.parse(raw)
+    except PermanentError as exc:
+        raise await fail_attempt(ctx, attempt, exc) from exc
     await ctx.storage.put_text(
         ctx.claim, "transcript", transcript.text, [s.model_dump(exclude_none=True) for s in transcript.segments]
     )

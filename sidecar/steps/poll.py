@@ -8,18 +8,21 @@ from __future__ import annotations
 
 from sidecar.outcome import Advance, HaltCode, Outcome, PermanentError, Postpone, RetryableError
 from sidecar.steps.base import StepContext
-from sidecar.steps.common import current_attempt
+from sidecar.steps.common import REDO_HINT, current_attempt, fail_attempt
 
 
 async def run(ctx: StepContext) -> Outcome:
     attempt = await current_attempt(ctx)
     if attempt is None or not attempt.operation_id:
-        raise PermanentError(HaltCode.PROVIDER_FAILED, "no started recognition to poll")
+        raise PermanentError(HaltCode.PROVIDER_FAILED, f"no started recognition to poll; {REDO_HINT}")
     if attempt.raw_response:
         return Advance("result already stored")
     provider = ctx.provider_for(attempt.provider)
     try:
         polled = await provider.poll(attempt.operation_id)
+    except PermanentError as exc:
+        # The operation is lost for good (failed, results expired): resuming must not poll it again.
+        raise await fail_attempt(ctx, attempt, exc) from exc
     except RetryableError as exc:
         # The paid operation is still running on the provider's side: an outage
         # while we ask about it is no reason to spend attempts and halt it.

@@ -19,7 +19,7 @@ from sidecar.steps.common import current_attempt
 
 async def run(ctx: StepContext) -> Outcome:
     provider = ctx.provider
-    attempt = await current_attempt(ctx)
+    attempt = await current_attempt(ctx, to_start=True)
     if attempt is not None and attempt.operation_id:
         return Advance(f"{attempt.provider} operation {attempt.operation_id} already started; not started again")
 

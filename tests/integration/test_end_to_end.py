@@ -136,3 +136,64 @@ def test_a_submit_killed_after_the_provider_answered_does_not_pay_twice(
     assert sender.http.get(f"/api/transcriber/records/{rid}").json()["text"] == "paid once"
     events = superuser.http.get("/api/collections/record_events/records", params={"filter": f'record="{rid}"'}).json()
     assert any("not started again" in e["outcome_text"] for e in events["items"])
+
+
+async def test_a_lost_operation_is_recognized_again_when_the_owner_sets_the_stage_back(
+    pb: PocketBaseServer, sender: Caller, superuser: Caller
+) -> None:
+    from sidecar.outcome import HaltCode, PermanentError
+    from sidecar.providers.base import OnProgress, Polled, Started, StartRequest
+    from sidecar.transcript import Segment, Transcript
+    from tests.fakes import StubProvider
+    from tests.media import wav_bytes
+
+    class Expiring(StubProvider):
+        """The first operation's results expire; later ones answer with their own number."""
+
+        starts = 0
+
+        async def start(self, request: StartRequest, on_progress: OnProgress) -> Started:
+            Expiring.starts += 1
+            return Started(f"op-{Expiring.starts}")
+
+        async def poll(self, operation_id: str) -> Polled:
+            if operation_id == "op-1":
+                raise PermanentError(HaltCode.RESULTS_EXPIRED, "results of op-1 are gone")
+            t = Transcript(text=f"text of {operation_id}", segments=[Segment(start=0, end=1, text="x")])
+            return Polled(ready=True, raw=t.model_dump_json().encode())
+
+    rid = sender.http.post("/api/transcriber/records", files={"file": ("a.wav", wav_bytes(0.5))}).json()["id"]
+    url = f"/api/collections/audio_records/records/{rid}"
+
+    def owner_sets(**changes: Any) -> None:
+        form = superuser.http.get(url).json() | changes
+        assert superuser.http.patch(url, json=form).status_code == 200
+
+    def attempts() -> list[str]:
+        rows = superuser.http.get(
+            "/api/collections/recognition_attempts/records", params={"filter": f'record="{rid}"', "sort": "created"}
+        ).json()["items"]
+        return [f"{r['operation_id']}:{r['status']}" for r in rows]
+
+    async with running_sidecar(pb, default_steps(), provider=Expiring(), workers=1, idle_poll=0.2) as pool:
+        async with pool_running(pool):
+
+            async def until(predicate: Any) -> dict[str, Any]:
+                with anyio.fail_after(30):
+                    while not predicate(rec := superuser.http.get(url).json()):
+                        await anyio.sleep(0.05)
+                return dict(rec)
+
+            halted = await until(lambda r: r["halted_at"])
+            assert halted["halt_code"] == "results_expired" and "set the stage to 'normalized'" in halted["halt_reason"]
+            assert attempts() == ["op-1:failed"]  # never polled again
+            owner_sets(state="normalized", halted_at="")
+            done = await until(lambda r: r["state"] == "done" or r["halted_at"])
+            assert done["state"] == "done", done
+            assert sender.http.get(f"/api/transcriber/records/{rid}").json()["text"] == "text of op-2"
+            # A finished record, set back by the owner, is recognized anew rather than resumed.
+            owner_sets(state="normalized")
+            await until(lambda r: r["state"] == "done" and r["attempts"] == 0 and Expiring.starts == 3)
+            assert sender.http.get(f"/api/transcriber/records/{rid}").json()["text"] == "text of op-3"
+    assert attempts() == ["op-1:failed", "op-2:superseded", "op-3:cleaned"]
+    assert Expiring.starts == 3

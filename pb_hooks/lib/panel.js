@@ -4,7 +4,8 @@
 // submitted queue fields may be older than what a worker wrote since. The
 // queue fields are therefore always taken from the stored row, and the form
 // counts as the owner's intent about the stage or the halt only when its
-// `queue_rev` is still the stored one (nothing moved since it opened).
+// `queue_rev` is still the stored one (neither the stage nor the halt changed
+// since it opened; claims and postpones do not count).
 const queue = require(`${__hooks}/lib/queue.js`);
 const records = require(`${__hooks}/lib/records.js`);
 

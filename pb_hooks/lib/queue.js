@@ -68,7 +68,7 @@ function claim(app, now, leases) {
   const sql =
     "UPDATE audio_records SET claim_token = {:token}, claim_expires_at = " + leaseCase +
     ", available_at = " + leaseCase +
-    ", attempts = attempts + 1, queue_rev = queue_rev + 1, updated = {:upd}" +
+    ", attempts = attempts + 1, updated = {:upd}" +
     // INDEXED BY: left to itself SQLite picks the state index and sorts every
     // claimable row, leased and paused ones included (measured: 142x slower at
     // 1M rows). The claim index's range skips them.
@@ -101,7 +101,7 @@ function fencedUpdate(app, id, token, now, set, params, after) {
   const all = Object.assign({ id: id, token: token, now: now, upd: dbTime(now) }, params || {});
   app.runInTransaction((tx) => {
     const res = tx.db()
-      .newQuery("UPDATE audio_records SET " + set + ", queue_rev = queue_rev + 1, updated = {:upd} WHERE id = {:id} AND claim_token = {:token}")
+      .newQuery("UPDATE audio_records SET " + set + ", updated = {:upd} WHERE id = {:id} AND claim_token = {:token}")
       .bind(all)
       .execute();
     if (res.rowsAffected() !== 1) throw new Fenced("claim token no longer matches");
@@ -126,11 +126,15 @@ function underFence(app, id, token, work) {
 }
 
 const RELEASE = "claim_token = '', claim_expires_at = 0";
+// queue_rev marks the changes a panel form must not undo: the stage and the
+// halt (lib/panel.js). Claims, postpones and retries leave it alone, so an
+// owner can still change the stage of a record a worker keeps touching.
+const NEW_REV = "queue_rev = queue_rev + 1";
 
 function advance(app, id, token, now, to, text) {
   if (stageValues(app).indexOf(to) < 0) throw new Invalid("unknown stage '" + to + "'");
   fencedUpdate(app, id, token, now,
-    "state = {:to}, state_entered_at = {:now}, attempts = 0, paused_until = 0, " + RELEASE +
+    "state = {:to}, state_entered_at = {:now}, attempts = 0, paused_until = 0, " + RELEASE + ", " + NEW_REV +
       ", available_at = {:avail}",
     { to: to, avail: isTerminal(to) ? 0 : now },
     (tx) => records.journal(tx, id, to, "stage_entered", text || "entered " + to, "worker"));
@@ -150,7 +154,8 @@ function halt(app, id, token, now, code, reason) {
   const codes = app.findCachedCollectionByNameOrId("audio_records").fields.getByName("halt_code").values;
   if (codes.indexOf(code) < 0) throw new Invalid("unknown halt code '" + code + "'");
   fencedUpdate(app, id, token, now,
-    "halted_at = {:at}, halt_code = {:code}, halt_reason = {:reason}, " + RELEASE + ", available_at = 0",
+    "halted_at = {:at}, halt_code = {:code}, halt_reason = {:reason}, " + RELEASE + ", " + NEW_REV +
+      ", available_at = 0",
     { at: dbTime(now), code: code, reason: reason.slice(0, 2000) },
     (tx, rec) => records.journal(tx, id, rec.getString("state"), "halted", code + ": " + reason, "worker"));
 }

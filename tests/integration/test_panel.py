@@ -126,6 +126,25 @@ def test_stale_form_cannot_put_back_an_old_stage(
     assert events(superuser, rid)[-1]["kind"] == "note"
 
 
+def test_the_owner_can_change_a_record_a_worker_keeps_claiming_and_postponing(
+    pb: PocketBaseServer, sender: Caller, service: Caller, superuser: Caller
+) -> None:
+    rid = new_record(sender)
+    form = open_form(superuser, rid)  # the dialog stays open while a worker polls the record
+    for _ in range(3):
+        c = claim(service)
+        resp = service.http.post(
+            f"/api/pipeline/records/{rid}/postpone", json={"token": c["token"], "now": now_ms(), "until": now_ms() + 1}
+        )
+        assert resp.status_code == 200
+        time.sleep(0.01)
+    form["halted_at"] = "2026-01-01 00:00:00.000Z"
+    form["halt_reason"] = "wrong file"
+    saved = save_form(superuser, rid, form)
+    assert saved["halted_at"] and saved["halt_code"] == "halted_by_owner" and saved["halt_reason"] == "wrong file"
+    assert events(superuser, rid)[-1]["kind"] == "halted"
+
+
 def test_changing_the_stage_restarts_it_and_is_journalled(
     pb: PocketBaseServer, sender: Caller, service: Caller, superuser: Caller
 ) -> None:

@@ -1,7 +1,12 @@
 // I4: the transcript as txt, SRT, WebVTT or JSON, from the kept segments.
+//
+// Subtitle players are strict, and segments come from several providers: the
+// cues are put in time order, empty ones dropped, none ends before it starts,
+// each is one line (a blank line would end it), and a cue's text can never
+// read as a timing line ("-->") or, in WebVTT, as markup.
 
 function stamp(sec, sep) {
-  const ms = Math.max(0, Math.round(sec * 1000));
+  const ms = Math.max(0, Math.round(Number(sec) * 1000) || 0);
   const h = Math.floor(ms / 3600000);
   const m = Math.floor((ms % 3600000) / 60000);
   const s = Math.floor((ms % 60000) / 1000);
@@ -17,8 +22,35 @@ function segmentsOf(row) {
   return Array.isArray(segs) ? segs : [];
 }
 
-function cueText(s) {
-  return String(s.text || "").trim().replace(/\n+/g, " ");
+function oneLine(text) {
+  return String(text || "").split(/\s+/).filter((w) => w !== "").join(" ");
+}
+
+// [{start, end, text}] in seconds: sorted by start, non-empty, end >= start.
+function cues(segs) {
+  const out = [];
+  for (const s of segs) {
+    const text = oneLine(s && s.text);
+    if (!text) continue;
+    const start = Math.max(0, Number(s.start) || 0);
+    out.push({ start: start, end: Math.max(start, Number(s.end) || 0), text: text });
+  }
+  // Array.prototype.sort is stable: equal starts keep the provider's order.
+  return out.sort((a, b) => a.start - b.start);
+}
+
+function toSrt(segs) {
+  return cues(segs)
+    .map((c, i) => (i + 1) + "\n" + stamp(c.start, ",") + " --> " + stamp(c.end, ",") + "\n" +
+      c.text.split("-->").join("->") + "\n")
+    .join("\n");
+}
+
+function toVtt(segs) {
+  // Cue text is markup: escaping "&", "<" and ">" also defuses "-->".
+  const escape = (t) => t.split("&").join("&amp;").split("<").join("&lt;").split(">").join("&gt;");
+  const body = cues(segs).map((c) => stamp(c.start, ".") + " --> " + stamp(c.end, ".") + "\n" + escape(c.text) + "\n");
+  return ["WEBVTT\n"].concat(body).join("\n");
 }
 
 function render(row, format) {
@@ -27,14 +59,8 @@ function render(row, format) {
   if (format === "json") {
     return { type: "application/json", body: JSON.stringify({ text: row.getString("content"), segments: segs }) };
   }
-  if (format === "srt") {
-    const cues = segs.map((s, i) => (i + 1) + "\n" + stamp(s.start, ",") + " --> " + stamp(s.end, ",") + "\n" + cueText(s) + "\n");
-    return { type: "application/x-subrip; charset=utf-8", body: cues.join("\n") };
-  }
-  if (format === "vtt") {
-    const cues = segs.map((s) => stamp(s.start, ".") + " --> " + stamp(s.end, ".") + "\n" + cueText(s) + "\n");
-    return { type: "text/vtt; charset=utf-8", body: "WEBVTT\n\n" + cues.join("\n") };
-  }
+  if (format === "srt") return { type: "application/x-subrip; charset=utf-8", body: toSrt(segs) };
+  if (format === "vtt") return { type: "text/vtt; charset=utf-8", body: toVtt(segs) };
   return null;
 }
 

@@ -81,6 +81,8 @@ function mergeOwnerEdit(app, rec) {
     rec.set("claim_token", "");
     rec.set("claim_expires_at", 0);
     records.journal(app, rec.id, rec.getString("state"), "halted", "halted_by_owner: " + (wanted.reason || "halted by the owner"), "owner");
+    // P16: every halt is also a log line (PocketBase's log, beside the sidecar's own halts).
+    app.logger().warn("record halted by the owner", "record", rec.id, "reason", wanted.reason || "halted by the owner");
     changed = true;
   }
   if (changed) {

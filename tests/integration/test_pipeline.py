@@ -139,8 +139,9 @@ async def test_unhalt_under_a_running_step_drops_the_first_steps_result(
 
 
 async def test_a_step_failing_every_time_halts_after_max_attempts(
-    pb: PocketBaseServer, sender: Caller, superuser: Caller
+    pb: PocketBaseServer, sender: Caller, superuser: Caller, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.WARNING, logger="transcriber")
     rid = upload(sender)
     calls: list[int] = []
 
@@ -154,6 +155,9 @@ async def test_a_step_failing_every_time_halts_after_max_attempts(
     assert calls == [1, 2, 3]
     rec = record(superuser, rid)
     assert rec["halt_code"] == "attempts_exhausted" and "max 3" in rec["halt_reason"]
+    # P16: every halt is also a log line with its reason
+    halts = [r.getMessage() for r in caplog.records if "halted" in r.getMessage() and rid in r.getMessage()]
+    assert halts == [f"record {rid} halted in uploaded: attempts_exhausted: {rec['halt_reason']}"]
     kinds = [e["kind"] for e in events(superuser, rid)]
     assert kinds.count("step_failed") == 3 and kinds[-1] == "halted"
     assert "decoder exploded" in events(superuser, rid)[1]["outcome_text"]

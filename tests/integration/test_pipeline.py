@@ -214,6 +214,24 @@ async def test_a_graceful_stop_before_the_step_starts_also_hands_the_claim_back(
     assert [e["kind"] for e in events(superuser, rid)][-1] == "released"
 
 
+async def test_a_failed_step_waits_at_least_what_the_provider_asked(
+    pb: PocketBaseServer, sender: Caller, superuser: Caller
+) -> None:
+    from sidecar.outcome import RetryableError
+
+    rid = upload(sender)
+
+    async def throttled(ctx: StepContext) -> Outcome:
+        raise RetryableError("429 from the provider", retry_after=timedelta(seconds=42))
+
+    clock = FakeClock()
+    async with running_sidecar(pb, dict(ALL, normalize=throttled), clock=clock, retry_delay=1) as pool:
+        assert await pool.runner.run(await claim_one(pool)) == "failed"
+    rec = record(superuser, rid)
+    assert rec["attempts"] == 1 and rec["claim_token"] == ""
+    assert rec["available_at"] >= clock.now_ms() + 42_000  # Retry-After over the 1 s retry delay
+
+
 async def test_records_passing_several_stages_never_approach_the_limit(
     pb: PocketBaseServer, sender: Caller, superuser: Caller
 ) -> None:

@@ -1,0 +1,34 @@
+"""Configuration: the TOML file, the environment over it, durations and secrets."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from sidecar.settings import CONFIG_ENV, load_settings
+
+
+def test_the_file_is_read_and_the_environment_wins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg = tmp_path / "transcriber.toml"
+    cfg.write_text(
+        '[pipeline]\nworkers = 7\nown_work_limit = "90m"\n\n[pipeline.leases]\nuploaded = "20m"\n\n'
+        '[openai]\napi_key = "sk-from-the-file"\nmodel = "whisper-large"\n'
+    )
+    monkeypatch.setenv(CONFIG_ENV, str(cfg))  # load_settings sets it too; this undoes it after the test
+    monkeypatch.setenv("TRANSCRIBER_PIPELINE__WORKERS", "3")
+    monkeypatch.setenv("TRANSCRIBER_OPENAI__MODEL", "whisper-small")
+    s = load_settings(cfg)
+    assert s.pipeline.workers == 3  # the environment over the file
+    assert s.openai.model == "whisper-small"
+    assert s.pipeline.own_work_limit == timedelta(minutes=90)  # the file over the default
+    assert s.pipeline.leases.uploaded == timedelta(minutes=20)
+    assert s.pipeline.leases.normalized == timedelta(minutes=15)  # untouched default
+    assert s.openai.api_key is not None and s.openai.api_key.get_secret_value() == "sk-from-the-file"
+    assert "sk-from-the-file" not in repr(s)  # a secret never prints
+
+
+def test_a_missing_file_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="config file not found"):
+        load_settings(tmp_path / "nope.toml")

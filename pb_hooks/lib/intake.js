@@ -4,6 +4,7 @@
 const respond = require(`${__hooks}/lib/respond.js`);
 const media = require(`${__hooks}/lib/media.js`);
 const records = require(`${__hooks}/lib/records.js`);
+const queue = require(`${__hooks}/lib/queue.js`);
 
 const MAX_TITLE = 500;
 const ALLOWED_FIELDS = ["file", "title"];
@@ -85,9 +86,9 @@ function create(e) {
     rec.set("title", title);
     rec.set("state", "uploaded");
     rec.set("state_entered_at", now);
-    rec.set("available_at", now);
     rec.set("attempts", 0);
     tx.save(rec);
+    queue.enqueue(tx, rec.id);
 
     const row = new Record(tx.findCollectionByNameOrId("files"));
     row.set("record", rec.id);

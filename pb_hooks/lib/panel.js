@@ -87,7 +87,8 @@ function mergeOwnerEdit(app, rec) {
   }
   if (changed) {
     const live = rec.getString("halted_at") === "" && !queue.isTerminal(rec.getString("state"));
-    rec.set("available_at", live ? now : 0);
+    // Back in the queue at its creation time (see lib/queue.js).
+    rec.set("available_at", live ? stored.getDateTime("created").time().unixMilli() : 0);
     rec.set("queue_rev", stored.getInt("queue_rev") + 1);
   }
 }

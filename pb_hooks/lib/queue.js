@@ -10,7 +10,12 @@
 // clock drives leases, pauses and watchdogs alike.
 //
 // `available_at` is the claim's single sort key: when the record becomes
-// claimable; 0 = never (terminal or halted). Each write below keeps it.
+// claimable; 0 = never (terminal or halted). Each write below keeps it. A
+// record claimable right away (uploaded, advanced, released, resumed) gets its
+// creation time, so those are taken in creation order (P4, P13: the oldest
+// recording is finished first); a paused, leased or retried one gets the
+// moment it may be taken again, which keeps it out of the claim's index range
+// until then.
 const respond = require(`${__hooks}/lib/respond.js`);
 const records = require(`${__hooks}/lib/records.js`);
 
@@ -22,6 +27,16 @@ class Invalid extends Error {}
 
 function isTerminal(stage) {
   return TERMINAL_STAGES.indexOf(stage) >= 0;
+}
+
+// The record's creation time in unix ms, from the stored `created` text
+// ("2026-11-29 10:00:00.123Z"): the same value JS reads with
+// record.getDateTime("created").unixMilli().
+const CREATED_MS = "CAST(ROUND((julianday(created) - 2440587.5) * 86400000) AS INTEGER)";
+
+// Puts a just-saved new record in the queue at its creation time (inside the caller's transaction).
+function enqueue(tx, id) {
+  tx.db().newQuery("UPDATE audio_records SET available_at = " + CREATED_MS + " WHERE id = {:id}").bind({ id: id }).execute();
 }
 
 function dbTime(ms) {
@@ -135,8 +150,8 @@ function advance(app, id, token, now, to, text) {
   if (stageValues(app).indexOf(to) < 0) throw new Invalid("unknown stage '" + to + "'");
   fencedUpdate(app, id, token, now,
     "state = {:to}, state_entered_at = {:now}, attempts = 0, paused_until = 0, " + RELEASE + ", " + NEW_REV +
-      ", available_at = {:avail}",
-    { to: to, avail: isTerminal(to) ? 0 : now },
+      ", available_at = " + (isTerminal(to) ? "0" : CREATED_MS),
+    { to: to },
     (tx) => records.journal(tx, id, to, "stage_entered", text || "entered " + to, "worker"));
 }
 
@@ -171,7 +186,7 @@ function fail(app, id, token, now, retryAt, text) {
 // P8: our own shutdown is no verdict; the claim's attempt is given back.
 function release(app, id, token, now) {
   fencedUpdate(app, id, token, now,
-    "attempts = MAX(attempts - 1, 0), " + RELEASE + ", available_at = {:now}",
+    "attempts = MAX(attempts - 1, 0), " + RELEASE + ", available_at = " + CREATED_MS,
     {},
     (tx, rec) => records.journal(tx, id, rec.getString("state"), "released", "released on shutdown; attempt not counted", "worker"));
 }
@@ -184,6 +199,6 @@ function extend(app, id, token, now, until) {
 
 module.exports = {
   Fenced: Fenced, Invalid: Invalid, TERMINAL_STAGES: TERMINAL_STAGES, isTerminal: isTerminal, dbTime: dbTime,
-  intArg: intArg, strArg: strArg, claim: claim, nextAvailableAt: nextAvailableAt, underFence: underFence,
+  intArg: intArg, strArg: strArg, claim: claim, enqueue: enqueue, nextAvailableAt: nextAvailableAt, underFence: underFence,
   advance: advance, postpone: postpone, halt: halt, fail: fail, release: release, extend: extend,
 };

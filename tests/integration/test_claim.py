@@ -110,6 +110,43 @@ def test_claims_follow_creation_order_across_owners(pb: PocketBaseServer, servic
     assert got == order
 
 
+def test_a_record_that_moved_on_keeps_its_place_in_creation_order(pb: PocketBaseServer, service: Caller) -> None:
+    owner = pb.new_sender()
+    older, newer = upload(owner), upload(owner)
+    first = claim(service.http).json()
+    assert first["id"] == older
+    assert write(service, older, "advance", token=first["token"], to="normalized").status_code == 200
+    # The older recording is finished first: its next step comes before the newer upload's first.
+    assert claim(service.http).json()["id"] == older
+    assert claim(service.http).json()["id"] == newer
+
+
+def test_the_claim_key_is_the_creation_time_from_upload_to_advance(
+    pb: PocketBaseServer, service: Caller, superuser: Caller
+) -> None:
+    from datetime import datetime
+
+    rid = upload(pb.new_sender())
+    rec = superuser.http.get(f"/api/collections/audio_records/records/{rid}").json()
+    created = datetime.fromisoformat(rec["created"].replace(" ", "T").replace("Z", "+00:00"))
+    assert rec["available_at"] == round(created.timestamp() * 1000)
+    c = claim(service.http).json()
+    assert write(service, rid, "advance", token=c["token"], to="normalized").status_code == 200
+    assert (
+        superuser.http.get(f"/api/collections/audio_records/records/{rid}").json()["available_at"]
+        == (rec["available_at"])
+    )
+
+
+def test_a_released_record_keeps_its_place_too(pb: PocketBaseServer, service: Caller) -> None:
+    owner = pb.new_sender()
+    older, newer = upload(owner), upload(owner)
+    first = claim(service.http).json()
+    assert write(service, older, "release", token=first["token"]).status_code == 200
+    assert claim(service.http).json()["id"] == older
+    assert claim(service.http).json()["id"] == newer
+
+
 def write(service: Caller, rid: str, op: str, **body: Any) -> httpx.Response:
     return service.http.post(f"/api/pipeline/records/{rid}/{op}", json={"now": now_ms(), **body})
 

@@ -260,16 +260,23 @@ async def test_records_passing_several_stages_never_approach_the_limit(
 async def test_two_owners_records_are_taken_in_creation_order(pb: PocketBaseServer, superuser: Caller) -> None:
     a, b = pb.new_sender(), pb.new_sender()
     created = [upload(a), upload(b), upload(a), upload(b), upload(b)]
-    order: list[str] = []
+    runs: list[tuple[str, str]] = []
 
-    async def step(ctx: StepContext) -> Outcome:
-        order.append(ctx.record.id)
-        return Advance()
+    def logged(name: str) -> Any:
+        async def step(ctx: StepContext) -> Outcome:
+            runs.append((name, ctx.record.id))
+            return Advance()
 
-    async with running_sidecar(pb, dict(ALL, normalize=step)) as pool:
-        for _ in created:
-            await pool.runner.run(await claim_one(pool))
-    assert order == created
+        return step
+
+    from sidecar.pocketbase.client import NoWork
+
+    async with running_sidecar(pb, {name: logged(name) for name in ALL}) as pool:
+        while not isinstance(got := await pool.runner.storage.claim(pool.runner.table.leases()), NoWork):
+            await pool.runner.run(got)
+    assert [rid for name, rid in runs if name == "normalize"] == created
+    # P4: the oldest recording is finished before the next one is started
+    assert [rid for _, rid in runs] == [rid for rid in created for _ in ALL]
     assert [record(superuser, r)["owner"] for r in created] == [a.id, b.id, a.id, b.id, b.id]
 
 

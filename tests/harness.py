@@ -38,6 +38,14 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def created_ms(row: dict[str, object]) -> int:
+    """A row's ``created`` ("2026-11-29 10:00:00.123Z") in unix ms, as the claim key stores it."""
+    from datetime import datetime
+
+    created = datetime.fromisoformat(str(row["created"]).replace(" ", "T").replace("Z", "+00:00"))
+    return round(created.timestamp() * 1000)
+
+
 def login(url: str, collection: str, email: str, password: str) -> str:
     resp = httpx.post(
         f"{url}/api/collections/{collection}/auth-with-password",

@@ -31,7 +31,7 @@ function isTerminal(stage) {
 
 // The record's creation time in unix ms, from the stored `created` text
 // ("2026-11-29 10:00:00.123Z"): the same value JS reads with
-// record.getDateTime("created").unixMilli().
+// record.getDateTime("created").time().unixMilli() (lib/panel.js).
 const CREATED_MS = "CAST(ROUND((julianday(created) - 2440587.5) * 86400000) AS INTEGER)";
 
 // Puts a just-saved new record in the queue at its creation time (inside the caller's transaction).

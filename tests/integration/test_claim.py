@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.harness import Caller, PocketBaseServer
+from tests.harness import Caller, PocketBaseServer, created_ms
 from tests.media import wav_bytes
 
 LEASES = {"uploaded": 60_000, "normalized": 60_000}
@@ -124,12 +124,9 @@ def test_a_record_that_moved_on_keeps_its_place_in_creation_order(pb: PocketBase
 def test_the_claim_key_is_the_creation_time_from_upload_to_advance(
     pb: PocketBaseServer, service: Caller, superuser: Caller
 ) -> None:
-    from datetime import datetime
-
     rid = upload(pb.new_sender())
     rec = superuser.http.get(f"/api/collections/audio_records/records/{rid}").json()
-    created = datetime.fromisoformat(rec["created"].replace(" ", "T").replace("Z", "+00:00"))
-    assert rec["available_at"] == round(created.timestamp() * 1000)
+    assert rec["available_at"] == created_ms(rec)
     c = claim(service.http).json()
     assert write(service, rid, "advance", token=c["token"], to="normalized").status_code == 200
     assert (

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import time
-from datetime import datetime
 from typing import Any
 
-from tests.harness import Caller, PocketBaseServer
+from tests.harness import Caller, PocketBaseServer, created_ms
 from tests.media import wav_bytes
 
 FORM_FIELDS = [
@@ -83,8 +82,7 @@ def test_clearing_halted_at_releases_the_claim_and_resets_the_clocks(
     assert saved["attempts"] == 0
     assert saved["state_entered_at"] >= before
     # back in the queue at its creation time: resumed records keep their place in creation order
-    created = datetime.fromisoformat(saved["created"].replace(" ", "T").replace("Z", "+00:00"))
-    assert saved["available_at"] == round(created.timestamp() * 1000)
+    assert saved["available_at"] == created_ms(saved)
     assert saved["state"] == "uploaded"
     assert [e["kind"] for e in events(superuser, rid)][-1] == "resumed"
     # and the record is claimable again, with a new token

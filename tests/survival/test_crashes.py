@@ -44,11 +44,17 @@ def start_worker(env: dict[str, str], log: Path, *, wait_running: bool = False) 
         proc = subprocess.Popen(
             [sys.executable, "-m", "tests.chaos_worker"], env=env, stdout=fh, stderr=subprocess.STDOUT
         )
+    if wait_running:
+        wait_for_line(proc, log, "pool running", seen_before=before)
+    return proc
+
+
+def wait_for_line(proc: subprocess.Popen[bytes], log: Path, text: str, *, seen_before: int = 0) -> None:
+    """Waits until the (shared) log holds one more ``text`` than before, while ``proc`` lives."""
     deadline = time.monotonic() + 60
-    while wait_running and log.read_text().count("pool running") == before:
+    while log.read_text().count(text) == seen_before:
         assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
         time.sleep(0.05)
-    return proc
 
 
 def records(su: Caller) -> list[dict[str, Any]]:
@@ -228,10 +234,7 @@ def test_sigterm_while_waiting_for_pocketbase_ends_cleanly(tmp_path: Path) -> No
     )
     log = tmp_path / "worker.log"
     worker = start_worker(env, log)
-    deadline = time.monotonic() + 60
-    while "waiting for PocketBase" not in log.read_text():
-        assert worker.poll() is None and time.monotonic() < deadline, log.read_text()
-        time.sleep(0.05)
+    wait_for_line(worker, log, "waiting for PocketBase")
     worker.send_signal(signal.SIGTERM)
     assert worker.wait(30) == 0, log.read_text()
     assert "stopped before the pool started" in log.read_text()

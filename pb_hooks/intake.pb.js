@@ -41,7 +41,7 @@ routerAdd(
     const rec = records.findOwned($app, e.request.pathValue("id"), e.auth.id);
     const row = rec && rec.getString("state") === "done" ? records.transcriptOf($app, rec.id) : null;
     if (!row) return respond.fail(e, 404, "not_found", "No finished transcript for this recording.");
-    const out = exports_.render(row, format);
+    const out = exports_.render(row, format, rec);
     e.response.header().set("Content-Type", out.type);
     return e.string(200, out.body);
   },

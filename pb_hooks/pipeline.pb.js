@@ -120,11 +120,17 @@ routerAdd("POST", "/api/pipeline/records/{id}/attempts/{aid}", (e) => {
 routerAdd("PUT", "/api/pipeline/records/{id}/texts/{kind}", (e) => {
   const routes = require(`${__hooks}/lib/routes.js`);
   const queue = require(`${__hooks}/lib/queue.js`);
+  const records = require(`${__hooks}/lib/records.js`);
   const id = e.request.pathValue("id");
   const kind = e.request.pathValue("kind");
   return routes.handle(e, (body) => {
     const token = queue.strArg(body, "token", 100);
     const row = queue.underFence($app, id, token, (tx) => {
+      // The transcript's language lands with it (L3); a code outside the schema's list is not kept.
+      const language = routes.optStr(body, "language", 10);
+      if (language !== null && records.languages(tx).indexOf(language) >= 0) {
+        tx.db().newQuery("UPDATE audio_records SET language = {:language} WHERE id = {:id}").bind({ id: id, language: language }).execute();
+      }
       const found = tx.findRecordsByFilter("texts", "record = {:id} && kind = {:kind}", "", 1, 0, { id: id, kind: kind });
       const r = found.length > 0 ? found[0] : new Record(tx.findCollectionByNameOrId("texts"));
       r.set("record", id);

@@ -4,7 +4,7 @@
 read, audio or video) into the one form a provider asks for (``AudioSpec``):
 it decodes the first audio stream, resamples and encodes frame by frame, so
 memory stays flat whatever the length of the input. It blocks; callers run
-it in a worker thread (``run_in_thread``) and may stop it through ``cancel``.
+it in a worker thread (``threads.run_in_thread``) and may stop it through ``cancel``.
 
 Failures are classified where they enter: media that cannot be read is
 ``UNSUPPORTED_MEDIA``, media over the provider's caps is ``TOO_LONG``. Their
@@ -18,15 +18,12 @@ import itertools
 import math
 import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from fractions import Fraction
 from pathlib import Path
-from typing import TypeVar
 
-import anyio
-import anyio.to_thread
 import av
 import av.error
 import numpy as np
@@ -37,23 +34,33 @@ from av.audio.stream import AudioStream
 from av.container import InputContainer, OutputContainer
 
 from sidecar.outcome import HaltCode, PermanentError, TranscriberError
-from sidecar.providers.base import AudioSpec
+from sidecar.pcm import quiet_cut
 
 __all__ = [
     "FORMATS",
+    "AudioSpec",
     "NormalizeCancelled",
     "Normalized",
     "Probe",
     "normalize",
     "probe",
-    "run_in_thread",
 ]
-
-T = TypeVar("T")
 
 
 class NormalizeCancelled(TranscriberError):
     """``normalize`` stopped because its ``cancel`` event was set."""
+
+
+@dataclass(frozen=True)
+class AudioSpec:
+    """What normalize must produce for a provider."""
+
+    format: str  # "ogg_opus" | "wav_pcm16" | "flac" | "mp3"
+    sample_rate: int = 16000
+    channels: int = 1
+    bitrate: int | None = 32000  # for lossy formats, bits/s
+    max_bytes: int | None = None
+    max_duration: timedelta | None = None
 
 
 @dataclass(frozen=True)
@@ -179,34 +186,6 @@ def normalize(src: Path, dst: Path, spec: AudioSpec, *, cancel: threading.Event 
     return Normalized(path=dst, format=spec.format, duration_ms=duration_ms, size=size)
 
 
-async def run_in_thread(fn: Callable[[threading.Event], T], *, grace: float = 30.0) -> T:
-    """Run blocking ``fn(cancel)`` in a worker thread; stop it when the caller is cancelled.
-
-    anyio cannot interrupt a thread, and by default it waits for the thread
-    to finish before delivering the cancellation, however long that takes.
-    Here cancellation sets the event ``fn`` watches, then waits (shielded, at
-    most ``grace`` seconds) for ``fn`` to notice, so no work is left running
-    behind a step that has already given up.
-    """
-    cancel = threading.Event()
-    finished = threading.Event()
-
-    def work() -> T:
-        try:
-            return fn(cancel)
-        finally:
-            finished.set()
-
-    try:
-        return await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
-    except BaseException:
-        cancel.set()
-        if not finished.is_set():
-            with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(finished.wait, grace)
-        raise
-
-
 def pcm_chunks(
     path: Path,
     *,
@@ -222,7 +201,6 @@ def pcm_chunks(
     """
     cancel = cancel or threading.Event()
     target = int(seconds * rate)
-    window = rate // 10
     parts: list[npt.NDArray[np.float32]] = []
     held = 0
     with _open_input(path) as inp:
@@ -238,13 +216,7 @@ def pcm_chunks(
                 held += data.size
             while held >= target:
                 buf = np.concatenate(parts)
-                tail = buf[max(target - 10 * rate, 0) : target]
-                usable = tail.size // window * window
-                if usable:
-                    energy = np.square(tail[:usable].reshape(-1, window)).mean(axis=1)
-                    cut = max(target - 10 * rate, 0) + (int(np.argmin(energy)) + 1) * window
-                else:
-                    cut = target
+                cut = quiet_cut(buf[:target], rate)
                 yield buf[:cut]
                 parts, held = [buf[cut:]], buf.size - cut
     if held:

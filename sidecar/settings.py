@@ -21,6 +21,8 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from sidecar.languages import AUTO, code_of
+
 DEFAULT_CONFIG = "transcriber.toml"
 CONFIG_ENV = "TRANSCRIBER_CONFIG"
 
@@ -91,12 +93,28 @@ class ProviderSettings(BaseModel):
     name: Literal["offline", "speechkit", "openai", "instant"] = "offline"
 
 
+def _language(value: Any) -> Any:
+    """A language setting: ``auto`` (or empty) or a language, as a code, a tag (``ru-RU``) or an English name."""
+    if value is None or (isinstance(value, str) and value.strip().lower() in ("", AUTO)):
+        return AUTO
+    if isinstance(value, str):
+        code = code_of(value)
+        if code is None:
+            raise ValueError(f"unknown language {value!r}: use 'auto' or a code such as 'ru' or 'en'")
+        return code
+    return value
+
+
+Language = Annotated[str, BeforeValidator(_language)]
+
+
 class OfflineSettings(BaseModel):
-    model: str = ""  # empty: the bundled tiny.en model
-    language: str | None = "en"
+    model: str = "base"  # a bundled model (base, tiny.en), a local model directory, or a model name
+    language: Language = AUTO  # auto: found by voting over the recording's speech
     compute_type: str = "int8"
     threads: int = Field(default=0, ge=0)
     beam_size: int = Field(default=5, ge=1)
+    cache_dir: str = ""  # where base's two parts are joined once; default $XDG_CACHE_HOME/transcriber
 
 
 class SpeechKitSettings(BaseModel):
@@ -104,7 +122,9 @@ class SpeechKitSettings(BaseModel):
     iam_token: SecretStr | None = None
     folder_id: str | None = None
     model: str = "general"
-    language: str = "ru-RU"
+    # Tags SpeechKit should expect (comma-separated, e.g. "ru-RU"); "auto": SpeechKit finds it.
+    # A sender's language hint takes precedence.
+    language: str = "auto"
     text_normalization: bool = True
     stt_url: str = "https://stt.api.cloud.yandex.net"
     operation_url: str = "https://operation.api.cloud.yandex.net"
@@ -125,7 +145,7 @@ class OpenAISettings(BaseModel):
     base_url: str = "https://api.openai.com"
     api_key: SecretStr | None = None
     model: str = "whisper-1"
-    language: str | None = None
+    language: str | None = None  # None: the server finds it; a sender's language hint takes precedence
     timeout: Duration = timedelta(minutes=10)
 
 

@@ -177,6 +177,47 @@ def concat_to_wav(sources: list[Path], dst: Path, *, repeat: int = 1, gap: float
     return dst
 
 
+def compose_wav(parts: list[Path | float], dst: Path, *, noise: float = 0.0, seed: int = 0) -> Path:
+    """One 16 kHz mono WAV of ``parts`` in order: a file is its decoded audio, a number that many seconds of quiet.
+
+    ``noise`` > 0 fills the quiet with white noise of that amplitude instead of silence.
+    """
+    rate = 16000
+    rng = np.random.default_rng(seed)
+    with av.open(str(dst), mode="w", format="wav") as out:
+        stream = out.add_stream("pcm_s16le", rate=rate)
+        stream.layout = "mono"
+        pts = 0
+
+        def emit(frame: AudioFrame) -> None:
+            nonlocal pts
+            frame.pts = pts
+            frame.time_base = Fraction(1, rate)
+            pts += frame.samples
+            out.mux(stream.encode(frame))
+
+        for part in parts:
+            if isinstance(part, Path):
+                resampler = av.AudioResampler(format="s16", layout="mono", rate=rate)
+                with av.open(str(part)) as inp:
+                    for decoded in inp.decode(audio=0):
+                        for frame in resampler.resample(decoded):
+                            emit(frame)
+                for frame in resampler.resample(None):
+                    emit(frame)
+                continue
+            left = round(part * rate)
+            while left > 0:
+                n = min(left, rate)
+                quiet = (rng.standard_normal(n) * noise * 32767).astype(np.int16) if noise else np.zeros(n, np.int16)
+                frame = AudioFrame.from_ndarray(quiet.reshape(1, -1), format="s16", layout="mono")
+                frame.sample_rate = rate
+                emit(frame)
+                left -= n
+        out.mux(stream.encode(None))
+    return dst
+
+
 # --- the committed speech ------------------------------------------------------
 
 CLIPS: dict[str, str] = {

@@ -53,11 +53,13 @@ function toVtt(segs) {
   return ["WEBVTT\n"].concat(body).join("\n");
 }
 
-function render(row, format) {
+// `row` is the transcript (texts); `rec` its recording, for the language found.
+function render(row, format, rec) {
   const segs = segmentsOf(row);
   if (format === "txt") return { type: "text/plain; charset=utf-8", body: row.getString("content") };
   if (format === "json") {
-    return { type: "application/json", body: JSON.stringify({ text: row.getString("content"), segments: segs }) };
+    const language = rec ? rec.getString("language") || null : null;
+    return { type: "application/json", body: JSON.stringify({ text: row.getString("content"), language: language, segments: segs }) };
   }
   if (format === "srt") return { type: "application/x-subrip; charset=utf-8", body: toSrt(segs) };
   if (format === "vtt") return { type: "text/vtt; charset=utf-8", body: toVtt(segs) };

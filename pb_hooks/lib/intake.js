@@ -7,7 +7,7 @@ const records = require(`${__hooks}/lib/records.js`);
 const queue = require(`${__hooks}/lib/queue.js`);
 
 const MAX_TITLE = 500;
-const ALLOWED_FIELDS = ["file", "title"];
+const ALLOWED_FIELDS = ["file", "title", "language"];
 
 function maxUploadBytes() {
   return respond.envInt("TRANSCRIBER_INTAKE__MAX_UPLOAD_MB", 1024) * 1024 * 1024;
@@ -51,7 +51,7 @@ function create(e) {
   const form = e.request.multipartForm;
   for (const key in form.value) {
     if (ALLOWED_FIELDS.indexOf(key) < 0) {
-      return respond.fail(e, 400, "unknown_field", "Unknown form field '" + String(key).slice(0, 50) + "': only 'file' and 'title' are accepted.");
+      return respond.fail(e, 400, "unknown_field", "Unknown form field '" + String(key).slice(0, 50) + "': only 'file', 'title' and 'language' are accepted.");
     }
   }
   for (const key in form.file) {
@@ -77,6 +77,13 @@ function create(e) {
     return respond.fail(e, 400, "title_too_long", "The title is " + title.length + " characters; at most " + MAX_TITLE + " are accepted.");
   }
 
+  // L3: an optional language hint, one of the schema's codes ("" or "auto": none).
+  const language = String(e.request.formValue("language") || "").trim().toLowerCase();
+  if (language !== "" && language !== "auto" && records.languages($app).indexOf(language) < 0) {
+    return respond.fail(e, 400, "unknown_language",
+      "Unknown language '" + language.slice(0, 20) + "': use an ISO 639-1 code such as 'ru' or 'en', or leave it out to have the language found.");
+  }
+
   const owner = e.auth.id;
   const now = respond.nowMs();
   let created = null;
@@ -87,6 +94,7 @@ function create(e) {
     rec.set("state", "uploaded");
     rec.set("state_entered_at", now);
     rec.set("attempts", 0);
+    if (language !== "" && language !== "auto") rec.set("language_hint", language);
     tx.save(rec);
     queue.enqueue(tx, rec.id);
 

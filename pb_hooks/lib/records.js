@@ -21,6 +21,7 @@ function pollBody(app, rec) {
     halted_at: respond.iso(rec.getString("halted_at")),
     halt_code: halted && rec.getString("halt_code") !== "" ? rec.getString("halt_code") : null,
     title: rec.getString("title"),
+    language: rec.getString("language") || null,
     created: respond.iso(rec.getString("created")),
     updated: respond.iso(rec.getString("updated")),
     text: text,
@@ -48,4 +49,9 @@ function journal(app, recordId, stage, kind, text, actor) {
   app.save(ev);
 }
 
-module.exports = { pollBody: pollBody, findOwned: findOwned, journal: journal, transcriptOf: transcriptOf };
+// The closed list of language codes (the schema's select values, SPEC L3).
+function languages(app) {
+  return app.findCachedCollectionByNameOrId("audio_records").fields.getByName("language").values;
+}
+
+module.exports = { pollBody: pollBody, findOwned: findOwned, journal: journal, transcriptOf: transcriptOf, languages: languages };

@@ -61,6 +61,8 @@ class AudioRecord(BaseModel):
     claim_token: str = ""
     claim_expires_at: int = 0
     paused_until: int = 0
+    language_hint: str = ""  # the sender's hint at intake ("": none)
+    language: str = ""  # found by recognition
 
 
 class FileRow(BaseModel):
@@ -355,9 +357,11 @@ class PocketBaseClient:
             timeout_s=self._upload_timeout,
         )
 
-    async def put_text(self, claim: Claim, kind: str, content: str, segments: Any = None) -> None:
-        await self.request(
-            "PUT",
-            f"/api/pipeline/records/{claim.id}/texts/{kind}",
-            json={"token": claim.token, "content": content, "segments": segments},
-        )
+    async def put_text(
+        self, claim: Claim, kind: str, content: str, segments: Any = None, *, language: str | None = None
+    ) -> None:
+        """The record's text of ``kind`` (created or replaced) and, with it, the language it is in."""
+        body: dict[str, Any] = {"token": claim.token, "content": content, "segments": segments}
+        if language:
+            body["language"] = language
+        await self.request("PUT", f"/api/pipeline/records/{claim.id}/texts/{kind}", json=body)

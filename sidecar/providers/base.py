@@ -23,19 +23,10 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Protocol
 
+from sidecar.audio import AudioSpec
 from sidecar.transcript import Transcript
 
-
-@dataclass(frozen=True)
-class AudioSpec:
-    """What normalize must produce for a provider."""
-
-    format: str  # "ogg_opus" | "wav_pcm16" | "flac" | "mp3"
-    sample_rate: int = 16000
-    channels: int = 1
-    bitrate: int | None = 32000  # for lossy formats, bits/s
-    max_bytes: int | None = None
-    max_duration: timedelta | None = None
+__all__ = ["AudioSpec", "OnProgress", "Polled", "Provider", "StartRequest", "Started"]
 
 
 @dataclass(frozen=True)
@@ -46,6 +37,7 @@ class StartRequest:
     format: str
     duration_ms: int
     attempt_key: str  # unique, stable across retries of the same attempt
+    language: str | None = None  # the sender's hint (a code of sidecar.languages); None: the provider's setting
 
 
 @dataclass(frozen=True)

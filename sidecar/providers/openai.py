@@ -116,8 +116,10 @@ class OpenAIProvider:
         data: dict[str, Any] = {"model": self._s.model, "response_format": "verbose_json" if verbose else "json"}
         if verbose:
             data["timestamp_granularities[]"] = ["segment", "word"]
-        if self._s.language:
-            data["language"] = self._s.language
+        # L4: the sender's hint first, then the configured language; neither → the server finds it.
+        language = request.language or self._s.language
+        if language:
+            data["language"] = language
         headers = {"Authorization": f"Bearer {self._s.api_key.get_secret_value()}"} if self._s.api_key else {}
 
         resp = await send(

@@ -57,6 +57,7 @@ from urllib.parse import quote
 
 import httpx
 
+from sidecar.languages import speechkit_tag
 from sidecar.logs import redact
 from sidecar.outcome import HaltCode, PermanentError, RetryableError, TranscriberError
 from sidecar.providers.base import AudioSpec, OnProgress, Polled, Started, StartRequest
@@ -193,14 +194,14 @@ class SpeechKitProvider:
             log.info("attempt %s: reusing the audio uploaded by an earlier try", request.attempt_key)
         await on_progress("audio_uri", uri)
         try:
-            operation_id = await self._recognize(uri, container)
+            operation_id = await self._recognize(uri, container, request.language)
         except PermanentError:
             await self._drop_upload(uri)
             raise
         await on_progress("operation_id", operation_id)
         return Started(operation_id=operation_id, audio_uri=uri)
 
-    async def _recognize(self, uri: str, container: str) -> str:
+    async def _recognize(self, uri: str, container: str, hint: str | None) -> str:
         model: dict[str, Any] = {
             "model": self._s.model,
             "audioFormat": {"containerAudio": {"containerAudioType": container}},
@@ -212,7 +213,7 @@ class SpeechKitProvider:
                 "literatureText": False,
             },
         }
-        languages = [c.strip() for c in self._s.language.split(",") if c.strip() and c.strip().lower() != "auto"]
+        languages = _restriction(hint, self._s.language)
         if languages:
             model["languageRestriction"] = {"restrictionType": "WHITELIST", "languageCode": languages}
         resp = await self._request(
@@ -363,6 +364,18 @@ class SpeechKitProvider:
                 retry_after=wait,
             )
         raise rejected(WHO, resp, _describe(resp), self._scrub)
+
+
+def _restriction(hint: str | None, configured: str) -> list[str]:
+    """The languageRestriction whitelist (L4): the sender's hint, else the configured tags; [] = auto.
+
+    A hint SpeechKit is not known to take is sent as no restriction, so that
+    SpeechKit finds the language itself rather than being pushed to a wrong one.
+    """
+    if hint:
+        tag = speechkit_tag(hint)
+        return [tag] if tag else []
+    return [c.strip() for c in configured.split(",") if c.strip() and c.strip().lower() != "auto"]
 
 
 # --- the result stream ---------------------------------------------------------

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 
+from sidecar import languages
 from sidecar.logs import redact
 from sidecar.outcome import Advance, HaltCode, Outcome, PermanentError
 from sidecar.steps.base import StepContext
@@ -25,9 +26,13 @@ async def run(ctx: StepContext) -> Outcome:
         transcript = provider.parse(raw)
     except PermanentError as exc:
         raise await fail_attempt(ctx, attempt, exc) from exc
+    segments = [s.model_dump(exclude_none=True) for s in transcript.segments]
     await ctx.storage.put_text(
-        ctx.claim, "transcript", transcript.text, [s.model_dump(exclude_none=True) for s in transcript.segments]
+        ctx.claim, "transcript", transcript.text, segments, language=languages.code_of(transcript.language)
     )
+    if not transcript.text.strip():
+        # L5: silence, noise or a clip too short to hold a word is not a failure.
+        await ctx.storage.note(ctx.claim, "no speech found: the transcript is empty")
     try:
         await provider.cleanup(attempt.operation_id, attempt.audio_uri)
     except Exception as exc:  # a leftover copy is not worth the transcript
@@ -35,4 +40,5 @@ async def run(ctx: StepContext) -> Outcome:
         log.warning("record %s: cleanup failed: %s", ctx.record.id, redact(str(exc)))
     else:
         await ctx.storage.update_attempt(ctx.claim, attempt.id, status="cleaned")
-    return Advance(f"transcript of {len(transcript.text)} characters, {len(transcript.segments)} segments")
+    found = f", language {transcript.language}" if transcript.language else ""
+    return Advance(f"transcript of {len(transcript.text)} characters, {len(transcript.segments)} segments{found}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 from sidecar import audio
 from sidecar.outcome import Advance, HaltCode, Outcome, PermanentError
 from sidecar.steps.base import StepContext
+from sidecar.threads import run_in_thread
 
 EXTENSIONS = {"ogg_opus": "ogg", "wav_pcm16": "wav", "flac": "flac", "mp3": "mp3"}
 
@@ -30,7 +31,7 @@ async def run(ctx: StepContext) -> Outcome:
     spec = ctx.provider.audio_spec
     dst = ctx.workdir / f"normalized.{EXTENSIONS.get(spec.format, 'bin')}"
     # In a thread, stopped promptly (and waited for) if the step is cancelled.
-    result = await audio.run_in_thread(lambda cancel: audio.normalize(src, dst, spec, cancel=cancel))
+    result = await run_in_thread(lambda cancel: audio.normalize(src, dst, spec, cancel=cancel))
     row = await ctx.storage.attach_file(
         ctx.claim, result.path, role="normalized", format=result.format, duration_ms=result.duration_ms
     )

@@ -47,9 +47,14 @@ async def run(ctx: StepContext) -> Outcome:
         elif field == "audio_uri":
             await ctx.storage.update_attempt(ctx.claim, attempt_id, audio_uri=value)
 
-    started = await provider.start(
-        StartRequest(audio=path, format=row.format, duration_ms=row.duration_ms, attempt_key=attempt_id), remember
+    request = StartRequest(
+        audio=path,
+        format=row.format,
+        duration_ms=row.duration_ms,
+        attempt_key=attempt_id,
+        language=ctx.record.language_hint or None,
     )
+    started = await provider.start(request, remember)
     await ctx.storage.update_attempt(
         ctx.claim,
         attempt_id,

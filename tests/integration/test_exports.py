@@ -143,4 +143,4 @@ def test_txt_is_the_text_and_json_keeps_the_segments(pb: PocketBaseServer, sende
         "Hello there. General Kenobi."
     )
     body = json.loads(export(sender, service, SAMPLE, "json", content="Hello there."))
-    assert body == {"text": "Hello there.", "segments": SAMPLE}
+    assert body == {"text": "Hello there.", "language": None, "segments": SAMPLE}

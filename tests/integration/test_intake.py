@@ -27,7 +27,19 @@ def test_upload_creates_record_and_original_and_answers_the_poll_body(
     resp = upload(sender, wav_bytes(), title="Monday standup")
     assert resp.status_code == 201, resp.text
     body = resp.json()
-    assert set(body) == {"id", "status", "halted", "halted_at", "halt_code", "title", "created", "updated", "text"}
+    assert set(body) == {
+        "id",
+        "status",
+        "halted",
+        "halted_at",
+        "halt_code",
+        "title",
+        "language",
+        "created",
+        "updated",
+        "text",
+    }
+    assert body["language"] is None
     assert body["status"] == "uploaded"
     assert body["halted"] is False and body["halted_at"] is None and body["halt_code"] is None
     assert body["title"] == "Monday standup"

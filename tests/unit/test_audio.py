@@ -16,9 +16,9 @@ import anyio
 import pytest
 
 from sidecar import audio
-from sidecar.audio import NormalizeCancelled, normalize, probe, run_in_thread
+from sidecar.audio import AudioSpec, NormalizeCancelled, normalize, probe
 from sidecar.outcome import HaltCode, PermanentError
-from sidecar.providers.base import AudioSpec
+from sidecar.threads import run_in_thread
 from tests.audio_fixtures import decode_info, tone_frames, write_audio, write_video_only
 
 OPUS = AudioSpec("ogg_opus", 16000, 1, 32000)
@@ -300,8 +300,7 @@ def test_already_cancelled_does_no_work(long_wav: Path, tmp_path: Path) -> None:
 _RSS_SCRIPT = """
 import json, resource, sys, time
 from pathlib import Path
-from sidecar.audio import normalize
-from sidecar.providers.base import AudioSpec
+from sidecar.audio import AudioSpec, normalize
 src, dst, seconds = Path(sys.argv[1]), Path(sys.argv[2]), float(sys.argv[3])
 if seconds:
     import av

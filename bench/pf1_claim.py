@@ -31,7 +31,7 @@ import anyio
 import httpx
 
 from bench.common import Figure, cleanup, pocketbase, scratch
-from tests.media import wav_bytes
+from testkit.media import wav_bytes
 
 CONCURRENCY = 8
 RECORDS = 64

@@ -95,7 +95,7 @@ def run(quick: bool) -> list[Figure]:
     from sidecar.providers.offline import OfflineProvider
     from sidecar.settings import OfflineSettings
     from sidecar.transcript import Transcript
-    from tests.wer import word_errors
+    from testkit.wer import word_errors
 
     provider = OfflineProvider(OfflineSettings())
     model = provider.load()

@@ -10,7 +10,8 @@ routerAdd("POST", "/api/pipeline/claim", (e) => {
     const now = routes.num(body, "now");
     if (typeof body.leases !== "object" || body.leases === null) throw new queue.Invalid("'leases' must map stages to lease milliseconds");
     const got = queue.claim($app, now, body.leases);
-    if (got) return e.json(200, got);
+    // P1: {id, token}; a claimer that asks gets the record's queue fields too (saves a read).
+    if (got) return e.json(200, body.with_record === true ? got : { id: got.id, token: got.token });
     const next = queue.nextAvailableAt($app, now);
     if (next > 0) e.response.header().set("X-Next-Available-At", String(next));
     return e.noContent(204);

@@ -54,8 +54,8 @@ def serve(
     """Run PocketBase and the pipeline workers together, in the foreground."""
     _logging(verbose)
     settings = _settings(config, data_dir, http)
-    from sidecar.pocketbase.errors import AuthFailed
     from sidecar.service import serve_all
+    from sidecar.storage.errors import AuthFailed
 
     try:
         sys.exit(anyio.run(serve_all, settings))
@@ -82,8 +82,8 @@ def worker(config: ConfigOpt = None, verbose: VerboseOpt = False) -> None:
     """Run the pipeline workers against a running PocketBase."""
     _logging(verbose)
     settings = _settings(config)
-    from sidecar.pocketbase.errors import AuthFailed
     from sidecar.service import run_workers
+    from sidecar.storage.errors import AuthFailed
 
     try:
         sys.exit(anyio.run(run_workers, settings))

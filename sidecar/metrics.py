@@ -5,10 +5,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 
-import anyio
 from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
 
-from sidecar.pocketbase.client import PocketBaseClient
+from sidecar.clock import Clock
+from sidecar.outcome import Verdict
+from sidecar.storage.protocol import Storage
 
 log = logging.getLogger("transcriber.metrics")
 
@@ -32,8 +33,8 @@ class Metrics:
             "transcriber_claims", "Claim calls by result (work, empty).", ["result"], registry=self.registry
         )
 
-    def step_finished(self, stage: str, outcome: str) -> None:
-        self.step_runs.labels(stage=stage, outcome=outcome).inc()
+    def step_finished(self, stage: str, verdict: Verdict) -> None:
+        self.step_runs.labels(stage=stage, outcome=verdict.value).inc()
 
     def serve(self, host: str, port: int) -> Callable[[], None]:
         """Serves /metrics in a thread; returns a function that stops it."""
@@ -47,22 +48,18 @@ class Metrics:
 
         return stop
 
-    async def refresh_records(self, storage: PocketBaseClient, stages: Iterable[str]) -> None:
-        for stage in stages:
-            for halted in (False, True):
-                flt = f'state = "{stage}" && halted_at {"!=" if halted else "="} ""'
-                resp = await storage.request(
-                    "GET",
-                    "/api/collections/audio_records/records",
-                    params={"filter": flt, "perPage": 1, "fields": "id"},
-                )
-                self.records.labels(stage=stage, halted=str(halted).lower()).set(int(resp.json()["totalItems"]))
+    async def refresh_records(self, storage: Storage, stages: Iterable[str]) -> None:
+        counts = await storage.count_records(list(stages))
+        for (stage, halted), n in counts.items():
+            self.records.labels(stage=stage, halted=str(halted).lower()).set(n)
 
-    async def keep_records_fresh(self, storage: PocketBaseClient, stages: Iterable[str], every: float = 15.0) -> None:
+    async def keep_records_fresh(
+        self, storage: Storage, stages: Iterable[str], clock: Clock, every: float = 15.0
+    ) -> None:
         names = list(stages)
         while True:
             try:
                 await self.refresh_records(storage, names)
             except Exception as exc:  # metrics must never take the workers down
                 log.debug("records gauge refresh failed: %s", type(exc).__name__)
-            await anyio.sleep(every)
+            await clock.sleep(every)

@@ -1,4 +1,4 @@
-"""What a step can end in, and the errors that classify a failure where it enters.
+"""What a step can end in, the errors that classify a failure where it enters, and how a run ended.
 
 Below both the pipeline and the steps, so either can import it::
 
@@ -6,12 +6,13 @@ Below both the pipeline and the steps, so either can import it::
     ├── RetryableError      the step failed; the attempt counts; retried later
     ├── PermanentError      retrying cannot help; the record halts with a code
     │   └── (carries HaltCode and a reason safe to show the owner)
-    └── PostponeError       not ready yet; no attempt spent (P10)
+    └── PostponeError       not ready yet, or not ours to fix now; no attempt spent (P10)
 
-A step returns ``Advance`` (or ``Postpone`` / ``Halt``) when it reaches an
-outcome; anything it raises is mapped by the runner: ``RetryableError`` and
-unexpected exceptions spend an attempt, ``PermanentError`` halts,
-``PostponeError`` postpones, cancellation on shutdown releases (P8).
+A step returns ``Advance`` or ``Postpone`` when it reaches an outcome; what it
+raises is classified by the runner: ``RetryableError`` and unexpected
+exceptions spend an attempt, ``PermanentError`` halts, ``PostponeError``
+postpones, cancellation on shutdown releases (P8). The runner reports each
+run as one ``Verdict``.
 """
 
 from __future__ import annotations
@@ -77,10 +78,15 @@ class Postpone:
     note: str = "not ready yet"
 
 
-@dataclass(frozen=True)
-class Halt:
-    code: HaltCode
-    reason: str
+Outcome = Advance | Postpone
 
 
-Outcome = Advance | Postpone | Halt
+class Verdict(StrEnum):
+    """How one run of a claimed record ended (the metrics' ``outcome`` label)."""
+
+    ADVANCED = "advanced"  # the step finished: next stage
+    POSTPONED = "postponed"  # look again later, no attempt spent
+    HALTED = "halted"  # a flag with a code: the owner decides
+    FAILED = "failed"  # the attempt is spent; retried after a delay
+    FENCED_OUT = "fenced_out"  # the claim went to someone else; nothing written
+    RELEASED = "released"  # our own shutdown: claim and attempt handed back

@@ -9,8 +9,6 @@ import httpx
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-STAGES = ["uploaded", "normalized", "submitted", "transcribed", "done"]
-
 
 class SenderError(Exception):
     def __init__(self, message: str, exit_code: int = 1) -> None:

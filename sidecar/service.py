@@ -22,10 +22,11 @@ from sidecar.pipeline.runner import Runner
 from sidecar.pipeline.stages import StageTable
 from sidecar.pocketbase import process
 from sidecar.pocketbase.client import PocketBaseClient
-from sidecar.pocketbase.errors import PocketBaseUnavailable
 from sidecar.providers.base import Provider
 from sidecar.settings import Settings
 from sidecar.steps.base import Step
+from sidecar.storage.errors import StorageUnavailable
+from sidecar.storage.protocol import Storage
 
 log = logging.getLogger("transcriber")
 
@@ -73,6 +74,20 @@ def register_settings_secrets(settings: Settings) -> None:
     register_secrets([os_.access_key_id])
 
 
+def pocketbase_storage(settings: Settings, clock: Clock) -> PocketBaseClient:
+    """The storage client for the configured PocketBase, signed in as the service user."""
+    account = process.service_account(settings, create=False)
+    register_secrets([account.password])
+    return PocketBaseClient(
+        settings.pocketbase.url,
+        account.email,
+        account.password,
+        clock=clock,
+        timeout=settings.pocketbase.timeout,
+        upload_timeout=settings.pocketbase.upload_timeout,
+    )
+
+
 @asynccontextmanager
 async def pipeline(
     settings: Settings,
@@ -81,20 +96,17 @@ async def pipeline(
     steps: dict[str, Step] | None = None,
     provider: Provider | None = None,
     metrics: Metrics | None = None,
+    storage: Storage | None = None,
 ) -> AsyncIterator[WorkerPool]:
-    """A ready pool (not yet running) and everything it needs; closes them on exit."""
+    """A ready pool (not yet running) and everything it needs; closes them on exit.
+
+    ``storage`` defaults to the configured PocketBase; tests pass the in-memory twin.
+    """
     register_settings_secrets(settings)
-    account = process.service_account(settings, create=False)
-    register_secrets([account.password])
+    if storage is not None:
+        clock = storage.clock
     clock = clock or SystemClock()
-    storage = PocketBaseClient(
-        settings.pocketbase.url,
-        account.email,
-        account.password,
-        clock=clock,
-        timeout=settings.pocketbase.timeout,
-        upload_timeout=settings.pocketbase.upload_timeout,
-    )
+    storage = storage or pocketbase_storage(settings, clock)
     cache: dict[str, Provider] = {}
     current = provider or make_provider(settings)
     cache[current.name] = current
@@ -114,7 +126,7 @@ async def pipeline(
         metrics=metrics or Metrics(),
     )
     try:
-        await _login_patiently(storage)
+        await _connect_patiently(storage, clock)
         yield WorkerPool(runner, workers=settings.pipeline.workers)
     finally:
         with anyio.CancelScope(shield=True):
@@ -123,16 +135,16 @@ async def pipeline(
             await storage.aclose()
 
 
-async def _login_patiently(storage: PocketBaseClient) -> None:
-    """Waits for PocketBase to come up (a container started first, a restart); bad credentials fail at once."""
+async def _connect_patiently(storage: Storage, clock: Clock) -> None:
+    """Waits for storage to come up (a container started first, a restart); bad credentials fail at once."""
     delay = 0.5
     while True:
         try:
-            await storage.login()
+            await storage.connect()
             return
-        except PocketBaseUnavailable as exc:
-            log.warning("waiting for PocketBase at %s: %s", storage.base_url, exc)
-            await anyio.sleep(delay)
+        except StorageUnavailable as exc:
+            log.warning("waiting for PocketBase: %s", exc)
+            await clock.sleep(delay)
             delay = min(delay * 2, 10.0)
 
 
@@ -189,7 +201,9 @@ async def _run_workers(
         if settings.metrics.port:
             metrics = pool.runner.metrics
             metrics.serve(settings.metrics.host, settings.metrics.port)
-            side.start_soon(metrics.keep_records_fresh, pool.runner.storage, pool.runner.table.stages)
+            side.start_soon(
+                metrics.keep_records_fresh, pool.runner.storage, pool.runner.table.stages, pool.runner.clock
+            )
         async with anyio.create_task_group() as workers:
             await workers.start(pool.run, stop)
             if ready:

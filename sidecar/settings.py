@@ -41,15 +41,6 @@ def _duration(value: Any) -> Any:
 Duration = Annotated[timedelta, BeforeValidator(_duration)]
 
 
-class StageLeases(BaseModel):
-    """How long a claim on a record in each stage lasts before it may be re-issued."""
-
-    uploaded: Duration = timedelta(hours=8)
-    normalized: Duration = timedelta(minutes=15)
-    submitted: Duration = timedelta(minutes=5)
-    transcribed: Duration = timedelta(minutes=15)
-
-
 class PipelineSettings(BaseModel):
     workers: int = Field(default=2, ge=0)
     own_work_limit: Duration = timedelta(hours=1)
@@ -57,7 +48,9 @@ class PipelineSettings(BaseModel):
     # legitimately take up to a day (SpeechKit's deferred mode).
     foreign_work_limit: Duration = timedelta(hours=48)
     max_attempts: int = Field(default=5, ge=1)
-    leases: StageLeases = StageLeases()
+    # Per-stage lease overrides, e.g. {"uploaded": "2h"}; the defaults are in the
+    # stage table (pipeline/stages.py), which also refuses a stage it does not know.
+    leases: dict[str, Duration] = Field(default_factory=dict)
     poll_delay: Duration = timedelta(seconds=10)
     retry_delay: Duration = timedelta(seconds=30)
     # Fallback poll while no realtime event arrives.

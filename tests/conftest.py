@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness import Caller, PocketBaseServer, running_pocketbase
-from tests.s3_server import S3Server, running_s3
+from testkit.pocketbase import Caller, PocketBaseServer, running_pocketbase
+from testkit.s3 import S3Server, running_s3
 
 DATA = Path(__file__).parent / "data"
 

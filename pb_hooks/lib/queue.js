@@ -59,6 +59,13 @@ function stageValues(app) {
   return app.findCachedCollectionByNameOrId("audio_records").fields.getByName("state").values;
 }
 
+// What a claimer may have back with the claim (the queue fields, never content: ST7).
+const CLAIMED_FIELDS = [
+  "id", "owner", "title", "state", "state_entered_at", "halted_at", "halt_code", "attempts", "claim_token",
+  "claim_expires_at", "paused_until", "language_hint", "language",
+];
+const NUMERIC_FIELDS = ["state_entered_at", "attempts", "claim_expires_at", "paused_until"];
+
 // P1–P4: one UPDATE … WHERE id = (SELECT … ORDER BY available_at, id LIMIT 1)
 // inside a transaction. `leases` maps each claimable stage to its lease (ms);
 // the stage table lives in the sidecar and is sent with every claim.
@@ -91,12 +98,17 @@ function claim(app, now, leases) {
     " WHERE available_at > 0 AND available_at <= {:now} AND halted_at = ''" +
     " AND paused_until <= {:now} AND claim_expires_at <= {:now} AND state IN (" + names.join(", ") + ")" +
     " ORDER BY available_at, id LIMIT 1)" +
-    " RETURNING id, claim_token";
-  const rows = arrayOf(new DynamicModel({ id: "", claim_token: "" }));
+    " RETURNING " + CLAIMED_FIELDS.join(", ");
+  const shape = {};
+  for (const f of CLAIMED_FIELDS) shape[f] = NUMERIC_FIELDS.indexOf(f) >= 0 ? 0 : "";
+  const rows = arrayOf(new DynamicModel(shape));
   app.runInTransaction((tx) => {
     tx.db().newQuery(sql).bind(params).all(rows);
   });
-  return rows.length > 0 ? { id: rows[0].id, token: rows[0].claim_token } : null;
+  if (rows.length === 0) return null;
+  const record = {};
+  for (const f of CLAIMED_FIELDS) record[f] = rows[0][f];
+  return { id: rows[0].id, token: rows[0].claim_token, record: record };
 }
 
 // When the next record becomes claimable (ms), or 0 if none is waiting.

@@ -1,8 +1,9 @@
 """The worker pool: N identical workers in one task group (P12).
 
 Each worker claims, runs the record's step through the runner, and claims
-again. A worker that finds no work waits quietly (P14) until a realtime event
-wakes the pool, the next record becomes available, or ``idle_poll`` passes.
+again. A worker that finds no work waits quietly (P14) until storage reports
+a change (realtime), the next record becomes available, or ``idle_poll``
+passes; every wait is on the injected clock.
 
 Shutdown is two-phase: stop claiming; give running steps ``shutdown_grace``
 to finish; then cancel them (the runner releases their claims, P8).
@@ -15,10 +16,10 @@ import logging
 import anyio
 from anyio.abc import TaskStatus
 
+from sidecar.clock import Clock
 from sidecar.pipeline.runner import Runner
-from sidecar.pocketbase import realtime
-from sidecar.pocketbase.client import Claim, NoWork
-from sidecar.pocketbase.errors import PocketBaseError, PocketBaseUnavailable
+from sidecar.storage.errors import StorageError, StorageUnavailable
+from sidecar.storage.model import Claimed, NoWork
 
 log = logging.getLogger("transcriber.pool")
 
@@ -32,7 +33,8 @@ class Waker:
     the worker looks again at once instead of sleeping through the news.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
         self._event = anyio.Event()
 
     def ticket(self) -> anyio.Event:
@@ -42,10 +44,8 @@ class Waker:
         self._event.set()
         self._event = anyio.Event()
 
-    @staticmethod
-    async def wait(ticket: anyio.Event, at_most: float) -> None:
-        with anyio.move_on_after(at_most):
-            await ticket.wait()
+    async def wait(self, ticket: anyio.Event, at_most: float) -> None:
+        await self._clock.wait(ticket, at_most)
 
 
 class WorkerPool:
@@ -53,7 +53,7 @@ class WorkerPool:
         self.runner = runner
         self.workers = workers
         self.realtime_wake = realtime_wake
-        self.waker = Waker()
+        self.waker = Waker(runner.clock)
         self._stopping = False
         self._busy: set[anyio.CancelScope] = set()
         self._drained = anyio.Event()
@@ -64,13 +64,14 @@ class WorkerPool:
 
     async def run(self, stop: anyio.Event, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         p = self.runner.settings.pipeline
+        clock = self.runner.clock
         async with anyio.create_task_group() as tg:
             side = anyio.CancelScope()
 
             async def side_tasks() -> None:
                 with side:
                     if self.realtime_wake and self.workers > 0:
-                        await realtime.listen(self.runner.storage, self.waker.wake)
+                        await self.runner.storage.watch(self.waker.wake)
                     else:
                         await anyio.sleep_forever()
 
@@ -87,8 +88,7 @@ class WorkerPool:
             side.cancel()
             # Phase 2: running steps get a grace period, then are cancelled.
             if self._busy:
-                with anyio.move_on_after(p.shutdown_grace.total_seconds()):
-                    await self._drained.wait()
+                await clock.wait(self._drained, p.shutdown_grace.total_seconds())
             for scope in list(self._busy):
                 scope.cancel()
         log.info("pool stopped")
@@ -100,11 +100,11 @@ class WorkerPool:
             woken = self.waker.ticket()
             try:
                 got = await self.runner.storage.claim(self.runner.table.leases())
-            except PocketBaseUnavailable as exc:
-                log.warning("worker %d: claim failed, PocketBase unavailable: %s", n, exc)
+            except StorageUnavailable as exc:
+                log.warning("worker %d: claim failed, storage unavailable: %s", n, exc)
                 await self.waker.wait(woken, p.idle_poll.total_seconds())
                 continue
-            except PocketBaseError as exc:
+            except StorageError as exc:
                 log.error("worker %d: claim refused: %s", n, exc)
                 await self.waker.wait(woken, p.idle_poll.total_seconds())
                 continue
@@ -118,14 +118,14 @@ class WorkerPool:
             self.runner.metrics.claims.labels(result="work").inc()
             await self._run(got)
 
-    async def _run(self, claim: Claim) -> None:
+    async def _run(self, claimed: Claimed) -> None:
         scope = anyio.CancelScope()
         self._busy.add(scope)
         try:
             with scope:
-                await self.runner.run(claim)
+                await self.runner.run(claimed)
         except Exception:
-            log.exception("worker: unexpected error on record %s", claim.id)
+            log.exception("worker: unexpected error on record %s", claimed.claim.id)
         finally:
             self._busy.discard(scope)
             if self._stopping and not self._busy:

@@ -2,9 +2,10 @@
 
 The guards run before the step (P7, P9): a record claimed with more attempts
 than allowed, or in its stage for longer than its limit, is halted by its
-claimer and its step is not run. Whatever the step ends in is written back
-under the claim's token; a write that finds the claim gone (FencedOut) is
-dropped quietly: someone else owns the record now (P5).
+claimer and its step is not run. Whatever the step ends in is classified
+into one transition and settled under the claim's token; a write that finds
+the claim gone (``FencedOut``) is dropped quietly: someone else owns the
+record now (P5). Each run reports one ``Verdict``.
 """
 
 from __future__ import annotations
@@ -19,27 +20,32 @@ from pathlib import Path
 
 import anyio
 
-from sidecar.clock import Clock
+from sidecar.clock import Clock, run_with_deadline
 from sidecar.logs import redact
 from sidecar.metrics import Metrics
 from sidecar.outcome import (
     Advance,
-    Halt,
     HaltCode,
     Outcome,
     PermanentError,
-    Postpone,
     PostponeError,
     RetryableError,
+    Verdict,
 )
 from sidecar.pipeline.stages import Stage, StageTable
-from sidecar.pocketbase.client import AudioRecord, Claim, PocketBaseClient
-from sidecar.pocketbase.errors import FencedOut
 from sidecar.providers.base import Provider
 from sidecar.settings import Settings
 from sidecar.steps.base import StepContext
+from sidecar.storage.errors import FencedOut
+from sidecar.storage.model import AudioRecord, Claimed
+from sidecar.storage.protocol import Storage
+from sidecar.storage.session import ClaimSession
+from sidecar.storage.transitions import Enter, Extend, Halt, Pause, Release, Retry, Transition
 
 log = logging.getLogger("transcriber.runner")
+
+# How long a shutdown waits for the release of a claim to land.
+RELEASE_TIMEOUT = 5.0
 
 
 def _human(d: timedelta) -> str:
@@ -51,9 +57,13 @@ def _human(d: timedelta) -> str:
     return f"{s} s"
 
 
+def _ms(d: timedelta) -> int:
+    return int(d.total_seconds() * 1000)
+
+
 @dataclass
 class Runner:
-    storage: PocketBaseClient
+    storage: Storage
     table: StageTable
     settings: Settings
     clock: Clock
@@ -61,58 +71,53 @@ class Runner:
     provider_for: Callable[[str], Provider]
     metrics: Metrics
 
-    async def run(self, claim: Claim) -> str:
-        """Runs the claimed record's step; returns the outcome's name (for metrics and tests)."""
-        outcome = "fenced_out"
-        stage_name = "unknown"
+    async def run(self, claimed: Claimed) -> Verdict:
+        """Runs the claimed record's step and settles what it ended in."""
+        record = claimed.record
+        verdict = Verdict.FENCED_OUT
         try:
-            record = await self.storage.get_record(claim.id)
-            stage_name = record.state
-            if record.claim_token != claim.token:
-                return outcome
-            outcome = await self._guarded(claim, record, self.table[record.state])
+            verdict = await self._guarded(claimed, self.table[record.state])
         except FencedOut:
-            log.debug("claim on %s is gone; result dropped", claim.id)
+            log.debug("claim on %s is gone; result dropped", record.id)
         except anyio.get_cancelled_exc_class():
-            # P8: our own shutdown is not the record's failure, wherever it lands (reading
-            # the record, the guards, the step, the write-back): the claim is handed back.
+            # P8: our own shutdown is not the record's failure, wherever it lands (the
+            # guards, the step, the write-back): the claim is handed back.
+            verdict = Verdict.RELEASED
             with anyio.CancelScope(shield=True):
-                await self._release(claim)
+                await self._release(claimed)
             raise
         finally:
-            self.metrics.step_finished(stage_name, outcome)
-        return outcome
+            self.metrics.step_finished(record.state, verdict)
+        return verdict
 
-    async def _guarded(self, claim: Claim, record: AudioRecord, stage: Stage) -> str:
-        p = self.settings.pipeline
+    async def _guarded(self, claimed: Claimed, stage: Stage) -> Verdict:
+        record, p = claimed.record, self.settings.pipeline
         if record.attempts > p.max_attempts:
             tries = record.attempts - 1
             reason = f"attempts exhausted: {tries} tries of step {stage.step} did not succeed (max {p.max_attempts})"
-            await self._halt(claim, record, stage, HaltCode.ATTEMPTS_EXHAUSTED, reason)
-            return "halted"
+            return await self._settle(claimed, Halt(HaltCode.ATTEMPTS_EXHAUSTED, reason))
         in_stage = timedelta(milliseconds=self.clock.now_ms() - record.state_entered_at)
         limit = self.table.time_limit(stage)
         if in_stage > limit:
             reason = f"stalled in {stage.name} for {_human(in_stage)} (limit {_human(limit)})"
-            await self._halt(claim, record, stage, HaltCode.STALLED, reason)
-            return "halted"
-        return await self._run_step(claim, record, stage)
+            return await self._settle(claimed, Halt(HaltCode.STALLED, reason))
+        return await self._settle(claimed, await self._run_step(claimed, stage))
 
-    async def _run_step(self, claim: Claim, record: AudioRecord, stage: Stage) -> str:
-        p = self.settings.pipeline
+    async def _run_step(self, claimed: Claimed, stage: Stage) -> Transition:
+        """The step's outcome as the transition to settle (a failure classified where it surfaced)."""
+        record = claimed.record
         workdir = Path(tempfile.mkdtemp(prefix=f"transcriber-{record.id}-"))
-        ctx = StepContext(
-            claim, record, self.storage, self.provider, self.provider_for, self.settings, self.clock, workdir
-        )
+        session = ClaimSession(self.storage, claimed.claim, record)
+        ctx = StepContext(session, self.provider, self.provider_for, self.settings, self.clock, workdir)
         step = self.table.step_of(stage)
         outcome: Outcome | None = None
         error: Exception | None = None
         try:
             async with anyio.create_task_group() as tg:
-                tg.start_soon(self._keep_lease, claim, stage)
+                tg.start_soon(self._keep_lease, claimed, stage)
                 try:
-                    with anyio.fail_after(p.step_timeout.total_seconds()):
-                        outcome = await step(ctx)
+                    timeout = self.settings.pipeline.step_timeout.total_seconds()
+                    outcome = await run_with_deadline(self.clock, timeout, lambda: step(ctx))
                 except Exception as exc:  # classified below, outside the task group
                     error = exc
                 finally:
@@ -121,63 +126,64 @@ class Runner:
             shutil.rmtree(workdir, ignore_errors=True)
         if isinstance(error, FencedOut):
             raise error
-        if isinstance(error, PermanentError):
-            outcome = Halt(error.code, str(error))
-        elif isinstance(error, PostponeError):
-            outcome = Postpone(error.delay, str(error))
-        elif error is not None:
-            await self._fail(claim, record, stage, error)
-            return "failed"
+        if error is not None:
+            return self._classify(record, stage, error)
         assert outcome is not None
-        return await self._apply(claim, record, stage, outcome)
-
-    async def _apply(self, claim: Claim, record: AudioRecord, stage: Stage, outcome: Outcome) -> str:
         if isinstance(outcome, Advance):
             assert stage.next is not None
-            await self.storage.advance(claim, stage.next, redact(outcome.note or f"{stage.step} done"))
-            log.info("record %s: %s done → %s", record.id, stage.step, stage.next)
-            return "advanced"
-        if isinstance(outcome, Postpone):
-            delay = outcome.delay or self.settings.pipeline.poll_delay
-            until = self.clock.now_ms() + max(int(delay.total_seconds() * 1000), 1)
-            await self.storage.postpone(claim, until, redact(outcome.note))
-            log.debug("record %s postponed by %s", record.id, delay)
-            return "postponed"
-        await self._halt(claim, record, stage, outcome.code, outcome.reason)
-        return "halted"
+            return Enter(stage.next, redact(outcome.note or f"{stage.step} done"))
+        delay = outcome.delay or self.settings.pipeline.poll_delay
+        return Pause(self.clock.now_ms() + max(_ms(delay), 1), redact(outcome.note))
 
-    async def _halt(self, claim: Claim, record: AudioRecord, stage: Stage, code: HaltCode, reason: str) -> None:
-        reason = redact(reason)
-        await self.storage.halt(claim, code.value, reason)
-        log.warning("record %s halted in %s: %s: %s", record.id, stage.name, code.value, reason)
-
-    async def _fail(self, claim: Claim, record: AudioRecord, stage: Stage, exc: BaseException) -> None:
+    def _classify(self, record: AudioRecord, stage: Stage, error: Exception) -> Transition:
+        if isinstance(error, PermanentError):
+            return Halt(error.code, str(error))
+        if isinstance(error, PostponeError):
+            delay = error.delay or self.settings.pipeline.poll_delay
+            return Pause(self.clock.now_ms() + max(_ms(delay), 1), redact(str(error)))
         delay = self.settings.pipeline.retry_delay
-        if isinstance(exc, RetryableError) and exc.retry_after is not None:
-            delay = max(delay, exc.retry_after)
-        what = f"{type(exc).__name__}: {exc}" if not isinstance(exc, RetryableError) else str(exc)
+        if isinstance(error, RetryableError) and error.retry_after is not None:
+            delay = max(delay, error.retry_after)
+        what = str(error) if isinstance(error, RetryableError) else f"{type(error).__name__}: {error}"
         text = redact(f"step {stage.step} failed (attempt {record.attempts}): {what}")[:4000]
-        log.warning("record %s: %s", record.id, text)
-        await self.storage.fail(claim, self.clock.now_ms() + int(delay.total_seconds() * 1000), text)
+        return Retry(self.clock.now_ms() + _ms(delay), text)
 
-    async def _release(self, claim: Claim) -> None:
+    async def _settle(self, claimed: Claimed, change: Transition) -> Verdict:
+        record = claimed.record
+        if isinstance(change, Halt):
+            change = Halt(change.code, redact(change.reason))
+        await self.storage.settle(claimed.claim, change)
+        if isinstance(change, Enter):
+            log.info("record %s: %s → %s", record.id, record.state, change.stage)
+            return Verdict.ADVANCED
+        if isinstance(change, Pause):
+            log.debug("record %s postponed until %d", record.id, change.until_ms)
+            return Verdict.POSTPONED
+        if isinstance(change, Halt):
+            # P16: every halt is also a log line with its reason.
+            log.warning("record %s halted in %s: %s: %s", record.id, record.state, change.code.value, change.reason)
+            return Verdict.HALTED
+        assert isinstance(change, Retry)
+        log.warning("record %s: %s", record.id, change.note)
+        return Verdict.FAILED
+
+    async def _release(self, claimed: Claimed) -> None:
         try:
-            with anyio.fail_after(5):
-                await self.storage.release(claim)
+            with anyio.fail_after(RELEASE_TIMEOUT):
+                await self.storage.settle(claimed.claim, Release())
         except FencedOut:
             pass  # the write-back the shutdown interrupted had already landed
         except Exception as exc:  # the lease will expire; the attempt then counts
-            log.warning("record %s: could not release on shutdown: %s", claim.id, redact(str(exc)))
+            log.warning("record %s: could not release on shutdown: %s", claimed.claim.id, redact(str(exc)))
 
-    async def _keep_lease(self, claim: Claim, stage: Stage) -> None:
+    async def _keep_lease(self, claimed: Claimed, stage: Stage) -> None:
         """Extends the lease of a long step while it is still running."""
         period = max(stage.lease.total_seconds() / 3, 1.0)
         while True:
-            await anyio.sleep(period)
-            until = self.clock.now_ms() + int(stage.lease.total_seconds() * 1000)
+            await self.clock.sleep(period)
             try:
-                await self.storage.extend(claim, until)
+                await self.storage.settle(claimed.claim, Extend(self.clock.now_ms() + _ms(stage.lease)))
             except FencedOut:
                 return  # the step will find out when it writes
             except Exception as exc:
-                log.debug("lease extension for %s failed: %s", claim.id, redact(str(exc)))
+                log.debug("lease extension for %s failed: %s", claimed.claim.id, redact(str(exc)))

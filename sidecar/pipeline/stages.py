@@ -2,14 +2,15 @@
 
 Dispatch (which step runs), claim eligibility (which stages the claim may
 hand out, with which lease) and both watchdogs (attempts, time in stage) are
-all derived from ``declare()``; nothing about stages is listed anywhere else
-in the sidecar.
+all derived from ``STAGES``; nothing about stages is listed anywhere else in
+the sidecar. The schema's ``state`` select mirrors the names (a test holds
+them together).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from enum import Enum
 
@@ -31,15 +32,25 @@ class Stage:
     next: str | None
 
 
+# The pipeline, in order (SPEC §3), with each stage's default lease.
+STAGES: tuple[Stage, ...] = (
+    Stage("uploaded", "normalize", Work.OWN, timedelta(hours=8), "normalized"),
+    Stage("normalized", "submit", Work.OWN, timedelta(minutes=15), "submitted"),
+    Stage("submitted", "poll", Work.FOREIGN, timedelta(minutes=5), "transcribed"),
+    Stage("transcribed", "finalize", Work.OWN, timedelta(minutes=15), "done"),
+    Stage("done", None, None, timedelta(0), None),
+)
+
+
 def declare(p: PipelineSettings) -> tuple[Stage, ...]:
-    """The pipeline, in order (SPEC §3)."""
-    return (
-        Stage("uploaded", "normalize", Work.OWN, p.leases.uploaded, "normalized"),
-        Stage("normalized", "submit", Work.OWN, p.leases.normalized, "submitted"),
-        Stage("submitted", "poll", Work.FOREIGN, p.leases.submitted, "transcribed"),
-        Stage("transcribed", "finalize", Work.OWN, p.leases.transcribed, "done"),
-        Stage("done", None, None, timedelta(0), None),
-    )
+    """The stage table with the configured leases; a lease for a stage without a step is refused."""
+    claimable = {s.name for s in STAGES if s.step is not None}
+    unknown = sorted(set(p.leases) - claimable)
+    if unknown:
+        raise ValueError(
+            f"[pipeline.leases] names no claimable stage: {', '.join(unknown)} (stages: {', '.join(sorted(claimable))})"
+        )
+    return tuple(replace(s, lease=p.leases.get(s.name, s.lease)) for s in STAGES)
 
 
 class StageTable:

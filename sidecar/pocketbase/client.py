@@ -1,15 +1,14 @@
-"""The only seam to storage: one httpx.AsyncClient logged in as the service user.
+"""``Storage`` over PocketBase's HTTP API: one httpx.AsyncClient logged in as the service user.
 
-Every call has a timeout (P19); answers are mapped to typed errors at this
-boundary: ``FencedOut`` (the claim is gone), ``PocketBaseUnavailable``
-(retry), ``PocketBaseError`` (refused). An expired token is renewed by
-logging in again, once per call.
+Every call has a timeout (P19); answers are mapped to the storage errors at
+this boundary: ``FencedOut`` (409: the claim is gone), ``StorageUnavailable``
+(down, 5xx, 429: retry), ``StorageError`` (refused). An expired token is
+renewed by logging in again, once per call.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -17,80 +16,18 @@ from typing import Any
 import anyio
 import httpx
 import stamina
-from pydantic import BaseModel, ConfigDict
 
 from sidecar.clock import Clock, SystemClock
-from sidecar.pocketbase.errors import AuthFailed, FencedOut, PocketBaseError, PocketBaseUnavailable
+from sidecar.storage.errors import AuthFailed, FencedOut, StorageError, StorageUnavailable
+from sidecar.storage.model import AttemptRow, AudioRecord, Claim, Claimed, FileRow, NoWork
+from sidecar.storage.transitions import Transition
 
 SERVICE_COLLECTION = "services"
 
 # A PocketBase restart must not cost a finished step its result: outcome
 # writes and reads ride out a short outage. Fenced writes are safe to repeat:
 # a repeat after a write that landed answers 409 (the claim is released).
-_ride_out_restart = stamina.retry(on=PocketBaseUnavailable, attempts=20, timeout=60, wait_initial=0.2, wait_max=5)
-
-
-@dataclass(frozen=True)
-class Claim:
-    """A record claimed by this worker, and this claim's token."""
-
-    id: str
-    token: str
-
-
-@dataclass(frozen=True)
-class NoWork:
-    """The claim found nothing; ``next_at_ms`` is when something becomes claimable (0: unknown)."""
-
-    next_at_ms: int = 0
-
-
-class AudioRecord(BaseModel):
-    """The queue fields of a record, as the steps read them (content stays out: ST7)."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    id: str
-    owner: str
-    title: str = ""
-    state: str
-    state_entered_at: int = 0
-    halted_at: str = ""
-    halt_code: str = ""
-    attempts: int = 0
-    claim_token: str = ""
-    claim_expires_at: int = 0
-    paused_until: int = 0
-    language_hint: str = ""  # the sender's hint at intake ("": none)
-    language: str = ""  # found by recognition
-
-
-class FileRow(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-    id: str
-    record: str
-    role: str
-    format: str = ""
-    blob: str = ""
-    name: str = ""
-    location: str = ""
-    size: int = 0
-    duration_ms: int = 0
-
-
-class AttemptRow(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-    id: str
-    record: str
-    provider: str
-    model: str = ""
-    operation_id: str = ""
-    audio_uri: str = ""
-    status: str = ""
-    raw_response: str = ""
-    created: str = ""
+_ride_out_restart = stamina.retry(on=StorageUnavailable, attempts=20, timeout=60, wait_initial=0.2, wait_max=5)
 
 
 def _message(resp: httpx.Response) -> str:
@@ -151,9 +88,9 @@ class PocketBaseClient:
                     json={"identity": self._email, "password": self._password},
                 )
             except httpx.TransportError as exc:
-                raise PocketBaseUnavailable(f"PocketBase unreachable: {type(exc).__name__}") from exc
+                raise StorageUnavailable(f"PocketBase unreachable: {type(exc).__name__}") from exc
             if resp.status_code >= 500:
-                raise PocketBaseUnavailable(f"PocketBase answered {resp.status_code} to login")
+                raise StorageUnavailable(f"PocketBase answered {resp.status_code} to login")
             if resp.status_code != 200:
                 raise AuthFailed(
                     f"the service account {self._email} was refused ({resp.status_code}): {_message(resp)}",
@@ -174,7 +111,7 @@ class PocketBaseClient:
                     **kw,
                 )
             except httpx.TransportError as exc:
-                raise PocketBaseUnavailable(
+                raise StorageUnavailable(
                     f"PocketBase {method} {path.split('?')[0]} failed: {type(exc).__name__}"
                 ) from exc
             if resp.status_code == 401 and again:
@@ -190,44 +127,33 @@ class PocketBaseClient:
         if resp.status_code == 409:
             raise FencedOut(f"{where}: {_message(resp)}")
         if resp.status_code >= 500 or resp.status_code == 429:
-            raise PocketBaseUnavailable(f"{where} answered {resp.status_code}")
-        raise PocketBaseError(f"{where} answered {resp.status_code}: {_message(resp)}", status=resp.status_code)
+            raise StorageUnavailable(f"{where} answered {resp.status_code}")
+        raise StorageError(f"{where} answered {resp.status_code}: {_message(resp)}", status=resp.status_code)
 
-    # -- the claim protocol ---------------------------------------------------
+    async def connect(self) -> None:
+        await self.login()
 
-    async def claim(self, leases: Mapping[str, timedelta]) -> Claim | NoWork:
+    # -- the queue ------------------------------------------------------------------
+
+    async def claim(self, leases: Mapping[str, timedelta]) -> Claimed | NoWork:
         body = {
             "now": self.clock.now_ms(),
             "leases": {stage: int(lease.total_seconds() * 1000) for stage, lease in leases.items()},
+            # The record's queue fields come back with the claim: the runner needs
+            # them at once, and a second request would cost a round trip per claim.
+            "with_record": True,
         }
         resp = await self.request("POST", "/api/pipeline/claim", json=body)
         if resp.status_code == 204:
             return NoWork(int(resp.headers.get("X-Next-Available-At", "0") or 0))
         data = resp.json()
-        return Claim(id=str(data["id"]), token=str(data["token"]))
+        claim = Claim(id=str(data["id"]), token=str(data["token"]))
+        return Claimed(claim, AudioRecord.model_validate(data["record"]))
 
     @_ride_out_restart
-    async def _fenced(self, claim: Claim, op: str, **fields: Any) -> None:
-        body = {"token": claim.token, "now": self.clock.now_ms(), **fields}
-        await self.request("POST", f"/api/pipeline/records/{claim.id}/{op}", json=body)
-
-    async def advance(self, claim: Claim, to: str, text: str = "") -> None:
-        await self._fenced(claim, "advance", to=to, text=text)
-
-    async def postpone(self, claim: Claim, until_ms: int, text: str = "") -> None:
-        await self._fenced(claim, "postpone", until=until_ms, text=text)
-
-    async def halt(self, claim: Claim, code: str, reason: str) -> None:
-        await self._fenced(claim, "halt", code=code, reason=reason)
-
-    async def fail(self, claim: Claim, retry_at_ms: int, text: str) -> None:
-        await self._fenced(claim, "fail", retry_at=retry_at_ms, text=text)
-
-    async def release(self, claim: Claim) -> None:
-        await self._fenced(claim, "release")
-
-    async def extend(self, claim: Claim, until_ms: int) -> None:
-        await self._fenced(claim, "extend", until=until_ms)
+    async def settle(self, claim: Claim, change: Transition) -> None:
+        body = {"token": claim.token, "now": self.clock.now_ms(), **change.body()}
+        await self.request("POST", f"/api/pipeline/records/{claim.id}/{change.op}", json=body)
 
     async def note(self, claim: Claim, text: str) -> None:
         await self.request(
@@ -265,6 +191,24 @@ class PocketBaseClient:
     async def attempts_of(self, record_id: str) -> list[AttemptRow]:
         return [AttemptRow.model_validate(r) for r in await self._related(record_id, "recognition_attempts")]
 
+    async def count_records(self, stages: Sequence[str]) -> dict[tuple[str, bool], int]:
+        counts: dict[tuple[str, bool], int] = {}
+        for stage in stages:
+            for halted in (False, True):
+                flt = f'state = "{stage}" && halted_at {"!=" if halted else "="} ""'
+                resp = await self.request(
+                    "GET",
+                    "/api/collections/audio_records/records",
+                    params={"filter": flt, "perPage": 1, "fields": "id"},
+                )
+                counts[(stage, halted)] = int(resp.json()["totalItems"])
+        return counts
+
+    async def watch(self, on_change: Callable[[], None]) -> None:
+        from sidecar.pocketbase import realtime
+
+        await realtime.listen(self, on_change)
+
     async def stream_file(self, collection: str, record_id: str, filename: str) -> AsyncIterator[bytes]:
         """Streams a protected file without holding it in memory."""
         token_resp = await self.request("POST", "/api/files/token")
@@ -278,18 +222,18 @@ class PocketBaseClient:
                 async for chunk in resp.aiter_bytes(1 << 20):
                     yield chunk
         except httpx.TransportError as exc:
-            raise PocketBaseUnavailable(f"download of {filename} failed: {type(exc).__name__}") from exc
+            raise StorageUnavailable(f"download of {filename} failed: {type(exc).__name__}") from exc
 
-    async def download(self, collection: str, record_id: str, filename: str, dest: Path) -> int:
+    async def download(self, file: FileRow, dest: Path) -> int:
         size = 0
         async with await anyio.open_file(dest, "wb") as out:
-            async for chunk in self.stream_file(collection, record_id, filename):
+            async for chunk in self.stream_file("files", file.id, file.blob):
                 await out.write(chunk)
                 size += len(chunk)
         return size
 
-    async def read_file(self, collection: str, record_id: str, filename: str) -> bytes:
-        parts = [c async for c in self.stream_file(collection, record_id, filename)]
+    async def raw_response(self, attempt: AttemptRow) -> bytes:
+        parts = [c async for c in self.stream_file("recognition_attempts", attempt.id, attempt.raw_response)]
         return b"".join(parts)
 
     # -- fenced attachments ---------------------------------------------------------

@@ -8,21 +8,25 @@ from pathlib import Path
 
 from sidecar.clock import Clock
 from sidecar.outcome import Outcome
-from sidecar.pocketbase.client import AudioRecord, Claim, PocketBaseClient
 from sidecar.providers.base import Provider
 from sidecar.settings import Settings
+from sidecar.storage.model import AudioRecord
+from sidecar.storage.session import ClaimSession
 
 
 @dataclass
 class StepContext:
-    claim: Claim
-    record: AudioRecord
-    storage: PocketBaseClient
+    session: ClaimSession  # the claimed record's reads and fenced writes, nothing else
     provider: Provider  # the configured one: starts new work
     provider_for: Callable[[str], Provider]  # by name: finishes work an attempt row names
     settings: Settings
     clock: Clock
     workdir: Path  # private scratch space, removed after the step
+
+    @property
+    def record(self) -> AudioRecord:
+        """The record's queue fields as they were when it was claimed."""
+        return self.session.record
 
 
 Step = Callable[[StepContext], Awaitable[Outcome]]

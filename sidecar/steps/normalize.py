@@ -10,29 +10,30 @@ from __future__ import annotations
 from sidecar import audio
 from sidecar.outcome import Advance, HaltCode, Outcome, PermanentError
 from sidecar.steps.base import StepContext
+from sidecar.storage.model import FileRole
 from sidecar.threads import run_in_thread
 
 EXTENSIONS = {"ogg_opus": "ogg", "wav_pcm16": "wav", "flac": "flac", "mp3": "mp3"}
 
 
 async def run(ctx: StepContext) -> Outcome:
-    done = await ctx.storage.files_of(ctx.record.id, "normalized")
+    done = await ctx.session.files(FileRole.NORMALIZED)
     if done:
         # A previous attempt stored the result and died before advancing.
         return Advance(f"normalized audio already stored ({done[-1].format})")
 
-    originals = await ctx.storage.files_of(ctx.record.id, "original")
+    originals = await ctx.session.files(FileRole.ORIGINAL)
     if not originals or not originals[0].blob:
         raise PermanentError(HaltCode.UNSUPPORTED_MEDIA, "the record has no original file")
     original = originals[0]
     src = ctx.workdir / "original"
-    await ctx.storage.download("files", original.id, original.blob, src)
+    await ctx.session.download(original, src)
 
     spec = ctx.provider.audio_spec
     dst = ctx.workdir / f"normalized.{EXTENSIONS.get(spec.format, 'bin')}"
     # In a thread, stopped promptly (and waited for) if the step is cancelled.
     result = await run_in_thread(lambda cancel: audio.normalize(src, dst, spec, cancel=cancel))
-    row = await ctx.storage.attach_file(
-        ctx.claim, result.path, role="normalized", format=result.format, duration_ms=result.duration_ms
+    row = await ctx.session.attach_file(
+        result.path, role=FileRole.NORMALIZED, format=result.format, duration_ms=result.duration_ms
     )
     return Advance(f"normalized to {row.format}, {result.duration_ms / 1000:.1f} s, {result.size} bytes")

@@ -7,8 +7,9 @@ configuration says now.
 from __future__ import annotations
 
 from sidecar.outcome import Advance, HaltCode, Outcome, PermanentError, Postpone, RetryableError
+from sidecar.steps.attempts import REDO_HINT, current_attempt, fail_attempt
 from sidecar.steps.base import StepContext
-from sidecar.steps.common import REDO_HINT, current_attempt, fail_attempt
+from sidecar.storage.model import AttemptStatus
 
 
 async def run(ctx: StepContext) -> Outcome:
@@ -31,5 +32,5 @@ async def run(ctx: StepContext) -> Outcome:
         return Postpone(delay, f"could not ask {attempt.provider} about {attempt.operation_id}: {exc}")
     if not polled.ready or polled.raw is None:
         return Postpone(polled.retry_in, f"{attempt.provider} operation {attempt.operation_id} not ready")
-    await ctx.storage.update_attempt(ctx.claim, attempt.id, raw_response=polled.raw, status="ready")
+    await ctx.session.update_attempt(attempt.id, raw_response=polled.raw, status=AttemptStatus.READY)
     return Advance(f"{attempt.provider} result stored ({len(polled.raw)} bytes)")

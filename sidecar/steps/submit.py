@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from sidecar.outcome import Advance, HaltCode, Outcome, PermanentError
 from sidecar.providers.base import StartRequest
+from sidecar.steps.attempts import current_attempt
 from sidecar.steps.base import StepContext
-from sidecar.steps.common import current_attempt
+from sidecar.storage.model import AttemptStatus, FileRole
 
 
 async def run(ctx: StepContext) -> Outcome:
@@ -24,28 +25,28 @@ async def run(ctx: StepContext) -> Outcome:
         return Advance(f"{attempt.provider} operation {attempt.operation_id} already started; not started again")
 
     if attempt is None or attempt.provider != provider.name:
-        attempt_id = await ctx.storage.create_attempt(ctx.claim, provider=provider.name, model=provider.model)
+        attempt_id = await ctx.session.create_attempt(provider=provider.name, model=provider.model)
         audio_uri = ""
     else:
         attempt_id = attempt.id
         audio_uri = attempt.audio_uri
         found = await provider.find_started(attempt_id, audio_uri)
         if found:
-            await ctx.storage.update_attempt(ctx.claim, attempt_id, operation_id=found, status="running")
+            await ctx.session.update_attempt(attempt_id, operation_id=found, status=AttemptStatus.RUNNING)
             return Advance(f"found operation {found} started by an earlier try; not started again")
 
-    normalized = await ctx.storage.files_of(ctx.record.id, "normalized")
+    normalized = await ctx.session.files(FileRole.NORMALIZED)
     if not normalized:
         raise PermanentError(HaltCode.UNSUPPORTED_MEDIA, "no normalized audio to submit")
     row = normalized[-1]
     path = ctx.workdir / f"audio.{row.blob.rsplit('.', 1)[-1] if '.' in row.blob else 'bin'}"
-    await ctx.storage.download("files", row.id, row.blob, path)
+    await ctx.session.download(row, path)
 
     async def remember(field: str, value: str) -> None:
         if field == "operation_id":
-            await ctx.storage.update_attempt(ctx.claim, attempt_id, operation_id=value, status="running")
+            await ctx.session.update_attempt(attempt_id, operation_id=value, status=AttemptStatus.RUNNING)
         elif field == "audio_uri":
-            await ctx.storage.update_attempt(ctx.claim, attempt_id, audio_uri=value)
+            await ctx.session.update_attempt(attempt_id, audio_uri=value)
 
     request = StartRequest(
         audio=path,
@@ -55,12 +56,11 @@ async def run(ctx: StepContext) -> Outcome:
         language=ctx.record.language_hint or None,
     )
     started = await provider.start(request, remember)
-    await ctx.storage.update_attempt(
-        ctx.claim,
+    await ctx.session.update_attempt(
         attempt_id,
         operation_id=started.operation_id,
         audio_uri=started.audio_uri or None,
-        status="ready" if started.raw is not None else "running",
+        status=AttemptStatus.READY if started.raw is not None else AttemptStatus.RUNNING,
         raw_response=started.raw,
     )
     if started.raw is not None:

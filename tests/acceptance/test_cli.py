@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 
 from sidecar.pocketbase.process import wait_healthy
-from tests.harness import free_port, login
+from testkit.pocketbase import free_port, login
 
 CLI = [sys.executable, "-m", "sidecar"]
 
@@ -95,7 +95,7 @@ def test_a_bad_config_file_is_a_clear_error(tmp_path: Path) -> None:
 
 
 def test_transcribe_prints_the_transcript_and_a_halt_code(tmp_path: Path) -> None:
-    from tests.wer import wer
+    from testkit.wer import wer
 
     root = Path(__file__).resolve().parents[2]
     port = free_port()

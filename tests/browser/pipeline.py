@@ -11,8 +11,8 @@ from anyio.from_thread import start_blocking_portal
 from sidecar.pipeline.pool import WorkerPool
 from sidecar.providers.base import Provider
 from sidecar.service import default_steps
-from tests.fakes import running_sidecar
-from tests.harness import PocketBaseServer
+from testkit.pocketbase import PocketBaseServer
+from tests.support.sidecar import running_sidecar
 
 
 @contextmanager

@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 from sidecar.providers.instant import InstantProvider
+from testkit.pocketbase import PASSWORD, Caller, PocketBaseServer, running_pocketbase
 from tests.browser.panel import Panel, Screenshots, chromium_page, missing_browser
 from tests.browser.pipeline import pipeline_in_background
-from tests.harness import PASSWORD, Caller, PocketBaseServer, running_pocketbase
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = (ROOT / "samples" / "sample.ogg").read_bytes()

@@ -9,8 +9,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.harness import Caller, PocketBaseServer, created_ms
-from tests.media import wav_bytes
+from testkit.media import wav_bytes
+from testkit.pocketbase import Caller, PocketBaseServer, created_ms
 
 LEASES = {"uploaded": 60_000, "normalized": 60_000}
 

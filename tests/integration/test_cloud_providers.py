@@ -21,9 +21,9 @@ from sidecar.providers.openai import OpenAIProvider
 from sidecar.providers.speechkit import SpeechKitProvider
 from sidecar.service import default_steps
 from sidecar.settings import OpenAISettings, SpeechKitSettings
-from tests.fakes import pool_running, running_sidecar
-from tests.harness import Caller, PocketBaseServer
-from tests.s3_server import S3Server
+from testkit.pocketbase import Caller, PocketBaseServer
+from testkit.s3 import S3Server
+from tests.support.sidecar import pool_running, running_sidecar
 
 pytestmark = pytest.mark.anyio
 

@@ -7,13 +7,13 @@ import re
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 
 from sidecar.service import default_steps, make_provider
-from tests.fakes import pool_running, running_sidecar
-from tests.harness import Caller, PocketBaseServer
-from tests.wer import wer
+from testkit.pocketbase import Caller, PocketBaseServer
+from testkit.wer import wer
+from tests.support.sidecar import pool_running, running_sidecar
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.anyio
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,9 +25,9 @@ async def run_until(pb: PocketBaseServer, su: Caller, rid: str, predicate: Any, 
     provider = make_provider(pb.settings)
     async with running_sidecar(pb, default_steps(), provider=provider, workers=1, **settings) as pool:
         async with pool_running(pool):
-            with anyio.fail_after(180):
-                while not predicate(su.http.get(f"/api/collections/audio_records/records/{rid}").json()):
-                    await anyio.sleep(0.1)
+            await eventually(
+                lambda: predicate(su.http.get(f"/api/collections/audio_records/records/{rid}").json()), within=180
+            )
 
 
 async def test_a_recording_becomes_a_timed_transcript(pb: PocketBaseServer, sender: Caller, superuser: Caller) -> None:
@@ -111,7 +111,7 @@ def test_a_submit_killed_after_the_provider_answered_does_not_pay_twice(
         TEST_WORKER_SECONDS="90",  # the test stops it once the record is done
     )
     first = subprocess.run(
-        [sys.executable, "-m", "tests.kill_worker"],
+        [sys.executable, "-m", "tests.support.kill_worker"],
         env=env | {"TEST_WORKER_MODE": "paid-die"},
         timeout=120,
         check=False,
@@ -123,7 +123,9 @@ def test_a_submit_killed_after_the_provider_answered_does_not_pay_twice(
     import time
 
     time.sleep(1.2)  # the dead claim's lease runs out
-    second = subprocess.Popen([sys.executable, "-m", "tests.kill_worker"], env=env | {"TEST_WORKER_MODE": "paid"})
+    second = subprocess.Popen(
+        [sys.executable, "-m", "tests.support.kill_worker"], env=env | {"TEST_WORKER_MODE": "paid"}
+    )
     try:
         deadline = time.monotonic() + 60
         while superuser.http.get(f"/api/collections/audio_records/records/{rid}").json()["state"] != "done":
@@ -144,8 +146,8 @@ async def test_a_lost_operation_is_recognized_again_when_the_owner_sets_the_stag
     from sidecar.outcome import HaltCode, PermanentError
     from sidecar.providers.base import OnProgress, Polled, Started, StartRequest
     from sidecar.transcript import Segment, Transcript
-    from tests.fakes import StubProvider
-    from tests.media import wav_bytes
+    from testkit.media import wav_bytes
+    from tests.support.fakes import StubProvider
 
     class Expiring(StubProvider):
         """The first operation's results expire; later ones answer with their own number."""
@@ -179,10 +181,13 @@ async def test_a_lost_operation_is_recognized_again_when_the_owner_sets_the_stag
         async with pool_running(pool):
 
             async def until(predicate: Any) -> dict[str, Any]:
-                with anyio.fail_after(30):
-                    while not predicate(rec := superuser.http.get(url).json()):
-                        await anyio.sleep(0.05)
-                return dict(rec)
+                def check() -> dict[str, Any] | None:
+                    rec = dict(superuser.http.get(url).json())
+                    return rec if predicate(rec) else None
+
+                found = await eventually(check, within=30)
+                assert found is not None
+                return found
 
             halted = await until(lambda r: r["halted_at"])
             assert halted["halt_code"] == "results_expired" and "set the stage to 'normalized'" in halted["halt_reason"]

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from tests.harness import Caller, PocketBaseServer
-from tests.media import wav_bytes
+from testkit.media import wav_bytes
+from testkit.pocketbase import Caller, PocketBaseServer
 
 SRT_TIME = re.compile(r"^(\d{2,}):([0-5]\d):([0-5]\d),(\d{3}) --> (\d{2,}):([0-5]\d):([0-5]\d),(\d{3})$")
 VTT_TIME = re.compile(r"^(\d{2,}):([0-5]\d):([0-5]\d)\.(\d{3}) --> (\d{2,}):([0-5]\d):([0-5]\d)\.(\d{3})$")

@@ -7,8 +7,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.harness import Caller, PocketBaseServer
-from tests.media import CONTAINER_HEADS, wav_bytes
+from testkit.media import CONTAINER_HEADS, wav_bytes
+from testkit.pocketbase import Caller, PocketBaseServer
 
 
 def upload(caller: Caller, content: bytes, name: str = "voice.wav", **data: str) -> httpx.Response:
@@ -116,7 +116,7 @@ def test_two_files_are_refused(pb: PocketBaseServer, sender: Caller, superuser: 
 
 
 def test_over_the_size_limit_is_refused_with_413(tmp_path: Path) -> None:
-    from tests.harness import running_pocketbase
+    from testkit.pocketbase import running_pocketbase
 
     with running_pocketbase(tmp_path / "small", max_upload_mb=1) as small:
         s = small.new_sender()

@@ -7,16 +7,16 @@ import wave
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 
 from sidecar.languages import LANGUAGES
 from sidecar.providers import offline
 from sidecar.service import default_steps, make_provider
-from tests.audio_fixtures import compose_wav, decode_info, write_audio
-from tests.fakes import pool_running, running_sidecar
-from tests.harness import Caller, PocketBaseServer
-from tests.wer import wer
+from testkit.audio import compose_wav, decode_info, write_audio
+from testkit.pocketbase import Caller, PocketBaseServer
+from testkit.wer import wer
+from tests.support.sidecar import pool_running, running_sidecar
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.anyio
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,9 +44,7 @@ async def run_until_settled(pb: PocketBaseServer, su: Caller, ids: list[str], **
 
     async with running_sidecar(pb, default_steps(), provider=make_provider(pb.settings), **settings) as pool:
         async with pool_running(pool):
-            with anyio.fail_after(240):
-                while not await anyio.to_thread.run_sync(settled):
-                    await anyio.sleep(0.1)
+            await eventually(settled, within=240, what="every record done or halted")
 
 
 def journal(su: Caller, rid: str) -> list[dict[str, Any]]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from tests.harness import Caller, PocketBaseServer, created_ms
-from tests.media import wav_bytes
+from testkit.media import wav_bytes
+from testkit.pocketbase import Caller, PocketBaseServer, created_ms
 
 FORM_FIELDS = [
     "title",

@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from tests.harness import COLLECTIONS, Caller, PocketBaseServer
-from tests.media import wav_bytes
+from testkit.media import wav_bytes
+from testkit.pocketbase import COLLECTIONS, Caller, PocketBaseServer
 
 
 @pytest.fixture

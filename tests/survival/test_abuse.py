@@ -14,10 +14,11 @@ import pytest
 
 from sidecar.providers.instant import InstantProvider
 from sidecar.service import default_steps
-from tests.audio_fixtures import write_audio, write_video_only
-from tests.fakes import pool_running, running_sidecar
-from tests.harness import COLLECTIONS, PocketBaseServer, running_pocketbase
-from tests.media import wav_bytes
+from testkit.audio import write_audio, write_video_only
+from testkit.media import wav_bytes
+from testkit.pocketbase import COLLECTIONS, PocketBaseServer, running_pocketbase
+from tests.support.sidecar import pool_running, running_sidecar
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.slow
 
@@ -108,12 +109,13 @@ def test_bad_input_gets_a_clear_answer_or_a_clean_halt_and_leaves_no_orphans(
         async def drain() -> None:
             async with running_sidecar(pb, default_steps(), provider=InstantProvider(), workers=2) as pool:
                 async with pool_running(pool):
-                    with anyio.fail_after(60):
-                        while not all(
+                    await eventually(
+                        lambda: all(
                             r["state"] == "done" or r["halted_at"]
                             for r in su.http.get("/api/collections/audio_records/records").json()["items"]
-                        ):
-                            await anyio.sleep(0.1)
+                        ),
+                        within=60,
+                    )
 
         anyio.run(drain)
         halted: dict[str, str] = {}

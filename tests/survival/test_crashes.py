@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from tests.harness import Caller, PocketBaseServer
-from tests.media import wav_bytes
+from testkit.media import wav_bytes
+from testkit.pocketbase import Caller, PocketBaseServer
 
 pytestmark = pytest.mark.slow
 
@@ -42,7 +42,7 @@ def start_worker(env: dict[str, str], log: Path, *, wait_running: bool = False) 
     before = log.read_text().count("pool running") if log.exists() else 0
     with log.open("ab") as fh:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.chaos_worker"], env=env, stdout=fh, stderr=subprocess.STDOUT
+            [sys.executable, "-m", "tests.support.chaos_worker"], env=env, stdout=fh, stderr=subprocess.STDOUT
         )
     if wait_running:
         wait_for_line(proc, log, "pool running", seen_before=before)
@@ -223,7 +223,7 @@ def test_sigterm_during_a_step_spends_no_attempt_and_the_work_resumes(
 
 
 def test_sigterm_while_waiting_for_pocketbase_ends_cleanly(tmp_path: Path) -> None:
-    from tests.harness import free_port
+    from testkit.pocketbase import free_port
 
     env = dict(
         os.environ,

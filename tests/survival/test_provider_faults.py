@@ -18,8 +18,8 @@ from pydantic import SecretStr
 from sidecar.providers.http import RetryPolicy
 from sidecar.providers.openai import OpenAIProvider
 from sidecar.service import default_steps
-from tests.fakes import pool_running, running_sidecar
-from tests.harness import PocketBaseServer, free_port, running_pocketbase
+from testkit.pocketbase import PocketBaseServer, free_port, running_pocketbase
+from tests.support.sidecar import pool_running, running_sidecar
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 CLIP = Path(__file__).resolve().parents[1] / "data" / "speech" / "fox.ogg"

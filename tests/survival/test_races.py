@@ -11,8 +11,8 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
-from tests.harness import Caller, PocketBaseServer
-from tests.media import wav_bytes
+from testkit.media import wav_bytes
+from testkit.pocketbase import Caller, PocketBaseServer
 
 pytestmark = pytest.mark.slow
 LEASE = 24 * 3_600_000  # a day: no claim of an earlier round may expire during the test

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import logging
 from datetime import timedelta
-from pathlib import Path
 
 import anyio
 import pytest
@@ -15,9 +14,11 @@ from pydantic import SecretStr
 from sidecar.outcome import HaltCode, PermanentError, RetryableError
 from sidecar.providers.base import OnProgress, Started, StartRequest
 from sidecar.service import default_steps, pipeline
-from tests.fakes import StubProvider, pool_running
-from tests.harness import Caller, PocketBaseServer
-from tests.media import wav_bytes
+from testkit.media import wav_bytes
+from testkit.pocketbase import Caller, PocketBaseServer
+from tests.support.fakes import StubProvider
+from tests.support.sidecar import pool_running
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.anyio
 
@@ -63,9 +64,10 @@ async def test_planted_secrets_never_leave(
 
     async with pipeline(settings, steps=default_steps(), provider=LeakyProvider()) as pool:
         async with pool_running(pool):
-            with anyio.fail_after(60):
-                while not superuser.http.get(f"/api/collections/audio_records/records/{rid}").json()["halted_at"]:
-                    await anyio.sleep(0.1)
+            await eventually(
+                lambda: superuser.http.get(f"/api/collections/audio_records/records/{rid}").json()["halted_at"],
+                within=60,
+            )
 
     rec = superuser.http.get(f"/api/collections/audio_records/records/{rid}").json()
     assert rec["halt_code"] == "provider_rejected"
@@ -74,7 +76,7 @@ async def test_planted_secrets_never_leave(
     assert any("step_failed" == e["kind"] for e in events["items"])  # the leaky retry did happen
     poll = sender.http.get(f"/api/transcriber/records/{rid}").text
     logs = "\n".join(r.getMessage() for r in caplog.records) + pb.log()
-    account = Path(pb.settings.pocketbase.data_dir / "service-account.json").read_text()
+    account = await anyio.Path(pb.settings.pocketbase.data_dir / "service-account.json").read_text()
     places = {"halt_reason": rec["halt_reason"], "events": "\n".join(texts), "poll": poll, "logs": logs}
     for where, text in places.items():
         for secret in PLANTED:

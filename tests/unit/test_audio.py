@@ -19,7 +19,7 @@ from sidecar import audio
 from sidecar.audio import AudioSpec, NormalizeCancelled, normalize, probe
 from sidecar.outcome import HaltCode, PermanentError
 from sidecar.threads import run_in_thread
-from tests.audio_fixtures import decode_info, tone_frames, write_audio, write_video_only
+from testkit.audio import decode_info, tone_frames, write_audio, write_video_only
 
 OPUS = AudioSpec("ogg_opus", 16000, 1, 32000)
 LONG_MINUTES = 20
@@ -305,7 +305,7 @@ src, dst, seconds = Path(sys.argv[1]), Path(sys.argv[2]), float(sys.argv[3])
 if seconds:
     import av
     with av.open(str(src), "w") as out:
-        from tests.audio_fixtures import tone_frames
+        from testkit.audio import tone_frames
         s = out.add_stream("pcm_s16le", rate=16000)
         s.layout = "mono"
         for f in tone_frames(seconds, 16000):

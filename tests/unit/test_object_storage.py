@@ -12,8 +12,8 @@ from botocore.exceptions import ClientError, ConnectTimeoutError, EndpointConnec
 
 from sidecar.outcome import HaltCode, PermanentError, RetryableError
 from sidecar.providers.object_storage import ObjectStore, classify
-from tests.harness import free_port
-from tests.s3_server import ACCESS_KEY_ID, SECRET_ACCESS_KEY, S3Server
+from testkit.pocketbase import free_port
+from testkit.s3 import ACCESS_KEY_ID, SECRET_ACCESS_KEY, S3Server
 
 pytestmark = pytest.mark.anyio
 
@@ -41,7 +41,7 @@ async def test_upload_stores_the_bytes_under_a_path_style_uri(
     assert key.startswith("audio/att123/") and key.endswith(".ogg")
     assert uri == f"{s3.endpoint_url}/{bucket}/{key}"
     assert s3.keys(bucket) == [key]
-    assert s3.read(bucket, key) == audio.read_bytes()
+    assert s3.read(bucket, key) == await anyio.Path(audio).read_bytes()
     head = s3.client.head_object(Bucket=bucket, Key=key)
     assert head["ContentType"] == "audio/ogg"
     assert store.key_of(uri) == key

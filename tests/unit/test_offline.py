@@ -29,8 +29,8 @@ from sidecar.providers.whisper_models import (
 )
 from sidecar.settings import OfflineSettings
 from sidecar.transcript import Transcript
-from tests.audio_fixtures import compose_wav, concat_to_wav, decode_info
-from tests.wer import word_errors
+from testkit.audio import compose_wav, concat_to_wav, decode_info
+from testkit.wer import word_errors
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEECH = ROOT / "tests" / "data" / "speech"
@@ -207,7 +207,7 @@ def test_no_speech_gives_an_empty_transcript(provider: OfflineProvider, tmp_path
 
 @pytest.mark.parametrize("ms", [10, 50, 250])
 def test_tiny_clips_end_cleanly(provider: OfflineProvider, tmp_path: Path, ms: int) -> None:
-    from tests.audio_fixtures import write_audio
+    from testkit.audio import write_audio
 
     for name, src in (
         ("tone", write_audio(tmp_path / f"tone{ms}.wav", ms / 1000, codec="pcm_s16le", rate=44100)),

@@ -9,6 +9,7 @@ from email.utils import format_datetime
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 import respx
@@ -141,7 +142,7 @@ async def test_start_sends_the_multipart_form_and_returns_the_body(
             ("response_format", "verbose_json"),
             ("timestamp_granularities[]", "segment"),
             ("timestamp_granularities[]", "word"),
-            ("file", f"audio.ogg (audio/ogg, {audio.stat().st_size} bytes)"),
+            ("file", f"audio.ogg (audio/ogg, {(await anyio.Path(audio).stat()).st_size} bytes)"),
         ]
     )
 
@@ -241,8 +242,9 @@ async def test_5xx_then_success_is_retried_within_the_call(
     started = await provider.start(_request(audio), _no_progress)
     assert started.raw is not None and route.call_count == 2
     # The file went out whole both times.
+    size = (await anyio.Path(audio).stat()).st_size
     for call in route.calls:
-        assert ("file", f"audio.ogg (audio/ogg, {audio.stat().st_size} bytes)") in form_fields(call.request)
+        assert ("file", f"audio.ogg (audio/ogg, {size} bytes)") in form_fields(call.request)
 
 
 async def test_5xx_every_time_is_retryable(api: respx.MockRouter, provider: OpenAIProvider, audio: Path) -> None:

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from sidecar.settings import CONFIG_ENV, load_settings
+from sidecar.pipeline.stages import StageTable
+from sidecar.service import default_steps
+from sidecar.settings import CONFIG_ENV, PipelineSettings, load_settings
 
 
 def test_the_file_is_read_and_the_environment_wins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -23,8 +25,9 @@ def test_the_file_is_read_and_the_environment_wins(tmp_path: Path, monkeypatch: 
     assert s.pipeline.workers == 3  # the environment over the file
     assert s.openai.model == "whisper-small"
     assert s.pipeline.own_work_limit == timedelta(minutes=90)  # the file over the default
-    assert s.pipeline.leases.uploaded == timedelta(minutes=20)
-    assert s.pipeline.leases.normalized == timedelta(minutes=15)  # untouched default
+    leases = StageTable(s.pipeline, default_steps()).leases()
+    assert leases["uploaded"] == timedelta(minutes=20)
+    assert leases["normalized"] == timedelta(minutes=15)  # untouched default
     assert s.openai.api_key is not None and s.openai.api_key.get_secret_value() == "sk-from-the-file"
     assert "sk-from-the-file" not in repr(s)  # a secret never prints
 
@@ -32,3 +35,9 @@ def test_the_file_is_read_and_the_environment_wins(tmp_path: Path, monkeypatch: 
 def test_a_missing_file_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="config file not found"):
         load_settings(tmp_path / "nope.toml")
+
+
+def test_a_lease_for_a_stage_the_table_does_not_claim_is_refused() -> None:
+    settings = PipelineSettings(leases={"uplaoded": timedelta(minutes=5), "done": timedelta(minutes=1)})
+    with pytest.raises(ValueError, match=r"names no claimable stage: done, uplaoded"):
+        StageTable(settings, default_steps())

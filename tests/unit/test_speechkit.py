@@ -4,20 +4,19 @@ PROVIDERS.md documents (A.4–A.7), the bucket a real S3-compatible server (moto
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 import respx
 from pydantic import SecretStr
 
-from sidecar.clock import SystemClock
 from sidecar.outcome import Advance, HaltCode, PermanentError, RetryableError
-from sidecar.pocketbase.client import AttemptRow, AudioRecord, Claim, FileRow
 from sidecar.providers.base import StartRequest
 from sidecar.providers.http import RetryPolicy
 from sidecar.providers.object_storage import ObjectStore
@@ -25,7 +24,12 @@ from sidecar.providers.speechkit import MAX_BYTES, MAX_DURATION, SpeechKitProvid
 from sidecar.settings import Settings, SpeechKitSettings
 from sidecar.steps import submit
 from sidecar.steps.base import StepContext
-from tests.s3_server import ACCESS_KEY_ID, SECRET_ACCESS_KEY, S3Server
+from sidecar.storage.memory import InMemoryStorage
+from sidecar.storage.model import AttemptRow, Claim, Claimed
+from sidecar.storage.session import ClaimSession
+from sidecar.storage.transitions import Enter
+from testkit.s3 import ACCESS_KEY_ID, SECRET_ACCESS_KEY, S3Server
+from tests.support.sidecar import twin
 
 pytestmark = pytest.mark.anyio
 
@@ -193,7 +197,7 @@ async def test_start_uploads_reports_the_uri_then_the_operation_id(
     [key] = s3.keys(bucket)
     uri = f"{s3.endpoint_url}/{bucket}/{key}"
     assert key.startswith("transcriber/att1/") and key.endswith(".ogg")
-    assert s3.read(bucket, key) == audio.read_bytes()
+    assert s3.read(bucket, key) == await anyio.Path(audio).read_bytes()
     assert progress == [("audio_uri", uri), ("operation_id", OP_ID)]
     assert started.operation_id == OP_ID and started.audio_uri == uri and started.raw is None
 
@@ -602,51 +606,52 @@ class Killed(Exception):
     """The worker process dies here."""
 
 
-class FakeStorage:
-    """The few PocketBase calls the submit step makes, kept in memory."""
+@dataclass
+class DyingStorage(InMemoryStorage):
+    """The twin, dying once just before or just after an operation id is stored."""
 
-    def __init__(self, audio: Path, die: str | None = None) -> None:
-        self.audio = audio
-        self.rows: list[AttemptRow] = []
-        self.die = die  # "after_storing_id" | "before_storing_id" | None
-
-    async def attempts_of(self, record_id: str) -> list[AttemptRow]:
-        return [r.model_copy() for r in self.rows]
-
-    async def create_attempt(self, claim: Claim, *, provider: str, model: str, audio_uri: str = "") -> str:
-        self.rows.append(AttemptRow(id=f"att{len(self.rows) + 1}", record=claim.id, provider=provider, model=model))
-        return self.rows[-1].id
+    die: str | None = None  # "after_storing_id" | "before_storing_id"
 
     async def update_attempt(self, claim: Claim, attempt_id: str, **fields: Any) -> None:
-        row = next(r for r in self.rows if r.id == attempt_id)
         storing_id = fields.get("operation_id") is not None
         if storing_id and self.die == "before_storing_id":
             self.die = None
             raise Killed
-        for name in ("operation_id", "audio_uri", "status"):
-            if fields.get(name) is not None:
-                setattr(row, name, fields[name])
+        await super().update_attempt(claim, attempt_id, **fields)
         if storing_id and self.die == "after_storing_id":
             self.die = None
             raise Killed
 
-    async def files_of(self, record_id: str, role: str) -> list[FileRow]:
-        return [FileRow(id="f1", record=record_id, role=role, format="ogg_opus", blob="n.ogg", duration_ms=5600)]
-
-    async def download(self, collection: str, record_id: str, filename: str, dest: Path) -> int:
-        shutil.copyfile(self.audio, dest)
-        return dest.stat().st_size
+    def attempts(self, record_id: str) -> list[AttemptRow]:
+        return [a.row for a in self._attempts.values() if a.row.record == record_id]
 
 
-def _context(storage: FakeStorage, provider: SpeechKitProvider, workdir: Path) -> StepContext:
+async def _normalized(audio: Path, die: str) -> tuple[DyingStorage, Claimed]:
+    """A record in ``normalized`` with its normalized audio, claimed."""
+    base = twin()
+    storage = DyingStorage(stages=base.stages, terminal=base.terminal, clock=base.clock, die=die)
+    rid = storage.add_record()
+    first = await storage.claim({"uploaded": timedelta(minutes=5)})
+    assert isinstance(first, Claimed)
+    await storage.attach_file(first.claim, audio, role="normalized", format="ogg_opus", duration_ms=5600)
+    await storage.settle(first.claim, Enter("normalized"))
+    return storage, await _claim(storage, rid)
+
+
+async def _claim(storage: InMemoryStorage, rid: str) -> Claimed:
+    storage.clock.advance(3600)  # type: ignore[attr-defined]  # past any lease of a killed try
+    got = await storage.claim({"normalized": timedelta(minutes=5)})
+    assert isinstance(got, Claimed) and got.record.id == rid
+    return got
+
+
+def _context(storage: InMemoryStorage, claimed: Claimed, provider: SpeechKitProvider, workdir: Path) -> StepContext:
     return StepContext(
-        claim=Claim("rec1", "token"),
-        record=AudioRecord(id="rec1", owner="u1", state="normalized"),
-        storage=storage,  # type: ignore[arg-type]
+        session=ClaimSession(storage, claimed.claim, claimed.record),
         provider=provider,
         provider_for=lambda name: provider,
         settings=Settings(),
-        clock=SystemClock(),
+        clock=storage.clock,
         workdir=workdir,
     )
 
@@ -655,12 +660,13 @@ async def test_a_kill_after_the_id_is_stored_never_starts_a_second_recognition(
     api: respx.MockRouter, s3: S3Server, bucket: str, provider: SpeechKitProvider, audio: Path, tmp_path: Path
 ) -> None:
     recognize = api.post(f"{STT}/stt/v3/recognizeFileAsync").respond(200, json=operation(False))
-    storage = FakeStorage(audio, die="after_storing_id")
+    storage, claimed = await _normalized(audio, die="after_storing_id")
     with pytest.raises(Killed):
-        await submit.run(_context(storage, provider, tmp_path))
-    assert storage.rows[0].operation_id == OP_ID
+        await submit.run(_context(storage, claimed, provider, tmp_path))
+    assert storage.attempts(claimed.record.id)[0].operation_id == OP_ID
 
-    outcome = await submit.run(_context(storage, provider, tmp_path))
+    again = await _claim(storage, claimed.record.id)
+    outcome = await submit.run(_context(storage, again, provider, tmp_path))
 
     assert isinstance(outcome, Advance) and "not started again" in outcome.note
     assert recognize.call_count == 1
@@ -672,14 +678,16 @@ async def test_the_residual_window_a_kill_before_the_id_is_stored_pays_twice(
 ) -> None:
     """Documented, not closed: SpeechKit cannot be asked for an operation by our key."""
     recognize = api.post(f"{STT}/stt/v3/recognizeFileAsync").respond(200, json=operation(False))
-    storage = FakeStorage(audio, die="before_storing_id")
+    storage, claimed = await _normalized(audio, die="before_storing_id")
     with pytest.raises(Killed):
-        await submit.run(_context(storage, provider, tmp_path))
-    assert storage.rows[0].operation_id == "" and storage.rows[0].audio_uri
+        await submit.run(_context(storage, claimed, provider, tmp_path))
+    [row] = storage.attempts(claimed.record.id)
+    assert row.operation_id == "" and row.audio_uri
 
-    outcome = await submit.run(_context(storage, provider, tmp_path))
+    again = await _claim(storage, claimed.record.id)
+    outcome = await submit.run(_context(storage, again, provider, tmp_path))
 
     assert isinstance(outcome, Advance)
     assert recognize.call_count == 2  # the second paid call the docs name
     assert len(s3.keys(bucket)) == 1  # ... but the upload is not repeated
-    assert storage.rows[0].operation_id == OP_ID
+    assert storage.attempts(claimed.record.id)[0].operation_id == OP_ID

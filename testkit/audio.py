@@ -3,7 +3,7 @@
 Everything here streams: a long input is written chunk by chunk, so a
 twenty-minute fixture costs disk, not memory.
 
-``python -m tests.audio_fixtures`` regenerates ``tests/data/speech`` and
+``python -m testkit.audio`` regenerates ``tests/data/speech`` and
 ``samples/`` from their texts with Debian's ``flite`` (voice ``slt``),
 ``tests/data/speech_ru`` with ``festival``'s Russian voice (``festvox-ru``),
 and the dialogues in ``tests/data/dialogues`` (both engines, ``sox`` for a

@@ -18,7 +18,7 @@ from moto.server import ThreadedMotoServer
 from pydantic import SecretStr
 
 from sidecar.settings import ObjectStorageSettings
-from tests.harness import free_port
+from testkit.pocketbase import free_port
 
 ACCESS_KEY_ID = "AKIDTESTTRANSCRIBER"
 SECRET_ACCESS_KEY = "s3-secret-Zq9vN2mK7pW4"

@@ -21,7 +21,7 @@ from sidecar.service import default_steps, run_workers
 from sidecar.settings import Settings
 from sidecar.steps.base import Step, StepContext
 from sidecar.transcript import Segment, Transcript
-from tests.fakes import StubProvider
+from tests.support.fakes import StubProvider
 
 
 class SlowProvider(StubProvider):

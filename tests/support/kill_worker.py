@@ -19,7 +19,7 @@ from sidecar.outcome import Advance, Outcome
 from sidecar.service import default_steps, pipeline
 from sidecar.settings import Settings
 from sidecar.steps.base import Step, StepContext
-from tests.fakes import PaidProvider, StubProvider
+from tests.support.fakes import PaidProvider, StubProvider
 
 
 async def die(ctx: StepContext) -> Outcome:

@@ -3,9 +3,12 @@ data dir, a free port, and signed-in clients for each kind of caller."""
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import socket
 import subprocess
+import tempfile
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -76,6 +79,7 @@ class PocketBaseServer:
     log_path: Path
     superuser_email: str = "owner@example.com"
     _clients: list[httpx.Client] = field(default_factory=list)
+    _su_token: str = ""
 
     def caller(self, kind: str, collection: str, email: str, password: str = PASSWORD) -> Caller:
         resp = httpx.post(
@@ -90,9 +94,21 @@ class PocketBaseServer:
         return Caller(kind, email, body["token"], body["record"]["id"], http)
 
     def new_sender(self, email: str | None = None) -> Caller:
+        """A sender account, made through the running server (as ``transcriber user add`` makes it)."""
         email = email or f"sender-{uuid.uuid4().hex[:8]}@example.com"
-        process.add_user(self.settings, email, PASSWORD)
+        resp = httpx.post(
+            f"{self.url}/api/collections/users/records",
+            headers={"Authorization": self._superuser_token()},
+            json={"email": email, "password": PASSWORD, "passwordConfirm": PASSWORD, "verified": True},
+            timeout=10,
+        )
+        resp.raise_for_status()
         return self.caller("sender", "users", email)
+
+    def _superuser_token(self) -> str:
+        if not self._su_token:
+            self._su_token = login(self.url, "_superusers", self.superuser_email, PASSWORD)
+        return self._su_token
 
     def service(self) -> Caller:
         return self.caller("service", "services", self.service_account.email, self.service_account.password)
@@ -154,16 +170,36 @@ def _spawn(settings: Settings, url: str, log_path: Path) -> subprocess.Popen[byt
         log.close()
 
 
+# A migrated data directory (schema, service account, superuser), made once per
+# process and copied for each server: preparing one costs half a second, a copy
+# a few milliseconds.
+_template: Path | None = None
+
+
+def _prepared_template() -> Path:
+    global _template
+    if _template is None or not (_template / "data.db").is_file():
+        from pydantic import SecretStr
+
+        root = Path(tempfile.mkdtemp(prefix="transcriber-pb-template-"))
+        atexit.register(shutil.rmtree, root, True)
+        settings = test_settings(root / "pb_data", free_port())
+        settings.pocketbase.superuser_email = "owner@example.com"
+        settings.pocketbase.superuser_password = SecretStr(PASSWORD)
+        process.prepare(settings)
+        _template = root / "pb_data"
+    return _template
+
+
 @contextmanager
 def running_pocketbase(tmp: Path, *, max_upload_mb: int = 1024) -> Iterator[PocketBaseServer]:
-    from pydantic import SecretStr
-
+    """A fresh PocketBase with the project's migrations and hooks on a free port, data under ``tmp``."""
     port = free_port()
-    settings = test_settings(tmp / "pb_data", port)
+    data_dir = tmp / "pb_data"
+    shutil.copytree(_prepared_template(), data_dir)
+    settings = test_settings(data_dir, port)
     settings.intake.max_upload_mb = max_upload_mb
-    settings.pocketbase.superuser_email = "owner@example.com"
-    settings.pocketbase.superuser_password = SecretStr(PASSWORD)
-    account = process.prepare(settings)
+    account = process.service_account(settings, create=False)
     log_path = tmp / "pocketbase.log"
     proc = _spawn(settings, settings.pocketbase.url, log_path)
     server = PocketBaseServer(settings.pocketbase.url, settings, account, proc, log_path)

@@ -1,0 +1,412 @@
+"""An in-memory twin of the PocketBase storage, held to the same contract (tests/contract).
+
+It keeps records, files, attempts, texts and the journal in dictionaries and
+applies the claim and the transitions exactly as pb_hooks/lib/queue.js does:
+one sort key (``available_at``), leases written at the claim, every write
+fenced by the token. It also plays the parts outside the pipeline that tests
+need: a sender's upload (``add_record``) and the owner's panel edits
+(``owner_halt``, ``owner_resume``, ``owner_set_stage``).
+
+Single-threaded and synchronous inside: each call is atomic with respect to
+the others, as PocketBase's single write connection makes them.
+"""
+
+from __future__ import annotations
+
+import secrets
+import string
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+
+from sidecar.clock import Clock, SystemClock
+from sidecar.languages import LANGUAGES
+from sidecar.outcome import HaltCode
+from sidecar.storage.errors import FencedOut, StorageError
+from sidecar.storage.model import (
+    AttemptRow,
+    AttemptStatus,
+    AudioRecord,
+    Claim,
+    Claimed,
+    FileRole,
+    FileRow,
+    NoWork,
+)
+from sidecar.storage.transitions import Enter, Extend, Halt, Pause, Release, Retry, Transition
+
+__all__ = ["Event", "InMemoryStorage", "Row"]
+
+_ALPHABET = string.ascii_lowercase + string.digits
+
+
+def _id() -> str:
+    return "".join(secrets.choice(_ALPHABET) for _ in range(15))
+
+
+def _db_time(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S.") + f"{ms % 1000:03d}Z"
+
+
+@dataclass
+class Row:
+    """One audio record with every queue field, as the table holds it."""
+
+    id: str
+    owner: str
+    created_ms: int
+    title: str = ""
+    state: str = "uploaded"
+    state_entered_at: int = 0
+    halted_at: str = ""
+    halt_code: str = ""
+    halt_reason: str = ""
+    attempts: int = 0
+    claim_token: str = ""
+    claim_expires_at: int = 0
+    paused_until: int = 0
+    available_at: int = 0
+    queue_rev: int = 0
+    language_hint: str = ""
+    language: str = ""
+
+    def view(self) -> AudioRecord:
+        return AudioRecord.model_validate(self.__dict__)
+
+
+@dataclass(frozen=True)
+class Event:
+    """A journal row."""
+
+    record: str
+    stage: str
+    kind: str
+    text: str
+    actor: str
+
+
+@dataclass
+class _Attempt:
+    row: AttemptRow
+    raw: bytes | None = None
+
+
+@dataclass
+class _Text:
+    content: str
+    segments: Any
+
+
+@dataclass
+class InMemoryStorage:
+    """The twin. ``stages`` are the schema's stage names in order, ``terminal`` those never claimed
+    (the caller passes the stage table's: storage itself does not know the pipeline)."""
+
+    stages: Sequence[str]
+    terminal: frozenset[str]
+    clock: Clock = field(default_factory=SystemClock)
+    records: dict[str, Row] = field(default_factory=dict)
+    events: list[Event] = field(default_factory=list)
+    texts: dict[tuple[str, str], _Text] = field(default_factory=dict)
+    calls: list[str] = field(default_factory=list)  # every call by name, for tests that count round trips
+    _files: dict[str, tuple[FileRow, bytes]] = field(default_factory=dict)
+    _attempts: dict[str, _Attempt] = field(default_factory=dict)
+    _order: int = 0
+    _changed: anyio.Event = field(default_factory=anyio.Event)
+
+    # -- outside the pipeline: the sender and the owner --------------------------------
+
+    def add_record(self, owner: str = "sender", *, title: str = "", audio: bytes = b"RIFF", hint: str = "") -> str:
+        """A sender's upload: the record in ``uploaded`` and its original file (as intake makes them)."""
+        now = self.clock.now_ms()
+        row = Row(id=_id(), owner=owner, created_ms=now, title=title, state_entered_at=now, language_hint=hint)
+        row.available_at = row.created_ms
+        self.records[row.id] = row
+        self._store_file(row.id, FileRole.ORIGINAL, "upload", audio, format="riff", duration_ms=0)
+        self._journal(row, "accepted", f"accepted {len(audio)} bytes", "intake")
+        return row.id
+
+    def owner_halt(self, record_id: str, reason: str = "halted by the owner") -> None:
+        row = self.records[record_id]
+        self._apply(row, self._halted(HaltCode.HALTED_BY_OWNER, reason), actor="owner")
+
+    def owner_resume(self, record_id: str) -> None:
+        row = self.records[record_id]
+        now = self.clock.now_ms()
+        row.halted_at = row.halt_code = row.halt_reason = ""
+        row.state_entered_at = now
+        self._release_for_owner(row)
+        self._journal(row, "resumed", "halt cleared by the owner", "owner")
+        self._changed_now()
+
+    def owner_set_stage(self, record_id: str, stage: str) -> None:
+        row = self.records[record_id]
+        if stage not in self.stages:
+            raise StorageError(f"unknown stage {stage!r}", status=400)
+        before = row.state
+        row.state = stage
+        row.state_entered_at = self.clock.now_ms()
+        self._release_for_owner(row)
+        for attempt in self._attempts.values():
+            if attempt.row.record == record_id and attempt.row.status not in (
+                AttemptStatus.FAILED,
+                AttemptStatus.SUPERSEDED,
+            ):
+                attempt.row.status = AttemptStatus.SUPERSEDED
+        self._journal(row, "stage_set", f"stage changed by the owner from {before} to {stage}", "owner")
+        self._changed_now()
+
+    def row(self, record_id: str) -> Row:
+        return self.records[record_id]
+
+    def journal_of(self, record_id: str) -> list[Event]:
+        return [e for e in self.events if e.record == record_id]
+
+    # -- Storage ------------------------------------------------------------------------
+
+    async def connect(self) -> None:
+        self.calls.append("connect")
+
+    async def aclose(self) -> None:
+        return None
+
+    async def claim(self, leases: Mapping[str, timedelta]) -> Claimed | NoWork:
+        await anyio.lowlevel.checkpoint()
+        self.calls.append("claim")
+        now = self.clock.now_ms()
+        for stage, lease in leases.items():
+            if stage not in self.stages or stage in self.terminal:
+                raise StorageError(f"unknown or terminal stage '{stage}'", status=400)
+            if lease <= timedelta(0):
+                raise StorageError(f"lease of '{stage}' must be positive", status=400)
+        eligible = [
+            r
+            for r in self.records.values()
+            if 0 < r.available_at <= now
+            and r.halted_at == ""
+            and r.paused_until <= now
+            and r.claim_expires_at <= now
+            and r.state in leases
+        ]
+        if not eligible:
+            later = [r.available_at for r in self.records.values() if r.available_at > now]
+            return NoWork(min(later) if later else 0)
+        row = min(eligible, key=lambda r: (r.available_at, r.id))
+        row.claim_token = secrets.token_urlsafe(30)
+        row.claim_expires_at = row.available_at = now + int(leases[row.state].total_seconds() * 1000)
+        row.attempts += 1
+        return Claimed(Claim(row.id, row.claim_token), row.view())
+
+    async def settle(self, claim: Claim, change: Transition) -> None:
+        await anyio.lowlevel.checkpoint()
+        self.calls.append(f"settle:{change.op}")
+        row = self._fenced(claim)
+        now = self.clock.now_ms()
+        if isinstance(change, Enter):
+            if change.stage not in self.stages:
+                raise StorageError(f"unknown stage '{change.stage}'", status=400)
+            row.state, row.state_entered_at, row.attempts, row.paused_until = change.stage, now, 0, 0
+            self._release(row)
+            row.queue_rev += 1
+            row.available_at = 0 if change.stage in self.terminal else row.created_ms
+            self._journal(row, "stage_entered", change.note or f"entered {change.stage}", "worker")
+        elif isinstance(change, Pause):
+            if change.until_ms <= now:
+                raise StorageError("'until' must be later than 'now'", status=400)
+            row.paused_until, row.attempts = change.until_ms, 0
+            self._release(row)
+            row.available_at = change.until_ms
+            self._journal(row, "postponed", change.note or "postponed", "worker")
+        elif isinstance(change, Halt):
+            self._apply(row, self._halted(change.code, change.reason), actor="worker")
+        elif isinstance(change, Retry):
+            self._release(row)
+            row.available_at = max(change.at_ms, now)
+            self._journal(row, "step_failed", change.note, "worker")
+        elif isinstance(change, Release):
+            row.attempts = max(row.attempts - 1, 0)
+            self._release(row)
+            row.available_at = row.created_ms
+            self._journal(row, "released", "released on shutdown; attempt not counted", "worker")
+        elif isinstance(change, Extend):
+            if change.until_ms <= now:
+                raise StorageError("'until' must be later than 'now'", status=400)
+            row.claim_expires_at = row.available_at = change.until_ms
+        self._changed_now()
+
+    async def get_record(self, record_id: str) -> AudioRecord:
+        await anyio.lowlevel.checkpoint()
+        self.calls.append("get_record")
+        try:
+            return self.records[record_id].view()
+        except KeyError:
+            raise StorageError(f"no record {record_id}", status=404) from None
+
+    async def files_of(self, record_id: str, role: str) -> list[FileRow]:
+        await anyio.lowlevel.checkpoint()
+        self.calls.append("files_of")
+        return [f.model_copy() for f, _ in self._files.values() if f.record == record_id and f.role == role]
+
+    async def attempts_of(self, record_id: str) -> list[AttemptRow]:
+        await anyio.lowlevel.checkpoint()
+        self.calls.append("attempts_of")
+        return [a.row.model_copy() for a in self._attempts.values() if a.row.record == record_id]
+
+    async def download(self, file: FileRow, dest: Path) -> int:
+        await anyio.lowlevel.checkpoint()
+        data = self._files[file.id][1]
+        await anyio.Path(dest).write_bytes(data)
+        return len(data)
+
+    async def raw_response(self, attempt: AttemptRow) -> bytes:
+        await anyio.lowlevel.checkpoint()
+        raw = self._attempts[attempt.id].raw
+        if raw is None:
+            raise StorageError(f"attempt {attempt.id} has no raw response", status=404)
+        return raw
+
+    async def count_records(self, stages: Sequence[str]) -> dict[tuple[str, bool], int]:
+        await anyio.lowlevel.checkpoint()
+        counts = {(s, h): 0 for s in stages for h in (False, True)}
+        for r in self.records.values():
+            key = (r.state, r.halted_at != "")
+            if key in counts:
+                counts[key] += 1
+        return counts
+
+    async def watch(self, on_change: Callable[[], None]) -> None:
+        on_change()  # as a (re)connect does: whatever happened before is news
+        while True:
+            changed = self._changed
+            await changed.wait()
+            on_change()
+
+    async def attach_file(
+        self, claim: Claim, path: Path, *, role: str, format: str, duration_ms: int, location: str = ""
+    ) -> FileRow:
+        await anyio.lowlevel.checkpoint()
+        data = await anyio.Path(path).read_bytes()
+        self._fenced(claim)
+        return self._store_file(
+            claim.id, role, path.name, data, format=format, duration_ms=duration_ms, location=location
+        )
+
+    async def create_attempt(self, claim: Claim, *, provider: str, model: str, audio_uri: str = "") -> str:
+        await anyio.lowlevel.checkpoint()
+        self._fenced(claim)
+        row = AttemptRow(
+            id=_id(),
+            record=claim.id,
+            provider=provider,
+            model=model,
+            audio_uri=audio_uri,
+            status=AttemptStatus.STARTED,
+            created=self._stamp(),
+        )
+        self._attempts[row.id] = _Attempt(row)
+        return row.id
+
+    async def update_attempt(
+        self,
+        claim: Claim,
+        attempt_id: str,
+        *,
+        operation_id: str | None = None,
+        audio_uri: str | None = None,
+        status: str | None = None,
+        raw_response: bytes | None = None,
+        raw_name: str = "response.json",
+    ) -> None:
+        await anyio.lowlevel.checkpoint()
+        self._fenced(claim)
+        attempt = self._attempts.get(attempt_id)
+        if attempt is None or attempt.row.record != claim.id:
+            raise StorageError("no such attempt of this record", status=400)
+        if status is not None and status not in set(AttemptStatus):
+            raise StorageError(f"unknown attempt status '{status}'", status=400)
+        for name, value in (("operation_id", operation_id), ("audio_uri", audio_uri), ("status", status)):
+            if value is not None:
+                setattr(attempt.row, name, value)
+        if raw_response is not None:
+            attempt.raw = raw_response
+            attempt.row.raw_response = raw_name
+
+    async def put_text(
+        self, claim: Claim, kind: str, content: str, segments: Any = None, *, language: str | None = None
+    ) -> None:
+        await anyio.lowlevel.checkpoint()
+        row = self._fenced(claim)
+        if language is not None and language in LANGUAGES:
+            row.language = language
+        self.texts[(claim.id, kind)] = _Text(content, segments)
+
+    async def note(self, claim: Claim, text: str) -> None:
+        await anyio.lowlevel.checkpoint()
+        row = self._fenced(claim)
+        self._journal(row, "note", text[:5000], "worker")
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _fenced(self, claim: Claim) -> Row:
+        row = self.records.get(claim.id)
+        if row is None or claim.token == "" or row.claim_token != claim.token:
+            raise FencedOut("claim token no longer matches")
+        return row
+
+    @staticmethod
+    def _release(row: Row) -> None:
+        row.claim_token, row.claim_expires_at = "", 0
+
+    def _release_for_owner(self, row: Row) -> None:
+        """The queue side of an owner's stage change or resume (as lib/panel.js applies it)."""
+        self._release(row)
+        row.paused_until = row.attempts = 0
+        row.available_at = 0 if row.halted_at or row.state in self.terminal else row.created_ms
+        row.queue_rev += 1
+
+    def _halted(self, code: HaltCode, reason: str) -> dict[str, Any]:
+        return {"halted_at": _db_time(self.clock.now_ms()), "halt_code": code.value, "halt_reason": reason[:2000]}
+
+    def _apply(self, row: Row, halt: dict[str, Any], *, actor: str) -> None:
+        for name, value in halt.items():
+            setattr(row, name, value)
+        self._release(row)
+        row.queue_rev += 1
+        row.available_at = 0
+        self._journal(row, "halted", f"{row.halt_code}: {row.halt_reason}", actor)
+        self._changed_now()
+
+    def _store_file(
+        self, record_id: str, role: str, name: str, data: bytes, *, format: str, duration_ms: int, location: str = ""
+    ) -> FileRow:
+        row = FileRow(
+            id=_id(),
+            record=record_id,
+            role=role,
+            format=format,
+            blob=f"{_id()}_{name}",
+            name=name,
+            location=location,
+            size=len(data),
+            duration_ms=duration_ms,
+        )
+        self._files[row.id] = (row, data)
+        self._changed_now()
+        return row
+
+    def _journal(self, row: Row, kind: str, text: str, actor: str) -> None:
+        self.events.append(Event(row.id, row.state, kind, text, actor))
+
+    def _stamp(self) -> str:
+        # Rows of one millisecond keep their order: created, then insertion.
+        self._order += 1
+        return f"{_db_time(self.clock.now_ms())}#{self._order:09d}"
+
+    def _changed_now(self) -> None:
+        self._changed.set()
+        self._changed = anyio.Event()

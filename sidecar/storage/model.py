@@ -1,0 +1,103 @@
+"""What storage hands the pipeline: a claim, a record's queue fields, its files and attempts.
+
+Content never rides with these (ST7): texts and raw responses are read only
+when a step asks for them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict
+
+__all__ = ["AttemptRow", "AttemptStatus", "AudioRecord", "Claim", "Claimed", "FileRole", "FileRow", "NoWork"]
+
+
+class AttemptStatus(StrEnum):
+    """Where a recognition attempt stands; mirrored by the schema's select on ``recognition_attempts.status``."""
+
+    STARTED = "started"  # the row exists; the provider may not have been called yet
+    RUNNING = "running"  # the provider accepted it: operation_id is set
+    READY = "ready"  # the raw response is stored
+    CLEANED = "cleaned"  # the transcript is stored and the provider-side copy removed
+    FAILED = "failed"  # lost for good at the provider: never polled or finalized again
+    SUPERSEDED = "superseded"  # the owner set the stage back: submit starts a new one
+
+
+class FileRole(StrEnum):
+    """Mirrored by the schema's select on ``files.role``."""
+
+    ORIGINAL = "original"  # as the sender uploaded it, never replaced
+    NORMALIZED = "normalized"  # the provider's input, made by normalize
+
+
+@dataclass(frozen=True)
+class Claim:
+    """The credential of one claim: every write of its results must carry the token."""
+
+    id: str
+    token: str
+
+
+class AudioRecord(BaseModel):
+    """The queue fields of a record, as the runner and the steps read them."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    id: str
+    owner: str = ""
+    title: str = ""
+    state: str
+    state_entered_at: int = 0
+    halted_at: str = ""
+    halt_code: str = ""
+    attempts: int = 0
+    claim_token: str = ""
+    claim_expires_at: int = 0
+    paused_until: int = 0
+    language_hint: str = ""  # the sender's hint at intake ("": none)
+    language: str = ""  # found by recognition
+
+
+@dataclass(frozen=True)
+class Claimed:
+    """A claim and the record as it stood the moment it was claimed."""
+
+    claim: Claim
+    record: AudioRecord
+
+
+@dataclass(frozen=True)
+class NoWork:
+    """The claim found nothing; ``next_at_ms`` is when something becomes claimable (0: unknown)."""
+
+    next_at_ms: int = 0
+
+
+class FileRow(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    id: str
+    record: str
+    role: str
+    format: str = ""
+    blob: str = ""
+    name: str = ""
+    location: str = ""
+    size: int = 0
+    duration_ms: int = 0
+
+
+class AttemptRow(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    id: str
+    record: str
+    provider: str
+    model: str = ""
+    operation_id: str = ""
+    audio_uri: str = ""
+    status: str = ""
+    raw_response: str = ""
+    created: str = ""

@@ -1,0 +1,95 @@
+"""``Storage``: everything the pipeline asks of where records live.
+
+The claim protocol (SPEC P1–P11) in one place:
+
+* ``claim`` takes the next eligible record atomically (creation order,
+  leases per stage) and returns it with its queue fields, or ``NoWork``;
+* ``settle`` makes one of the typed transitions (transitions.py) while the
+  claim is still the caller's, else raises ``FencedOut``;
+* the attachment writes (files, attempts, texts, notes) are fenced the same
+  way; the reads are not.
+
+Every call may raise ``StorageUnavailable`` (retry later) or
+``StorageError`` (refused); the writes also ``FencedOut``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Protocol
+
+from sidecar.clock import Clock
+from sidecar.storage.model import AttemptRow, AudioRecord, Claim, Claimed, FileRow, NoWork
+from sidecar.storage.transitions import Transition
+
+__all__ = ["Storage"]
+
+
+class Storage(Protocol):
+    clock: Clock
+
+    async def connect(self) -> None:
+        """Signs in (once; storage that is not up yet raises ``StorageUnavailable``)."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+    # -- the queue ----------------------------------------------------------------
+
+    async def claim(self, leases: Mapping[str, timedelta]) -> Claimed | NoWork: ...
+
+    async def settle(self, claim: Claim, change: Transition) -> None: ...
+
+    # -- reads --------------------------------------------------------------------
+
+    async def get_record(self, record_id: str) -> AudioRecord: ...
+
+    async def files_of(self, record_id: str, role: str) -> list[FileRow]:
+        """The record's files of ``role``, oldest first."""
+        ...
+
+    async def attempts_of(self, record_id: str) -> list[AttemptRow]:
+        """The record's recognition attempts, oldest first."""
+        ...
+
+    async def download(self, file: FileRow, dest: Path) -> int:
+        """Streams a file's blob to ``dest``; its size."""
+        ...
+
+    async def raw_response(self, attempt: AttemptRow) -> bytes: ...
+
+    async def count_records(self, stages: Sequence[str]) -> dict[tuple[str, bool], int]:
+        """How many records are in each (stage, halted) pair (for the metrics)."""
+        ...
+
+    async def watch(self, on_change: Callable[[], None]) -> None:
+        """Calls ``on_change`` when records may have changed (best effort), until cancelled."""
+        ...
+
+    # -- fenced writes of a step's results ----------------------------------------
+
+    async def attach_file(
+        self, claim: Claim, path: Path, *, role: str, format: str, duration_ms: int, location: str = ""
+    ) -> FileRow: ...
+
+    async def create_attempt(self, claim: Claim, *, provider: str, model: str, audio_uri: str = "") -> str: ...
+
+    async def update_attempt(
+        self,
+        claim: Claim,
+        attempt_id: str,
+        *,
+        operation_id: str | None = None,
+        audio_uri: str | None = None,
+        status: str | None = None,
+        raw_response: bytes | None = None,
+        raw_name: str = "response.json",
+    ) -> None: ...
+
+    async def put_text(
+        self, claim: Claim, kind: str, content: str, segments: Any = None, *, language: str | None = None
+    ) -> None: ...
+
+    async def note(self, claim: Claim, text: str) -> None: ...

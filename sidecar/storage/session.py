@@ -1,0 +1,77 @@
+"""What a step may do with storage: read its record's rows, write its results, under its claim.
+
+A ``ClaimSession`` carries the claim's token and the claimed record; it has
+no way to claim, settle, or touch another record, so a step cannot advance a
+record by mistake (the runner settles the outcome).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from sidecar.storage.model import AttemptRow, AudioRecord, Claim, FileRow
+from sidecar.storage.protocol import Storage
+
+__all__ = ["ClaimSession"]
+
+
+class ClaimSession:
+    def __init__(self, storage: Storage, claim: Claim, record: AudioRecord) -> None:
+        self._storage = storage
+        self.claim = claim
+        self.record = record
+
+    # -- reads --------------------------------------------------------------------
+
+    async def files(self, role: str) -> list[FileRow]:
+        return await self._storage.files_of(self.record.id, role)
+
+    async def attempts(self) -> list[AttemptRow]:
+        return await self._storage.attempts_of(self.record.id)
+
+    async def download(self, file: FileRow, dest: Path) -> int:
+        self._own(file.record)
+        return await self._storage.download(file, dest)
+
+    async def raw_response(self, attempt: AttemptRow) -> bytes:
+        self._own(attempt.record)
+        return await self._storage.raw_response(attempt)
+
+    # -- fenced writes ------------------------------------------------------------
+
+    async def attach_file(self, path: Path, *, role: str, format: str, duration_ms: int, location: str = "") -> FileRow:
+        return await self._storage.attach_file(
+            self.claim, path, role=role, format=format, duration_ms=duration_ms, location=location
+        )
+
+    async def create_attempt(self, *, provider: str, model: str, audio_uri: str = "") -> str:
+        return await self._storage.create_attempt(self.claim, provider=provider, model=model, audio_uri=audio_uri)
+
+    async def update_attempt(
+        self,
+        attempt_id: str,
+        *,
+        operation_id: str | None = None,
+        audio_uri: str | None = None,
+        status: str | None = None,
+        raw_response: bytes | None = None,
+    ) -> None:
+        await self._storage.update_attempt(
+            self.claim,
+            attempt_id,
+            operation_id=operation_id,
+            audio_uri=audio_uri,
+            status=status,
+            raw_response=raw_response,
+        )
+
+    async def put_text(self, kind: str, content: str, segments: Any = None, *, language: str | None = None) -> None:
+        await self._storage.put_text(self.claim, kind, content, segments, language=language)
+
+    async def note(self, text: str) -> None:
+        await self._storage.note(self.claim, text)
+
+    def _own(self, record_id: str) -> None:
+        if record_id != self.record.id:
+            raise ValueError(f"record {self.record.id}'s step asked for a row of record {record_id}")

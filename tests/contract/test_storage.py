@@ -1,0 +1,431 @@
+"""One contract, two storages: every test runs on the in-memory twin and on a real PocketBase.
+
+What the unit tests assume of the twin is proved here of PocketBase: the claim
+(atomic, ordered, leased), each fenced transition, the fenced writes of a
+step's results, the reads, the counts and the change stream.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Protocol
+
+import anyio
+import anyio.to_thread
+import pytest
+
+from sidecar.clock import FakeClock
+from sidecar.outcome import HaltCode
+from sidecar.pocketbase.client import PocketBaseClient
+from sidecar.storage.errors import FencedOut, StorageError
+from sidecar.storage.model import AttemptStatus, Claimed, FileRole, NoWork
+from sidecar.storage.protocol import Storage
+from sidecar.storage.transitions import Enter, Extend, Halt, Pause, Release, Retry
+from testkit.media import wav_bytes
+from testkit.pocketbase import Caller, PocketBaseServer, created_ms
+from tests.support.sidecar import twin
+
+pytestmark = pytest.mark.anyio
+
+LEASES = {"uploaded": timedelta(minutes=5), "normalized": timedelta(minutes=10), "submitted": timedelta(minutes=2)}
+QUEUE_FIELDS = (
+    "state",
+    "state_entered_at",
+    "halted_at",
+    "halt_code",
+    "halt_reason",
+    "attempts",
+    "claim_token",
+    "claim_expires_at",
+    "paused_until",
+    "available_at",
+    "language",
+)
+
+
+class Backend(Protocol):
+    storage: Storage
+    clock: FakeClock
+
+    async def add(self, owner: str = "a") -> str: ...
+
+    async def row(self, rid: str) -> dict[str, Any]: ...
+
+    async def journal(self, rid: str) -> list[tuple[str, str]]: ...
+
+    async def owner(self, rid: str, **changes: Any) -> None:
+        """A panel save of ``changes`` (``halted_at``, ``state``)."""
+        ...
+
+    async def text(self, rid: str, kind: str) -> tuple[str, Any]: ...
+
+
+class Memory:
+    def __init__(self) -> None:
+        self.clock = FakeClock(start_ms=1_800_000_000_000)
+        self.twin = twin(self.clock)
+        self.storage: Storage = self.twin
+
+    async def add(self, owner: str = "a") -> str:
+        self.clock.advance(0.002)
+        return self.twin.add_record(owner)
+
+    async def row(self, rid: str) -> dict[str, Any]:
+        r = self.twin.row(rid)
+        return {f: getattr(r, f) for f in QUEUE_FIELDS}
+
+    async def journal(self, rid: str) -> list[tuple[str, str]]:
+        return [(e.kind, e.text) for e in self.twin.journal_of(rid)]
+
+    async def owner(self, rid: str, **changes: Any) -> None:
+        if "state" in changes:
+            self.twin.owner_set_stage(rid, changes["state"])
+        if changes.get("halted_at") == "":
+            self.twin.owner_resume(rid)
+        elif changes.get("halted_at"):
+            self.twin.owner_halt(rid, changes.get("halt_reason", "halted by the owner"))
+
+    async def text(self, rid: str, kind: str) -> tuple[str, Any]:
+        t = self.twin.texts[(rid, kind)]
+        return t.content, t.segments
+
+
+class Remote:
+    def __init__(self, pb: PocketBaseServer) -> None:
+        self.pb = pb
+        self.su = pb.superuser()
+        self.senders: dict[str, Caller] = {}
+        self.clock = FakeClock()
+        account = pb.service_account
+        self.storage = PocketBaseClient(pb.url, account.email, account.password, clock=self.clock)
+
+    async def add(self, owner: str = "a") -> str:
+        def upload() -> dict[str, Any]:
+            if owner not in self.senders:
+                self.senders[owner] = self.pb.new_sender()
+            resp = self.senders[owner].http.post("/api/transcriber/records", files={"file": ("a.wav", wav_bytes(0.1))})
+            assert resp.status_code == 201, resp.text
+            return dict(resp.json())
+
+        body = await anyio.to_thread.run_sync(upload)
+        created = created_ms({"created": body["created"].replace("T", " ")})
+        self.clock.advance(max(created + 2 - self.clock.now_ms(), 0) / 1000)  # the record exists "now"
+        return str(body["id"])
+
+    async def _get(self, path: str, **params: Any) -> Any:
+        return (await anyio.to_thread.run_sync(lambda: self.su.http.get(path, params=params))).json()
+
+    async def row(self, rid: str) -> dict[str, Any]:
+        rec = await self._get(f"/api/collections/audio_records/records/{rid}")
+        return {f: rec[f] for f in QUEUE_FIELDS}
+
+    async def journal(self, rid: str) -> list[tuple[str, str]]:
+        body = await self._get(
+            "/api/collections/record_events/records", filter=f'record="{rid}"', sort="created,@rowid", perPage=500
+        )
+        return [(e["kind"], e["outcome_text"]) for e in body["items"]]
+
+    async def owner(self, rid: str, **changes: Any) -> None:
+        def save() -> None:
+            url = f"/api/collections/audio_records/records/{rid}"
+            form = dict(self.su.http.get(url).json())
+            form.update(changes)
+            for k in ("id", "collectionId", "collectionName", "created", "updated"):
+                form.pop(k, None)
+            assert self.su.http.patch(url, json=form).status_code == 200
+
+        await anyio.to_thread.run_sync(save)
+
+    async def text(self, rid: str, kind: str) -> tuple[str, Any]:
+        body = await self._get("/api/collections/texts/records", filter=f'record="{rid}" && kind="{kind}"')
+        [row] = body["items"]
+        return row["content"], row["segments"]
+
+
+@pytest.fixture(params=["memory", "pocketbase"])
+async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
+    if request.param == "memory":
+        yield Memory()
+        return
+    from testkit.pocketbase import running_pocketbase
+
+    with running_pocketbase(tmp_path) as pb:
+        remote = Remote(pb)
+        await remote.storage.connect()
+        try:
+            yield remote
+        finally:
+            await remote.storage.aclose()
+
+
+async def claim(b: Backend, leases: dict[str, timedelta] = LEASES) -> Claimed:
+    got = await b.storage.claim(leases)
+    assert isinstance(got, Claimed), got
+    return got
+
+
+# --- the claim ---------------------------------------------------------------------
+
+
+async def test_an_empty_queue_has_no_work(backend: Backend) -> None:
+    assert await backend.storage.claim(LEASES) == NoWork(0)
+
+
+async def test_a_claim_hands_out_the_record_with_its_queue_fields(backend: Backend) -> None:
+    rid = await backend.add()
+    got = await claim(backend)
+    now = backend.clock.now_ms()
+    assert got.record.id == got.claim.id == rid
+    assert (got.record.state, got.record.attempts, got.record.claim_token) == ("uploaded", 1, got.claim.token)
+    assert got.record.claim_expires_at == now + 5 * 60_000
+    row = await backend.row(rid)
+    assert row["claim_token"] == got.claim.token and row["attempts"] == 1
+    assert row["claim_expires_at"] == row["available_at"] == now + 5 * 60_000
+
+
+async def test_of_many_claims_at_once_exactly_one_wins(backend: Backend) -> None:
+    await backend.add()
+    results: list[object] = []
+
+    async def one() -> None:
+        results.append(await backend.storage.claim(LEASES))
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(20):
+            tg.start_soon(one)
+    winners = [r for r in results if isinstance(r, Claimed)]
+    assert len(winners) == 1 and len(results) == 20
+
+
+async def test_records_are_handed_out_in_creation_order_across_owners(backend: Backend) -> None:
+    ids = [await backend.add(owner) for owner in ("a", "b", "a", "b")]
+    assert [(await claim(backend)).record.id for _ in ids] == ids
+
+
+async def test_a_leased_record_returns_when_its_lease_ends(backend: Backend) -> None:
+    rid = await backend.add()
+    first = await claim(backend)
+    empty = await backend.storage.claim(LEASES)
+    assert empty == NoWork(first.record.claim_expires_at)  # when something becomes claimable
+    backend.clock.advance(5 * 60 + 0.001)
+    second = await claim(backend)
+    assert second.record.id == rid and second.record.attempts == 2 and second.claim.token != first.claim.token
+
+
+async def test_a_claim_names_only_stages_it_may_take(backend: Backend) -> None:
+    await backend.add()
+    assert isinstance(await backend.storage.claim({"normalized": timedelta(minutes=1)}), NoWork)
+    for leases in ({"done": timedelta(minutes=1)}, {"nowhere": timedelta(minutes=1)}, {"uploaded": timedelta(0)}):
+        with pytest.raises(StorageError):
+            await backend.storage.claim(leases)
+
+
+# --- the transitions ---------------------------------------------------------------
+
+
+async def test_enter_moves_the_record_on(backend: Backend) -> None:
+    rid = await backend.add()
+    got = await claim(backend)
+    backend.clock.advance(3)
+    await backend.storage.settle(got.claim, Enter("normalized", "normalized it"))
+    row = await backend.row(rid)
+    assert (row["state"], row["attempts"], row["claim_token"], row["claim_expires_at"]) == ("normalized", 0, "", 0)
+    assert row["state_entered_at"] == backend.clock.now_ms()
+    assert (await backend.journal(rid))[-1] == ("stage_entered", "normalized it")
+    assert (await claim(backend)).record.state == "normalized"
+
+
+async def test_a_record_that_enters_the_last_stage_is_never_claimed_again(backend: Backend) -> None:
+    rid = await backend.add()
+    await backend.storage.settle((await claim(backend)).claim, Enter("done"))
+    assert (await backend.row(rid))["available_at"] == 0
+    backend.clock.advance(86400)
+    assert isinstance(await backend.storage.claim(LEASES), NoWork)
+
+
+async def test_pause_keeps_the_stage_and_its_clock(backend: Backend) -> None:
+    rid = await backend.add()
+    entered = (await backend.row(rid))["state_entered_at"]
+    got = await claim(backend)
+    until = backend.clock.now_ms() + 60_000
+    with pytest.raises(StorageError):
+        await backend.storage.settle(got.claim, Pause(backend.clock.now_ms(), "too soon"))
+    await backend.storage.settle(got.claim, Pause(until, "not yet"))
+    row = await backend.row(rid)
+    assert (row["state"], row["state_entered_at"], row["attempts"], row["paused_until"]) == (
+        "uploaded",
+        entered,
+        0,
+        until,
+    )
+    assert await backend.storage.claim(LEASES) == NoWork(until)
+    backend.clock.advance(60)
+    assert (await claim(backend)).record.id == rid
+
+
+async def test_halt_is_a_flag_that_keeps_the_stage(backend: Backend) -> None:
+    rid = await backend.add()
+    await backend.storage.settle((await claim(backend)).claim, Halt(HaltCode.TOO_LONG, "the audio is 9:00:00 long"))
+    row = await backend.row(rid)
+    assert (row["state"], row["halt_code"], row["halt_reason"], row["claim_token"]) == (
+        "uploaded",
+        "too_long",
+        "the audio is 9:00:00 long",
+        "",
+    )
+    assert row["halted_at"] != "" and row["available_at"] == 0
+    assert (await backend.journal(rid))[-1] == ("halted", "too_long: the audio is 9:00:00 long")
+    backend.clock.advance(86400)
+    assert isinstance(await backend.storage.claim(LEASES), NoWork)
+
+
+async def test_retry_keeps_the_attempt_spent_and_waits(backend: Backend) -> None:
+    rid = await backend.add()
+    at = backend.clock.now_ms() + 30_000
+    await backend.storage.settle((await claim(backend)).claim, Retry(at, "step normalize failed: boom"))
+    row = await backend.row(rid)
+    assert (row["attempts"], row["claim_token"], row["available_at"]) == (1, "", at)
+    assert (await backend.journal(rid))[-1] == ("step_failed", "step normalize failed: boom")
+    assert await backend.storage.claim(LEASES) == NoWork(at)
+    backend.clock.advance(30)
+    assert (await claim(backend)).record.attempts == 2
+
+
+async def test_release_gives_the_attempt_back_and_the_record_to_the_queue(backend: Backend) -> None:
+    rid = await backend.add()
+    await backend.storage.settle((await claim(backend)).claim, Release())
+    row = await backend.row(rid)
+    assert (row["attempts"], row["claim_token"]) == (0, "")
+    assert (await backend.journal(rid))[-1][0] == "released"
+    assert (await claim(backend)).record.attempts == 1
+
+
+async def test_extend_keeps_the_record_from_other_claims(backend: Backend) -> None:
+    rid = await backend.add()
+    got = await claim(backend)
+    until = backend.clock.now_ms() + 20 * 60_000
+    await backend.storage.settle(got.claim, Extend(until))
+    assert (await backend.row(rid))["claim_expires_at"] == until
+    backend.clock.advance(6 * 60)  # past the first lease
+    assert await backend.storage.claim(LEASES) == NoWork(until)
+
+
+async def test_every_write_of_a_lost_claim_is_refused(backend: Backend, tmp_path: Path) -> None:
+    rid = await backend.add()
+    old = await claim(backend)
+    backend.clock.advance(5 * 60 + 0.001)
+    new = await claim(backend)
+    audio = tmp_path / "n.wav"
+    audio.write_bytes(wav_bytes(0.1))
+    for change in (Enter("normalized"), Pause(backend.clock.now_ms() + 1000), Release(), Extend(10**13)):
+        with pytest.raises(FencedOut):
+            await backend.storage.settle(old.claim, change)
+    with pytest.raises(FencedOut):
+        await backend.storage.attach_file(old.claim, audio, role="normalized", format="wav_pcm16", duration_ms=100)
+    with pytest.raises(FencedOut):
+        await backend.storage.create_attempt(old.claim, provider="p", model="m")
+    with pytest.raises(FencedOut):
+        await backend.storage.put_text(old.claim, "transcript", "stale")
+    with pytest.raises(FencedOut):
+        await backend.storage.note(old.claim, "stale")
+    row = await backend.row(rid)
+    assert row["claim_token"] == new.claim.token and row["state"] == "uploaded"
+    assert await backend.storage.files_of(rid, FileRole.NORMALIZED) == []
+    assert await backend.storage.attempts_of(rid) == []
+
+
+# --- the owner's panel ---------------------------------------------------------------
+
+
+async def test_the_owner_halts_and_resumes(backend: Backend) -> None:
+    rid = await backend.add()
+    got = await claim(backend)
+    await backend.owner(rid, halted_at="2026-01-01 00:00:00.000Z", halt_reason="checking it")
+    row = await backend.row(rid)
+    assert (row["halt_code"], row["halt_reason"], row["claim_token"]) == ("halted_by_owner", "checking it", "")
+    with pytest.raises(FencedOut):
+        await backend.storage.settle(got.claim, Enter("normalized"))
+    await backend.owner(rid, halted_at="")
+    row = await backend.row(rid)
+    assert (row["halted_at"], row["halt_code"], row["attempts"]) == ("", "", 0)
+    assert (await claim(backend)).record.id == rid
+
+
+async def test_the_owner_sets_the_stage_back_and_supersedes_the_attempts(backend: Backend) -> None:
+    rid = await backend.add()
+    got = await claim(backend)
+    aid = await backend.storage.create_attempt(got.claim, provider="p", model="m")
+    await backend.storage.settle(got.claim, Enter("normalized"))
+    await backend.owner(rid, state="uploaded")
+    row = await backend.row(rid)
+    assert (row["state"], row["attempts"], row["claim_token"]) == ("uploaded", 0, "")
+    [attempt] = await backend.storage.attempts_of(rid)
+    assert attempt.id == aid and attempt.status == AttemptStatus.SUPERSEDED
+    assert (await claim(backend)).record.state == "uploaded"
+
+
+# --- a step's results ------------------------------------------------------------------
+
+
+async def test_files_attempts_texts_and_notes_of_a_claim(backend: Backend, tmp_path: Path) -> None:
+    rid = await backend.add()
+    got = await claim(backend)
+    [original] = await backend.storage.files_of(rid, FileRole.ORIGINAL)
+    assert original.record == rid and original.size > 0
+    audio = tmp_path / "n.wav"
+    audio.write_bytes(wav_bytes(0.2))
+    made = await backend.storage.attach_file(got.claim, audio, role="normalized", format="wav_pcm16", duration_ms=200)
+    [stored] = await backend.storage.files_of(rid, FileRole.NORMALIZED)
+    assert (stored.id, stored.format, stored.duration_ms) == (made.id, "wav_pcm16", 200)
+    assert await backend.storage.download(stored, tmp_path / "back.wav") == audio.stat().st_size
+    assert (tmp_path / "back.wav").read_bytes() == audio.read_bytes()
+
+    aid = await backend.storage.create_attempt(got.claim, provider="p", model="m")
+    await backend.storage.update_attempt(got.claim, aid, operation_id="op-7", status=AttemptStatus.RUNNING)
+    raw = json.dumps({"text": "привет"}, ensure_ascii=False).encode()
+    await backend.storage.update_attempt(got.claim, aid, raw_response=raw, status=AttemptStatus.READY)
+    [attempt] = await backend.storage.attempts_of(rid)
+    assert (attempt.provider, attempt.operation_id, attempt.status) == ("p", "op-7", "ready")
+    assert await backend.storage.raw_response(attempt) == raw
+
+    segments = [{"start": 0.0, "end": 1.0, "text": "привет"}]
+    await backend.storage.put_text(got.claim, "transcript", "привет", segments, language="ru")
+    assert await backend.text(rid, "transcript") == ("привет", segments)
+    assert (await backend.row(rid))["language"] == "ru"
+    await backend.storage.put_text(got.claim, "transcript", "again", [], language="xx")  # not a known code
+    assert (await backend.row(rid))["language"] == "ru"
+    await backend.storage.note(got.claim, "provider operation started")
+    assert (await backend.journal(rid))[-1] == ("note", "provider operation started")
+
+
+async def test_records_are_counted_by_stage_and_halt(backend: Backend) -> None:
+    for _ in range(3):
+        await backend.add()
+    await backend.storage.settle((await claim(backend)).claim, Enter("normalized"))
+    uploaded_only = {"uploaded": timedelta(minutes=5)}
+    await backend.storage.settle((await claim(backend, uploaded_only)).claim, Halt(HaltCode.STALLED, "stalled"))
+    counts = await backend.storage.count_records(["uploaded", "normalized"])
+    assert counts == {
+        ("uploaded", False): 1,
+        ("uploaded", True): 1,
+        ("normalized", False): 1,
+        ("normalized", True): 0,
+    }
+
+
+async def test_changes_are_reported(backend: Backend) -> None:
+    connected, seen = anyio.Event(), anyio.Event()
+
+    def on_change() -> None:
+        (seen if connected.is_set() else connected).set()  # the (re)connect itself counts first
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(backend.storage.watch, on_change)
+        with anyio.fail_after(10):
+            await connected.wait()
+            await backend.add()
+            await seen.wait()
+        tg.cancel_scope.cancel()

@@ -1,0 +1,217 @@
+"""The worker pool and its waker on the in-memory twin, in fake time that jumps when every task waits.
+
+Idle polls of minutes and retry delays of seconds pass in microseconds here;
+what is asserted is the order of events and the fake time they took.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import timedelta
+
+import anyio
+import anyio.lowlevel
+import pytest
+
+from sidecar.clock import FakeClock
+from sidecar.outcome import Advance, Outcome, Postpone
+from sidecar.pipeline.pool import Waker, WorkerPool
+from sidecar.steps.base import Step, StepContext
+from sidecar.storage.memory import InMemoryStorage
+from sidecar.storage.model import NoWork
+from tests.support.sidecar import pool_running, twin_sidecar
+
+pytestmark = pytest.mark.anyio
+
+
+def logged(runs: list[tuple[str, str]], name: str) -> Step:
+    async def step(ctx: StepContext) -> Outcome:
+        runs.append((name, ctx.record.id))
+        return Advance()
+
+    return step
+
+
+def recording(runs: list[tuple[str, str]]) -> dict[str, Step]:
+    return {name: logged(runs, name) for name in ("normalize", "submit", "poll", "finalize")}
+
+
+@asynccontextmanager
+async def running(storage: InMemoryStorage, steps: dict[str, Step], **settings: object) -> AsyncIterator[WorkerPool]:
+    clock = storage.clock
+    assert isinstance(clock, FakeClock)
+    async with clock.autojump(), twin_sidecar(storage, steps, **settings) as pool, pool_running(pool):
+        yield pool
+
+
+async def until(clock: FakeClock, check: object, *, within: float = 3600) -> None:
+    """Lets fake time run (in steps of a second) until ``check()`` holds."""
+    deadline = clock.now_ms() + within * 1000
+    while not check():  # type: ignore[operator]
+        assert clock.now_ms() < deadline, "not reached in fake time"
+        await clock.sleep(1)
+
+
+async def test_records_of_all_owners_are_finished_oldest_first(storage: InMemoryStorage, clock: FakeClock) -> None:
+    created = []
+    for owner in ("a", "b", "a", "b", "b"):
+        created.append(storage.add_record(owner))
+        clock.advance(0.001)
+    runs: list[tuple[str, str]] = []
+    async with running(storage, recording(runs), workers=1):
+        await until(clock, lambda: all(storage.row(r).state == "done" for r in created))
+    # P4, P13: creation order, owners alike; the oldest recording is finished before the next starts
+    assert [rid for _, rid in runs] == [rid for rid in created for _ in range(4)]
+
+
+async def test_a_record_passing_every_stage_never_nears_the_attempt_limit(
+    storage: InMemoryStorage, clock: FakeClock
+) -> None:
+    rid = storage.add_record()
+    seen: list[int] = []
+
+    async def step(ctx: StepContext) -> Outcome:
+        seen.append(ctx.record.attempts)
+        return Advance()
+
+    table = {name: step for name in ("normalize", "submit", "poll", "finalize")}
+    async with running(storage, table, workers=1, max_attempts=1):
+        await until(clock, lambda: storage.row(rid).state == "done")
+    assert seen == [1, 1, 1, 1]  # each stage starts its count afresh
+    row = storage.row(rid)
+    assert (row.attempts, row.halted_at) == (0, "")
+    assert [e.stage for e in storage.journal_of(rid) if e.kind == "stage_entered"] == [
+        "normalized",
+        "submitted",
+        "transcribed",
+        "done",
+    ]
+
+
+async def test_a_failing_step_is_retried_after_its_delay_then_halts(storage: InMemoryStorage, clock: FakeClock) -> None:
+    rid = storage.add_record()
+    tries: list[int] = []
+
+    async def broken(ctx: StepContext) -> Outcome:
+        tries.append(clock.now_ms())
+        raise RuntimeError("decoder exploded")
+
+    async with running(storage, {**recording([]), "normalize": broken}, max_attempts=3, retry_delay=30):
+        await until(clock, lambda: storage.row(rid).halted_at != "")
+    assert len(tries) == 3
+    assert [b - a for a, b in itertools.pairwise(tries)] == [30_000, 30_000]  # the retry delay, no poll
+    assert storage.row(rid).halt_code == "attempts_exhausted"
+    assert [e.kind for e in storage.journal_of(rid)].count("step_failed") == 3
+
+
+async def test_a_postponed_record_is_taken_again_when_its_pause_ends(
+    storage: InMemoryStorage, clock: FakeClock
+) -> None:
+    rid = storage.add_record()
+    seen: list[int] = []
+
+    async def twice(ctx: StepContext) -> Outcome:
+        seen.append(clock.now_ms())
+        return Postpone(timedelta(seconds=7)) if len(seen) == 1 else Advance()
+
+    async with running(storage, {**recording([]), "normalize": twice}, idle_poll=600):
+        await until(clock, lambda: storage.row(rid).state != "uploaded")
+    assert seen[1] - seen[0] == 7000  # the claim's next-available hint, not the 10-minute idle poll
+
+
+async def test_zero_workers_move_nothing(storage: InMemoryStorage, clock: FakeClock) -> None:
+    rid = storage.add_record()
+    async with running(storage, recording([]), workers=0):
+        await clock.sleep(3600)
+    row = storage.row(rid)
+    assert (row.state, row.attempts, row.claim_token) == ("uploaded", 0, "")
+
+
+async def test_idle_workers_stay_quiet(
+    storage: InMemoryStorage, clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    async with running(storage, recording([]), workers=2, idle_poll=5) as pool:
+        await clock.sleep(60)
+        empty = pool.runner.metrics.claims.labels(result="empty")._value.get()
+    assert empty >= 2 * 60 / 5  # they did look, every idle_poll
+    assert storage.events == []
+    noisy = [
+        r
+        for r in caplog.records
+        if r.levelno > logging.DEBUG and r.name.startswith("transcriber") and "pool" not in r.name
+    ]
+    assert noisy == []  # P14
+
+
+async def test_a_new_record_wakes_an_idle_worker_at_once(storage: InMemoryStorage, clock: FakeClock) -> None:
+    async with running(storage, recording([]), workers=1, idle_poll=3600):
+        await clock.sleep(10)  # the worker now waits up to an hour
+        before = clock.now_ms()
+        rid = storage.add_record()
+        await until(clock, lambda: storage.row(rid).state == "done")
+        took = clock.now_ms() - before
+    assert took < 5_000  # woken by the change, not by the hour-long poll
+
+
+async def test_a_wake_during_a_claim_in_flight_is_not_lost(storage: InMemoryStorage, clock: FakeClock) -> None:
+    raced: list[str] = []
+    real_claim = storage.claim
+
+    async def claim_overtaken_by_an_upload(leases: object) -> object:
+        got = await real_claim(leases)  # type: ignore[arg-type]
+        if isinstance(got, NoWork) and not raced:
+            # The claim found nothing; before its answer is handled, a record arrives
+            # and its change reaches the pool.
+            raced.append(storage.add_record())
+            await anyio.lowlevel.checkpoint()
+        return got
+
+    storage.claim = claim_overtaken_by_an_upload  # type: ignore[method-assign]
+    async with running(storage, recording([]), workers=1, idle_poll=3600):
+        await until(clock, lambda: raced)
+        start = clock.now_ms()
+        await until(clock, lambda: storage.row(raced[0]).state == "done")
+        took = clock.now_ms() - start
+    assert took < 5_000  # looked again at once: the ticket was taken before the claim
+
+
+async def test_a_stop_gives_running_steps_their_grace_then_hands_them_back(
+    storage: InMemoryStorage, clock: FakeClock
+) -> None:
+    quick, slow = storage.add_record(), storage.add_record()
+
+    async def takes(ctx: StepContext) -> Outcome:
+        await clock.sleep(5 if ctx.record.id == quick else 3600)
+        return Advance()
+
+    stop = anyio.Event()
+    async with (
+        clock.autojump(),
+        twin_sidecar(storage, {**recording([]), "normalize": takes}, workers=2, shutdown_grace=30) as pool,
+    ):
+        async with anyio.create_task_group() as tg:
+            await tg.start(pool.run, stop)
+            await until(clock, lambda: pool.busy == 2)
+            stopped_at = clock.now_ms()
+            stop.set()
+        took = clock.now_ms() - stopped_at
+    assert storage.row(quick).state == "normalized"  # finished within the grace
+    row = storage.row(slow)
+    assert (row.state, row.attempts, row.claim_token) == ("uploaded", 0, "")  # P8: handed back, not counted
+    assert [e.kind for e in storage.journal_of(slow)][-1] == "released"
+    assert 30_000 <= took < 31_000
+
+
+async def test_the_waker_ticket_taken_before_a_wake_is_already_set(clock: FakeClock) -> None:
+    waker = Waker(clock)
+    ticket = waker.ticket()
+    waker.wake()
+    assert ticket.is_set() and not waker.ticket().is_set()
+    async with clock.autojump():
+        started = clock.now_ms()
+        await waker.wait(waker.ticket(), 90)
+        assert clock.now_ms() - started == 90_000  # no wake: waits its whole time, on the clock

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import av
 import numpy as np
+from av.audio.stream import AudioStream
 
 from bench.common import CACHE
 
@@ -59,6 +60,7 @@ def _encode(
 ) -> None:
     with av.open(str(path), mode="w", format=fmt, options=options or {}) as out:
         stream = out.add_stream(codec, rate=rate, options=stream_options or {})
+        assert isinstance(stream, AudioStream)
         stream.layout = _LAYOUTS[channels]
         if bitrate:
             stream.bit_rate = bitrate

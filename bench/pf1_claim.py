@@ -144,8 +144,12 @@ async def _drive(cycle: object, seconds: float, concurrency: int) -> tuple[int, 
     return counts["ok"], counts["empty"], time.perf_counter() - t0
 
 
-async def _http_rounds(url: str, email: str, password: str, pb_pid: int, rounds: int, seconds: float) -> dict:
-    from sidecar.pocketbase.client import Claim, PocketBaseClient
+async def _http_rounds(
+    url: str, email: str, password: str, pb_pid: int, rounds: int, seconds: float
+) -> dict[str, list[tuple[float, float, float, int]]]:
+    from sidecar.pocketbase.client import PocketBaseClient
+    from sidecar.storage.model import Claimed
+    from sidecar.storage.transitions import Release
 
     leases = _leases()
     lease_ms = {k: int(v.total_seconds() * 1000) for k, v in leases.items()}
@@ -180,9 +184,9 @@ async def _http_rounds(url: str, email: str, password: str, pb_pid: int, rounds:
 
         async def client_cycle() -> bool:
             got = await client.claim(leases)
-            if not isinstance(got, Claim):
+            if not isinstance(got, Claimed):
                 return False
-            await client.release(got)
+            await client.settle(got.claim, Release())
             return True
 
         async def floor_request() -> bool:

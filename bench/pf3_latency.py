@@ -28,12 +28,13 @@ from httpx_sse import aconnect_sse
 
 from bench import media
 from bench.common import Figure, cleanup, median, percentile, pocketbase, scratch
+from sidecar.providers.base import Provider
 
 
 class TimedProvider:
     """Delegates to a provider; adds up the wall time spent inside its calls."""
 
-    def __init__(self, inner: Any) -> None:
+    def __init__(self, inner: Provider) -> None:
         self._inner = inner
         self.name = inner.name
         self.model = inner.model

@@ -81,6 +81,11 @@ def _concat(parts: list[tuple[Path, str]], dst: Path, min_seconds: float, seed: 
     return seconds, " ".join(spoken)
 
 
+def _rate(counted: tuple[int, int]) -> float:
+    errors, words = counted
+    return errors / max(words, 1)
+
+
 def _peak_rss_mb(recording: Path) -> float:
     out = subprocess.run(
         [sys.executable, "-c", _RSS, str(recording)], cwd=ROOT, capture_output=True, text=True, check=True, timeout=1800
@@ -133,7 +138,7 @@ def run(quick: bool) -> list[Figure]:
                     texts[name] = fn(path)
                     times[name].append(time.perf_counter() - t0)
             rtf = {k: min(v) / seconds for k, v in times.items()}
-            wer = {k: (lambda e, n: e / max(n, 1))(*word_errors(reference, t)) for k, t in texts.items()}
+            wer = {k: _rate(word_errors(reference, t)) for k, t in texts.items()}
             words = len(reference.split())
             took = {k: ", ".join(f"{t:.1f}" for t in v) for k, v in times.items()}
             figures.append(

@@ -84,12 +84,16 @@ class _Target:
     codec: str
     sample_format: str
     lossy: bool
+    extension: str  # a file of this format is named *.{extension}
+    content_type: str
     rates: tuple[int, ...] | None = None  # sample rates the encoder accepts; None: any
     default_bitrate: int = 0
     min_bitrate: int = 0
     options: tuple[tuple[str, str], ...] = ()
 
 
+# The audio formats normalize can write, declared once: providers name them in
+# their AudioSpec and take the file name and content type from here.
 FORMATS: dict[str, _Target] = {
     # libopus only runs at these rates; any of them decodes at 48 kHz later.
     # "voip" tunes the encoder for speech intelligibility at low bitrates.
@@ -98,18 +102,22 @@ FORMATS: dict[str, _Target] = {
         "libopus",
         "flt",
         lossy=True,
+        extension="ogg",
+        content_type="audio/ogg",
         rates=(8000, 12000, 16000, 24000, 48000),
         default_bitrate=32000,
         min_bitrate=6000,
         options=(("application", "voip"),),
     ),
-    "wav_pcm16": _Target("wav", "pcm_s16le", "s16", lossy=False),
-    "flac": _Target("flac", "flac", "s16", lossy=False),
+    "wav_pcm16": _Target("wav", "pcm_s16le", "s16", lossy=False, extension="wav", content_type="audio/wav"),
+    "flac": _Target("flac", "flac", "s16", lossy=False, extension="flac", content_type="audio/flac"),
     "mp3": _Target(
         "mp3",
         "libmp3lame",
         "fltp",
         lossy=True,
+        extension="mp3",
+        content_type="audio/mpeg",
         rates=(8000, 11025, 12000, 16000, 22050, 24000, 32000, 44100, 48000),
         default_bitrate=48000,
         min_bitrate=8000,

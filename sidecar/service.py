@@ -15,7 +15,6 @@ from contextlib import AsyncExitStack, asynccontextmanager
 import anyio
 
 from sidecar.clock import Clock, SystemClock
-from sidecar.logs import register_secrets
 from sidecar.metrics import Metrics
 from sidecar.pipeline.pool import WorkerPool
 from sidecar.pipeline.runner import Runner
@@ -23,6 +22,7 @@ from sidecar.pipeline.stages import StageTable
 from sidecar.pocketbase import process
 from sidecar.pocketbase.client import PocketBaseClient
 from sidecar.providers.base import Provider
+from sidecar.redaction import register_secrets
 from sidecar.settings import Settings
 from sidecar.steps.base import Step
 from sidecar.storage.errors import StorageUnavailable

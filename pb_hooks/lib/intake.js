@@ -96,7 +96,7 @@ function create(e) {
     rec.set("attempts", 0);
     if (language !== "" && language !== "auto") rec.set("language_hint", language);
     tx.save(rec);
-    queue.enqueue(tx, rec.id);
+    queue.enqueue(tx, rec);
 
     const row = new Record(tx.findCollectionByNameOrId("files"));
     row.set("record", rec.id);

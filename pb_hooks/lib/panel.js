@@ -14,11 +14,9 @@ const QUEUE_FIELDS = [
   "claim_token", "claim_expires_at", "paused_until", "available_at", "queue_rev", "language",
 ];
 
-function release(rec, now) {
-  rec.set("claim_token", "");
-  rec.set("claim_expires_at", 0);
-  rec.set("paused_until", 0);
-  rec.set("attempts", 0);
+// Applies a queue transition of lib/queue.js to the record being saved.
+function apply(rec, fields) {
+  for (const f in fields) rec.set(f, fields[f]);
 }
 
 // A stage set by the owner asks for the work to be redone from there. The
@@ -57,39 +55,21 @@ function mergeOwnerEdit(app, rec) {
   }
 
   const now = Date.now();
-  let changed = false;
   if (wanted.state !== stage) {
-    rec.set("state", wanted.state);
-    rec.set("state_entered_at", now);
-    release(rec, now);
+    apply(rec, queue.fieldsOf(stored, "restart", now, { to: wanted.state }));
     records.journal(app, rec.id, wanted.state, "stage_set", "stage changed by the owner from " + stage + " to " + wanted.state, "owner");
     supersedeAttempts(app, rec.id);
-    changed = true;
   }
   if (wasHalted && !wanted.halted) {
-    rec.set("halted_at", "");
-    rec.set("halt_code", "");
-    rec.set("halt_reason", "");
-    rec.set("state_entered_at", now);
-    release(rec, now);
+    // Resumed from the stage the record is in now (the one just set, if any).
+    apply(rec, queue.fieldsOf(rec, "resume", now));
     records.journal(app, rec.id, rec.getString("state"), "resumed", "halt cleared by the owner", "owner");
-    changed = true;
   } else if (!wasHalted && wanted.halted) {
-    rec.set("halted_at", queue.dbTime(now));
-    rec.set("halt_code", "halted_by_owner");
-    rec.set("halt_reason", wanted.reason || "halted by the owner");
-    rec.set("claim_token", "");
-    rec.set("claim_expires_at", 0);
-    records.journal(app, rec.id, rec.getString("state"), "halted", "halted_by_owner: " + (wanted.reason || "halted by the owner"), "owner");
+    const reason = wanted.reason || "halted by the owner";
+    apply(rec, queue.fieldsOf(rec, "halt", now, { code: "halted_by_owner", reason: reason }));
+    records.journal(app, rec.id, rec.getString("state"), "halted", "halted_by_owner: " + reason, "owner");
     // P16: every halt is also a log line (PocketBase's log, beside the sidecar's own halts).
-    app.logger().warn("record halted by the owner", "record", rec.id, "reason", wanted.reason || "halted by the owner");
-    changed = true;
-  }
-  if (changed) {
-    const live = rec.getString("halted_at") === "" && !queue.isTerminal(rec.getString("state"));
-    // Back in the queue at its creation time (see lib/queue.js).
-    rec.set("available_at", live ? stored.getDateTime("created").time().unixMilli() : 0);
-    rec.set("queue_rev", stored.getInt("queue_rev") + 1);
+    app.logger().warn("record halted by the owner", "record", rec.id, "reason", reason);
   }
 }
 

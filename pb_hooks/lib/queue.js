@@ -29,14 +29,16 @@ function isTerminal(stage) {
   return TERMINAL_STAGES.indexOf(stage) >= 0;
 }
 
-// The record's creation time in unix ms, from the stored `created` text
-// ("2026-11-29 10:00:00.123Z"): the same value JS reads with
-// record.getDateTime("created").time().unixMilli() (lib/panel.js).
-const CREATED_MS = "CAST(ROUND((julianday(created) - 2440587.5) * 86400000) AS INTEGER)";
+// The record's creation time in unix ms: the claim key of a record that is
+// claimable right away. The one place it is computed.
+function createdMs(rec) {
+  return rec.getDateTime("created").time().unixMilli();
+}
 
 // Puts a just-saved new record in the queue at its creation time (inside the caller's transaction).
-function enqueue(tx, id) {
-  tx.db().newQuery("UPDATE audio_records SET available_at = " + CREATED_MS + " WHERE id = {:id}").bind({ id: id }).execute();
+function enqueue(tx, rec) {
+  tx.db().newQuery("UPDATE audio_records SET available_at = {:at} WHERE id = {:id}")
+    .bind({ id: rec.id, at: createdMs(rec) }).execute();
 }
 
 function dbTime(ms) {
@@ -121,22 +123,51 @@ function nextAvailableAt(app, now) {
   return row.next;
 }
 
-// Applies `set` (SQL assignments) to the record where the token still
-// matches, then runs `after(tx, rec)` in the same transaction. Throws Fenced
-// when the claim is no longer the caller's.
-function fencedUpdate(app, id, token, now, set, params, after) {
-  const all = Object.assign({ id: id, token: token, now: now, upd: dbTime(now) }, params || {});
-  app.runInTransaction((tx) => {
-    const res = tx.db()
-      .newQuery("UPDATE audio_records SET " + set + ", updated = {:upd} WHERE id = {:id} AND claim_token = {:token}")
-      .bind(all)
-      .execute();
-    if (res.rowsAffected() !== 1) throw new Fenced("claim token no longer matches");
-    if (after) after(tx, tx.findRecordById("audio_records", id));
-  });
+// The queue transitions, each defined once as the fields it sets, from the
+// stored record and `now`. The sidecar's fenced writes (below) and the owner's
+// panel edits (lib/panel.js) apply the same definitions.
+const FREE = { claim_token: "", claim_expires_at: 0 };
+
+const TRANSITIONS = {
+  // A step finished: the next stage, its clock restarted, attempts afresh.
+  enter: (rec, now, a) => Object.assign({}, FREE, {
+    state: a.to, state_entered_at: now, attempts: 0, paused_until: 0,
+    queue_rev: rec.getInt("queue_rev") + 1, available_at: isTerminal(a.to) ? 0 : createdMs(rec),
+  }),
+  // P10: not a transition of the stage; its clock keeps running.
+  pause: (rec, now, a) => Object.assign({}, FREE, { paused_until: a.until, attempts: 0, available_at: a.until }),
+  // P11: a flag, never a stage.
+  halt: (rec, now, a) => Object.assign({}, FREE, {
+    halted_at: dbTime(now), halt_code: a.code, halt_reason: String(a.reason).slice(0, 2000),
+    queue_rev: rec.getInt("queue_rev") + 1, available_at: 0,
+  }),
+  // A failed try: the attempt stays spent; claimable again from `at`.
+  retry: (rec, now, a) => Object.assign({}, FREE, { available_at: Math.max(a.at, now) }),
+  // P8: our own shutdown is no verdict; the claim's attempt is given back.
+  release: (rec, now) => Object.assign({}, FREE, {
+    attempts: Math.max(rec.getInt("attempts") - 1, 0), available_at: createdMs(rec),
+  }),
+  // A long step still runs.
+  extend: (rec, now, a) => ({ claim_expires_at: a.until, available_at: a.until }),
+  // The owner clears the halt: the stage resumes with a fresh count and clock (ST6).
+  resume: (rec, now) => Object.assign({}, FREE, {
+    halted_at: "", halt_code: "", halt_reason: "", state_entered_at: now, paused_until: 0, attempts: 0,
+    queue_rev: rec.getInt("queue_rev") + 1, available_at: isTerminal(rec.getString("state")) ? 0 : createdMs(rec),
+  }),
+  // The owner sets the stage: it restarts from there (unless the record is halted).
+  restart: (rec, now, a) => Object.assign({}, FREE, {
+    state: a.to, state_entered_at: now, paused_until: 0, attempts: 0, queue_rev: rec.getInt("queue_rev") + 1,
+    available_at: rec.getString("halted_at") !== "" || isTerminal(a.to) ? 0 : createdMs(rec),
+  }),
+};
+
+// The fields of `transition` applied to the stored record, inside the caller's transaction.
+function fieldsOf(rec, transition, now, args) {
+  return TRANSITIONS[transition](rec, now, args || {});
 }
 
-// For attachments: checks the fence inside the transaction, then `work(tx, rec)`.
+// Checks the fence inside one transaction, then `work(tx, rec)` (attachments,
+// transitions). Throws Fenced when the claim is no longer the caller's.
 function underFence(app, id, token, work) {
   let out = null;
   app.runInTransaction((tx) => {
@@ -152,65 +183,61 @@ function underFence(app, id, token, work) {
   return out;
 }
 
-const RELEASE = "claim_token = '', claim_expires_at = 0";
-// queue_rev marks the changes a panel form must not undo: the stage and the
-// halt (lib/panel.js). Claims, postpones and retries leave it alone, so an
-// owner can still change the stage of a record a worker keeps touching.
-const NEW_REV = "queue_rev = queue_rev + 1";
+// A fenced transition: its fields written where the token still matches, then
+// `after(tx, rec)` in the same transaction.
+function fenced(app, id, token, now, transition, args, after) {
+  underFence(app, id, token, (tx, rec) => {
+    const fields = fieldsOf(rec, transition, now, args);
+    const params = { id: id, token: token, upd: dbTime(now) };
+    const sets = [];
+    for (const f in fields) {
+      params["v_" + f] = fields[f];
+      sets.push(f + " = {:v_" + f + "}");
+    }
+    tx.db()
+      .newQuery("UPDATE audio_records SET " + sets.join(", ") + ", updated = {:upd} WHERE id = {:id} AND claim_token = {:token}")
+      .bind(params)
+      .execute();
+    if (after) after(tx, tx.findRecordById("audio_records", id));
+  });
+}
 
 function advance(app, id, token, now, to, text) {
   if (stageValues(app).indexOf(to) < 0) throw new Invalid("unknown stage '" + to + "'");
-  fencedUpdate(app, id, token, now,
-    "state = {:to}, state_entered_at = {:now}, attempts = 0, paused_until = 0, " + RELEASE + ", " + NEW_REV +
-      ", available_at = " + (isTerminal(to) ? "0" : CREATED_MS),
-    { to: to },
+  fenced(app, id, token, now, "enter", { to: to },
     (tx) => records.journal(tx, id, to, "stage_entered", text || "entered " + to, "worker"));
 }
 
-// P10: not a transition; state and state_entered_at stay as they are.
 function postpone(app, id, token, now, until, text) {
   if (until <= now) throw new Invalid("'until' must be later than 'now'");
-  fencedUpdate(app, id, token, now,
-    "paused_until = {:until}, attempts = 0, " + RELEASE + ", available_at = {:until}",
-    { until: until },
+  fenced(app, id, token, now, "pause", { until: until },
     (tx, rec) => records.journal(tx, id, rec.getString("state"), "postponed", text || "postponed", "worker"));
 }
 
-// P11: a flag, never a stage.
 function halt(app, id, token, now, code, reason) {
   const codes = app.findCachedCollectionByNameOrId("audio_records").fields.getByName("halt_code").values;
   if (codes.indexOf(code) < 0) throw new Invalid("unknown halt code '" + code + "'");
-  fencedUpdate(app, id, token, now,
-    "halted_at = {:at}, halt_code = {:code}, halt_reason = {:reason}, " + RELEASE + ", " + NEW_REV +
-      ", available_at = 0",
-    { at: dbTime(now), code: code, reason: reason.slice(0, 2000) },
+  fenced(app, id, token, now, "halt", { code: code, reason: reason },
     (tx, rec) => records.journal(tx, id, rec.getString("state"), "halted", code + ": " + reason, "worker"));
 }
 
-// A failed step: the attempt stays spent; the record is retried from retry_at.
 function fail(app, id, token, now, retryAt, text) {
-  fencedUpdate(app, id, token, now,
-    RELEASE + ", available_at = {:retry}",
-    { retry: Math.max(retryAt, now) },
+  fenced(app, id, token, now, "retry", { at: retryAt },
     (tx, rec) => records.journal(tx, id, rec.getString("state"), "step_failed", text, "worker"));
 }
 
-// P8: our own shutdown is no verdict; the claim's attempt is given back.
 function release(app, id, token, now) {
-  fencedUpdate(app, id, token, now,
-    "attempts = MAX(attempts - 1, 0), " + RELEASE + ", available_at = " + CREATED_MS,
-    {},
+  fenced(app, id, token, now, "release", {},
     (tx, rec) => records.journal(tx, id, rec.getString("state"), "released", "released on shutdown; attempt not counted", "worker"));
 }
 
-// Lengthens the lease of a long step that is still making progress.
 function extend(app, id, token, now, until) {
   if (until <= now) throw new Invalid("'until' must be later than 'now'");
-  fencedUpdate(app, id, token, now, "claim_expires_at = {:until}, available_at = {:until}", { until: until }, null);
+  fenced(app, id, token, now, "extend", { until: until }, null);
 }
 
 module.exports = {
   Fenced: Fenced, Invalid: Invalid, TERMINAL_STAGES: TERMINAL_STAGES, isTerminal: isTerminal, dbTime: dbTime,
   intArg: intArg, strArg: strArg, claim: claim, enqueue: enqueue, nextAvailableAt: nextAvailableAt, underFence: underFence,
-  advance: advance, postpone: postpone, halt: halt, fail: fail, release: release, extend: extend,
+  fieldsOf: fieldsOf, advance: advance, postpone: postpone, halt: halt, fail: fail, release: release, extend: extend,
 };

@@ -21,7 +21,6 @@ from pathlib import Path
 import anyio
 
 from sidecar.clock import Clock, run_with_deadline
-from sidecar.logs import redact
 from sidecar.metrics import Metrics
 from sidecar.outcome import (
     Advance,
@@ -34,6 +33,7 @@ from sidecar.outcome import (
 )
 from sidecar.pipeline.stages import Stage, StageTable
 from sidecar.providers.base import Provider
+from sidecar.redaction import redact
 from sidecar.settings import Settings
 from sidecar.steps.base import StepContext
 from sidecar.storage.errors import FencedOut

@@ -18,8 +18,9 @@ import httpx
 import stamina
 
 from sidecar.clock import Clock, SystemClock
+from sidecar.pocketbase import realtime
 from sidecar.storage.errors import AuthFailed, FencedOut, StorageError, StorageUnavailable
-from sidecar.storage.model import AttemptRow, AudioRecord, Claim, Claimed, FileRow, NoWork
+from sidecar.storage.model import AttemptChange, AttemptRow, AudioRecord, Claim, Claimed, FileRow, NoWork
 from sidecar.storage.transitions import Transition
 
 SERVICE_COLLECTION = "services"
@@ -205,9 +206,11 @@ class PocketBaseClient:
         return counts
 
     async def watch(self, on_change: Callable[[], None]) -> None:
-        from sidecar.pocketbase import realtime
+        async def subscribe(client_id: str) -> None:
+            body = {"clientId": client_id, "subscriptions": ["audio_records/*"]}
+            await self.request("POST", "/api/realtime", json=body)
 
-        await realtime.listen(self, on_change)
+        await realtime.listen(self.base_url, subscribe, self.clock, on_change)
 
     async def stream_file(self, collection: str, record_id: str, filename: str) -> AsyncIterator[bytes]:
         """Streams a protected file without holding it in memory."""
@@ -274,30 +277,21 @@ class PocketBaseClient:
         )
         return str(resp.json()["id"])
 
-    async def update_attempt(
-        self,
-        claim: Claim,
-        attempt_id: str,
-        *,
-        operation_id: str | None = None,
-        audio_uri: str | None = None,
-        status: str | None = None,
-        raw_response: bytes | None = None,
-        raw_name: str = "response.json",
-    ) -> None:
+    async def update_attempt(self, claim: Claim, attempt_id: str, change: AttemptChange) -> None:
         path = f"/api/pipeline/records/{claim.id}/attempts/{attempt_id}"
         fields = {"token": claim.token}
-        for name, value in (("operation_id", operation_id), ("audio_uri", audio_uri), ("status", status)):
+        for name in ("operation_id", "audio_uri", "status"):
+            value = getattr(change, name)
             if value is not None:
-                fields[name] = value
-        if raw_response is None:
+                fields[name] = str(value)
+        if change.raw_response is None:
             await self.request("POST", path, json=fields)
             return
         await self.request(
             "POST",
             path,
             data=fields,
-            files={"raw_response": (raw_name, raw_response, "application/octet-stream")},
+            files={"raw_response": (change.raw_name, change.raw_response, "application/octet-stream")},
             timeout_s=self._upload_timeout,
         )
 

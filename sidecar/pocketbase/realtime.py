@@ -9,41 +9,40 @@ when the stream breaks.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable
 
 import httpx
 from httpx_sse import aconnect_sse
 
-if TYPE_CHECKING:
-    from sidecar.pocketbase.client import PocketBaseClient
+from sidecar.clock import Clock
 
 log = logging.getLogger("transcriber.realtime")
 
+# Sends the subscription of a connected client id (through the signed-in client).
+Subscribe = Callable[[str], Awaitable[None]]
 
-async def listen(client: PocketBaseClient, on_event: Callable[[], None], *, reconnect_after: float = 2.0) -> None:
+
+async def listen(
+    base_url: str, subscribe: Subscribe, clock: Clock, on_event: Callable[[], None], *, reconnect_after: float = 2.0
+) -> None:
     while True:
         try:
-            await _session(client, on_event)
+            await _session(base_url, subscribe, on_event)
         except (httpx.HTTPError, OSError, KeyError, ValueError) as exc:
             log.debug("realtime stream ended: %s", type(exc).__name__)
         except Exception as exc:  # the storage client's own errors (PocketBase restarting)
             log.debug("realtime stream ended: %s", type(exc).__name__)
-        await client.clock.sleep(reconnect_after)
+        await clock.sleep(reconnect_after)
 
 
-async def _session(client: PocketBaseClient, on_event: Callable[[], None]) -> None:
-    base = client.base_url.rstrip("/")
+async def _session(base_url: str, subscribe: Subscribe, on_event: Callable[[], None]) -> None:
     async with (
         httpx.AsyncClient(timeout=httpx.Timeout(10.0, read=None)) as http,
-        aconnect_sse(http, "GET", f"{base}/api/realtime") as source,
+        aconnect_sse(http, "GET", f"{base_url.rstrip('/')}/api/realtime") as source,
     ):
         async for sse in source.aiter_sse():
             if sse.event == "PB_CONNECT":
-                client_id = sse.json()["clientId"]
-                await client.request(
-                    "POST", "/api/realtime", json={"clientId": client_id, "subscriptions": ["audio_records/*"]}
-                )
+                await subscribe(sse.json()["clientId"])
                 on_event()  # a (re)connect may have missed events
                 continue
             on_event()

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import email.utils
 import json
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -25,28 +25,21 @@ from typing import Any
 import httpx
 import stamina
 
-from sidecar.logs import redact
 from sidecar.outcome import HaltCode, PermanentError, RetryableError
+from sidecar.redaction import Scrub, redact, short
 
 __all__ = [
     "DEFAULT_RETRY",
     "RetryPolicy",
-    "Scrub",
     "json_body",
     "rejected",
     "retry_after",
-    "scrubber",
     "send",
-    "short",
     "timeout",
 ]
 
-Scrub = Callable[[str], str]
-
 # Connecting should never take long; the full timeout is for reading answers.
 _MAX_CONNECT = 10.0
-# How much of a provider's message is kept in a halt reason.
-_MESSAGE_CHARS = 500
 
 
 @dataclass(frozen=True)
@@ -67,23 +60,6 @@ def timeout(total: timedelta) -> httpx.Timeout:
     """The configured timeout for reads, writes and the pool; connecting gets at most 10 s."""
     seconds = max(total.total_seconds(), 0.001)
     return httpx.Timeout(seconds, connect=min(seconds, _MAX_CONNECT))
-
-
-def scrubber(secrets: Iterable[str | None]) -> Scrub:
-    """``redact`` plus this provider's own secret values, whether or not they were registered globally."""
-    known = sorted({s for s in secrets if s and len(s) >= 4}, key=len, reverse=True)
-
-    def scrub(text: str) -> str:
-        for secret in known:
-            text = text.replace(secret, "[redacted]")
-        return redact(text)
-
-    return scrub
-
-
-def short(text: str) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= _MESSAGE_CHARS else text[: _MESSAGE_CHARS - 1] + "…"
 
 
 class _Transient(Exception):

@@ -39,7 +39,7 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, PartialCredentialsError
 
 from sidecar.outcome import HaltCode, PermanentError, RetryableError
-from sidecar.providers.http import Scrub, scrubber, short
+from sidecar.redaction import Scrub, scrubber, short
 from sidecar.settings import ObjectStorageSettings
 
 __all__ = ["ObjectStore", "classify"]

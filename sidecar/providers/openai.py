@@ -40,6 +40,7 @@ from urllib.parse import urlsplit
 import anyio
 import httpx
 
+from sidecar.audio import FORMATS
 from sidecar.outcome import HaltCode, PermanentError, RetryableError
 from sidecar.providers.base import AudioSpec, OnProgress, Polled, Started, StartRequest
 from sidecar.providers.http import (
@@ -48,11 +49,10 @@ from sidecar.providers.http import (
     json_body,
     rejected,
     retry_after,
-    scrubber,
     send,
-    short,
     timeout,
 )
+from sidecar.redaction import scrubber, short
 from sidecar.settings import OpenAISettings
 from sidecar.transcript import Segment, Transcript, Word
 
@@ -62,13 +62,6 @@ __all__ = ["MAX_BYTES", "OpenAIProvider", "endpoint", "transcript_from"]
 MAX_BYTES = 25 * 1024 * 1024 - 64 * 1024
 # No audio is this long in seconds: larger times must be in nanoseconds (LocalAI).
 _SECONDS_CEILING = 1e6
-
-_FILES = {  # normalized format → (file name, content type)
-    "ogg_opus": ("audio.ogg", "audio/ogg"),
-    "mp3": ("audio.mp3", "audio/mpeg"),
-    "wav_pcm16": ("audio.wav", "audio/wav"),
-    "flac": ("audio.flac", "audio/flac"),
-}
 
 
 def endpoint(base_url: str) -> str:
@@ -110,7 +103,10 @@ class OpenAIProvider:
         return None  # synchronous: nothing is ever left running at the server
 
     async def start(self, request: StartRequest, on_progress: OnProgress) -> Started:
-        filename, content_type = _FILES.get(request.format, ("audio.bin", "application/octet-stream"))
+        target = FORMATS.get(request.format)
+        filename, content_type = (
+            (f"audio.{target.extension}", target.content_type) if target else ("audio.bin", "application/octet-stream")
+        )
         audio = await anyio.Path(request.audio).read_bytes()
         verbose = not self._s.model.startswith("gpt-")
         data: dict[str, Any] = {"model": self._s.model, "response_format": "verbose_json" if verbose else "json"}

@@ -23,23 +23,13 @@ call (PROVIDERS.md D.1).
 Not confirmed against the real service (PROVIDERS.md, UNCONFIRMED items),
 and how this module copes:
 
-* The framing of the getRecognition body: one JSON object per line, or
-  pretty-printed objects one after another. Both are read by decoding JSON
-  values in a loop (``json.JSONDecoder.raw_decode``), skipping whitespace; a
-  JSON array of the same objects is accepted too.
-* Errors inside the stream: an ``{"error": {...}}`` object (or a bare
-  ``{"code", "message"}`` status) fails the recognition (PROVIDER_FAILED),
-  or expires it when the code is 5 NOT_FOUND.
+* The framing of the getRecognition body, errors inside it, which final a
+  refinement refines, several channels: see ``speechkit_results``, which
+  reads the stream.
 * getRecognition after the 3-day retention: an HTTP 404, or a JSON status
   with code 5 at any HTTP status, halts with RESULTS_EXPIRED.
 * The query parameter: the API reference spells it ``operationId`` (sent
   here); the curl examples use ``operation_id``.
-* Which final a ``finalRefinement`` refines: by ``finalIndex`` against the
-  final's ``audioCursors.finalIndex`` (as in the documented example), else
-  the latest final not yet refined.
-* Several audio channels: the audio is normalized to mono, so one channel is
-  expected; if several appear, only the first ``channelTag`` seen (normally
-  "0") is kept rather than interleaving channels.
 * ``x-folder-id`` is sent only with an IAM token and a configured folder:
   service-account credentials use the account's folder, and the docs warn
   against passing one with them (A.2). With both an API key and an IAM
@@ -50,32 +40,30 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import quote
 
 import httpx
 
+from sidecar.audio import FORMATS
 from sidecar.languages import speechkit_tag
-from sidecar.logs import redact
 from sidecar.outcome import HaltCode, PermanentError, RetryableError, TranscriberError
 from sidecar.providers.base import AudioSpec, OnProgress, Polled, Started, StartRequest
 from sidecar.providers.http import (
     DEFAULT_RETRY,
     RetryPolicy,
-    Scrub,
     json_body,
     rejected,
     retry_after,
-    scrubber,
     send,
-    short,
     timeout,
 )
 from sidecar.providers.object_storage import ObjectStore
+from sidecar.providers.speechkit_results import NOT_FOUND, decode_stream, status_text, stream_error, transcript_from
+from sidecar.redaction import scrubber, short
 from sidecar.settings import ObjectStorageSettings, SpeechKitSettings
-from sidecar.transcript import Segment, Transcript, Word
+from sidecar.transcript import Transcript
 
 __all__ = ["MAX_BYTES", "MAX_DURATION", "SpeechKitProvider", "decode_stream", "transcript_from"]
 
@@ -93,31 +81,8 @@ _POLL_MIN = timedelta(seconds=10)
 _POLL_MAX = timedelta(minutes=5)
 _REUSE_MEMORY = 256
 
-_CONTAINERS = {  # normalized format → (containerAudioType, key suffix, content type)
-    "ogg_opus": ("OGG_OPUS", ".ogg", "audio/ogg"),
-    "mp3": ("MP3", ".mp3", "audio/mpeg"),
-    "wav_pcm16": ("WAV", ".wav", "audio/wav"),
-}
-
-_CODES = {
-    1: "CANCELLED",
-    2: "UNKNOWN",
-    3: "INVALID_ARGUMENT",
-    4: "DEADLINE_EXCEEDED",
-    5: "NOT_FOUND",
-    6: "ALREADY_EXISTS",
-    7: "PERMISSION_DENIED",
-    8: "RESOURCE_EXHAUSTED",
-    9: "FAILED_PRECONDITION",
-    10: "ABORTED",
-    11: "OUT_OF_RANGE",
-    12: "UNIMPLEMENTED",
-    13: "INTERNAL",
-    14: "UNAVAILABLE",
-    15: "DATA_LOSS",
-    16: "UNAUTHENTICATED",
-}
-_NOT_FOUND = 5
+# The formats SpeechKit reads from a bucket (A.3), by their names in sidecar.audio.FORMATS.
+CONTAINERS = {"ogg_opus": "OGG_OPUS", "mp3": "MP3", "wav_pcm16": "WAV"}
 
 
 class SpeechKitProvider:
@@ -248,14 +213,14 @@ class SpeechKitProvider:
         error = operation.get("error")
         if error:
             # A finished operation's error is final for that job (D.1).
-            reason = self._scrub(f"SpeechKit recognition failed: {_status(error)}")
+            reason = self._scrub(f"SpeechKit recognition failed: {status_text(error)}")
             raise PermanentError(HaltCode.PROVIDER_FAILED, reason)
         return Polled(ready=True, raw=await self._results(operation_id))
 
     async def _results(self, operation_id: str) -> bytes:
         resp = await self._request("GET", f"{self._stt}/stt/v3/getRecognition", params={"operationId": operation_id})
-        status = _json_status(resp) if resp.status_code >= 300 else None
-        if resp.status_code == 404 or (status is not None and status.get("code") == _NOT_FOUND):
+        status = _jsonstatus_text(resp) if resp.status_code >= 300 else None
+        if resp.status_code == 404 or (status is not None and status.get("code") == NOT_FOUND):
             raise _expired(operation_id, _describe(resp))
         self._check(resp)
         try:
@@ -266,15 +231,17 @@ class SpeechKitProvider:
                 "JSON objects); it may have been truncated"
             ) from e
         for event in events:
-            error = _stream_error(event)
+            error = stream_error(event)
             if error is not None:
                 raise self._failure(error, operation_id)
         return resp.content
 
     def _failure(self, status: dict[str, Any], operation_id: str) -> PermanentError:
-        if status.get("code") == _NOT_FOUND:
-            return _expired(operation_id, _status(status))
-        return PermanentError(HaltCode.PROVIDER_FAILED, self._scrub(f"SpeechKit recognition failed: {_status(status)}"))
+        if status.get("code") == NOT_FOUND:
+            return _expired(operation_id, status_text(status))
+        return PermanentError(
+            HaltCode.PROVIDER_FAILED, self._scrub(f"SpeechKit recognition failed: {status_text(status)}")
+        )
 
     # --- finalize --------------------------------------------------------------
 
@@ -324,12 +291,11 @@ class SpeechKitProvider:
         raise PermanentError(HaltCode.PROVIDER_REJECTED, "speechkit.api_key or speechkit.iam_token is not configured")
 
     def _container(self, fmt: str) -> tuple[str, str, str]:
-        try:
-            return _CONTAINERS[fmt]
-        except KeyError:
-            raise PermanentError(
-                HaltCode.UNSUPPORTED_MEDIA, f"SpeechKit does not read {fmt} audio; normalize it again"
-            ) from None
+        """containerAudioType, object key suffix, content type."""
+        if fmt not in CONTAINERS:
+            raise PermanentError(HaltCode.UNSUPPORTED_MEDIA, f"SpeechKit does not read {fmt} audio; normalize it again")
+        target = FORMATS[fmt]
+        return CONTAINERS[fmt], f".{target.extension}", target.content_type
 
     async def _request(
         self,
@@ -378,174 +344,10 @@ def _restriction(hint: str | None, configured: str) -> list[str]:
     return [c.strip() for c in configured.split(",") if c.strip() and c.strip().lower() != "auto"]
 
 
-# --- the result stream ---------------------------------------------------------
-
-
-def decode_stream(raw: bytes) -> list[dict[str, Any]]:
-    """The JSON objects of a getRecognition body, one per line or pretty-printed; ValueError if malformed."""
-    text = raw.decode("utf-8").lstrip("\ufeff")
-    decoder = json.JSONDecoder()
-    objects: list[dict[str, Any]] = []
-    pos = _skip_space(text, 0)
-    while pos < len(text):
-        value, pos = decoder.raw_decode(text, pos)
-        items = value if isinstance(value, list) else [value]
-        for item in items:
-            if not isinstance(item, dict):
-                raise ValueError(f"expected JSON objects, found {type(item).__name__}")
-            objects.append(item)
-        pos = _skip_space(text, pos)
-    return objects
-
-
-def _skip_space(text: str, pos: int) -> int:
-    while pos < len(text) and text[pos].isspace():
-        pos += 1
-    return pos
-
-
-@dataclass
-class _Utterance:
-    index: str | None
-    final: dict[str, Any]
-    refined: dict[str, Any] | None = None
-
-
-def transcript_from(events: list[dict[str, Any]], scrub: Scrub = redact) -> Transcript:
-    """Segments from the ``final`` events of one channel, with refined (normalized) text where sent."""
-    channel: str | None = None
-    utterances: list[_Utterance] = []
-    by_index: dict[str, _Utterance] = {}
-    received_ms = 0.0
-    for event in events:
-        error = _stream_error(event)
-        if error is not None:
-            code = HaltCode.RESULTS_EXPIRED if error.get("code") == _NOT_FOUND else HaltCode.PROVIDER_FAILED
-            raise PermanentError(code, scrub(f"SpeechKit recognition failed: {_status(error)}"))
-        result = event.get("result", event)
-        if not isinstance(result, dict):
-            continue
-        received_ms = max(received_ms, _ms(_dict(result.get("audioCursors")).get("receivedDataMs")) or 0.0)
-        if isinstance(result.get("final"), dict):
-            final = result["final"]
-            tag = _channel(result, final)
-            channel = tag if channel is None else channel
-            alternative = _first_alternative(final)
-            if tag != channel or alternative is None:
-                continue
-            index = _index(_dict(result.get("audioCursors")).get("finalIndex"))
-            utterance = _Utterance(index, alternative)
-            utterances.append(utterance)
-            if index is not None:
-                by_index[index] = utterance
-        elif isinstance(result.get("finalRefinement"), dict):
-            refinement = result["finalRefinement"]
-            normalized = _dict(refinement.get("normalizedText"))
-            alternative = _first_alternative(normalized)
-            if alternative is None or channel is None or _channel(result, normalized) != channel:
-                continue
-            target = by_index.get(_index(refinement.get("finalIndex")) or "")
-            if target is None:
-                target = next((u for u in reversed(utterances) if u.refined is None), None)
-            if target is not None:
-                target.refined = alternative
-        # partial, eouUpdate, statusCode and the analysis events carry no final text.
-    segments = [s for s in (_segment(u) for u in utterances) if s is not None]
-    language = next((lang for u in utterances if (lang := _language(u.refined or u.final))), None)
-    return Transcript(
-        text=" ".join(s.text for s in segments),
-        segments=segments,
-        language=language,
-        duration=received_ms / 1000 if received_ms else None,
-    )
-
-
-def _segment(u: _Utterance) -> Segment | None:
-    chosen = u.refined or u.final
-    text = " ".join(str(chosen.get("text") or u.final.get("text") or "").split())
-    if not text:
-        return None
-    words = _words(chosen) or _words(u.final)
-    start = _ms(chosen.get("startTimeMs"))
-    end = _ms(chosen.get("endTimeMs"))
-    if start is None:
-        start = words[0].start * 1000 if words else 0.0
-    if end is None:
-        end = words[-1].end * 1000 if words else start
-    return Segment(start=start / 1000, end=max(end, start) / 1000, text=text, words=words or None)
-
-
-def _words(alternative: dict[str, Any]) -> list[Word]:
-    words = []
-    for w in alternative.get("words") or []:
-        if not isinstance(w, dict) or not str(w.get("text") or "").strip():
-            continue
-        start = _ms(w.get("startTimeMs")) or 0.0
-        end = _ms(w.get("endTimeMs"))
-        words.append(Word(start=start / 1000, end=max(end if end is not None else start, start) / 1000, word=w["text"]))
-    return words
-
-
-def _language(alternative: dict[str, Any]) -> str | None:
-    languages = [x for x in alternative.get("languages") or [] if isinstance(x, dict) and x.get("languageCode")]
-    if not languages:
-        return None
-    best = max(languages, key=lambda x: float(x.get("probability") or 0))
-    return str(best["languageCode"])
-
-
-def _first_alternative(update: dict[str, Any]) -> dict[str, Any] | None:
-    alternatives = update.get("alternatives")
-    if isinstance(alternatives, list) and alternatives and isinstance(alternatives[0], dict):
-        return alternatives[0]
-    return None
-
-
-def _channel(result: dict[str, Any], update: dict[str, Any]) -> str:
-    # The top-level channelTag; the one inside the update is deprecated.
-    return str(result.get("channelTag") or update.get("channelTag") or "0")
-
-
-def _index(value: Any) -> str | None:
-    return None if value is None else str(value)
-
-
-def _ms(value: Any) -> float | None:
-    # int64 values arrive as JSON strings ("459").
-    try:
-        return float(value) if value is not None else None
-    except (TypeError, ValueError):
-        return None
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _stream_error(event: dict[str, Any]) -> dict[str, Any] | None:
-    """An error status inside the stream: ``{"error": {...}}`` or a bare ``{"code", "message"}``."""
-    if isinstance(event.get("error"), dict):
-        return dict(event["error"])
-    if "result" not in event and isinstance(event.get("code"), int) and event["code"] != 0 and "message" in event:
-        return event
-    return None
-
-
 # --- errors --------------------------------------------------------------------
 
 
-def _status(status: Any) -> str:
-    """``google.rpc.Status`` as text: ``NAME (code): message``."""
-    if not isinstance(status, dict):
-        return short(str(status))
-    code = status.get("code")
-    name = _CODES.get(code, "") if isinstance(code, int) else ""
-    label = f"{name} ({code})" if name else f"code {code}"
-    message = short(str(status.get("message") or ""))
-    return f"{label}: {message}" if message else label
-
-
-def _json_status(resp: httpx.Response) -> dict[str, Any] | None:
+def _jsonstatus_text(resp: httpx.Response) -> dict[str, Any] | None:
     try:
         body = json.loads(resp.content)
     except (ValueError, UnicodeDecodeError):
@@ -558,9 +360,9 @@ def _json_status(resp: httpx.Response) -> dict[str, Any] | None:
 
 
 def _describe(resp: httpx.Response) -> str:
-    status = _json_status(resp)
+    status = _jsonstatus_text(resp)
     if status is not None:
-        return _status(status)
+        return status_text(status)
     return short(resp.text[:300]) if resp.content else ""
 
 

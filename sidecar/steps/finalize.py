@@ -8,8 +8,8 @@ from __future__ import annotations
 import logging
 
 from sidecar import languages
-from sidecar.logs import redact
 from sidecar.outcome import Advance, HaltCode, Outcome, PermanentError
+from sidecar.redaction import redact
 from sidecar.steps.attempts import REDO_HINT, current_attempt, fail_attempt
 from sidecar.steps.base import StepContext
 from sidecar.storage.model import AttemptStatus

@@ -13,8 +13,6 @@ from sidecar.steps.base import StepContext
 from sidecar.storage.model import FileRole
 from sidecar.threads import run_in_thread
 
-EXTENSIONS = {"ogg_opus": "ogg", "wav_pcm16": "wav", "flac": "flac", "mp3": "mp3"}
-
 
 async def run(ctx: StepContext) -> Outcome:
     done = await ctx.session.files(FileRole.NORMALIZED)
@@ -30,7 +28,7 @@ async def run(ctx: StepContext) -> Outcome:
     await ctx.session.download(original, src)
 
     spec = ctx.provider.audio_spec
-    dst = ctx.workdir / f"normalized.{EXTENSIONS.get(spec.format, 'bin')}"
+    dst = ctx.workdir / f"normalized.{audio.FORMATS[spec.format].extension}"
     # In a thread, stopped promptly (and waited for) if the step is cancelled.
     result = await run_in_thread(lambda cancel: audio.normalize(src, dst, spec, cancel=cancel))
     row = await ctx.session.attach_file(

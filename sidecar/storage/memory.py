@@ -29,6 +29,7 @@ from sidecar.languages import LANGUAGES
 from sidecar.outcome import HaltCode
 from sidecar.storage.errors import FencedOut, StorageError
 from sidecar.storage.model import (
+    AttemptChange,
     AttemptRow,
     AttemptStatus,
     AudioRecord,
@@ -311,30 +312,21 @@ class InMemoryStorage:
         self._attempts[row.id] = _Attempt(row)
         return row.id
 
-    async def update_attempt(
-        self,
-        claim: Claim,
-        attempt_id: str,
-        *,
-        operation_id: str | None = None,
-        audio_uri: str | None = None,
-        status: str | None = None,
-        raw_response: bytes | None = None,
-        raw_name: str = "response.json",
-    ) -> None:
+    async def update_attempt(self, claim: Claim, attempt_id: str, change: AttemptChange) -> None:
         await anyio.lowlevel.checkpoint()
         self._fenced(claim)
         attempt = self._attempts.get(attempt_id)
         if attempt is None or attempt.row.record != claim.id:
             raise StorageError("no such attempt of this record", status=400)
-        if status is not None and status not in set(AttemptStatus):
-            raise StorageError(f"unknown attempt status '{status}'", status=400)
-        for name, value in (("operation_id", operation_id), ("audio_uri", audio_uri), ("status", status)):
+        if change.status is not None and change.status not in set(AttemptStatus):
+            raise StorageError(f"unknown attempt status '{change.status}'", status=400)
+        for name in ("operation_id", "audio_uri", "status"):
+            value = getattr(change, name)
             if value is not None:
-                setattr(attempt.row, name, value)
-        if raw_response is not None:
-            attempt.raw = raw_response
-            attempt.row.raw_response = raw_name
+                setattr(attempt.row, name, str(value))
+        if change.raw_response is not None:
+            attempt.raw = change.raw_response
+            attempt.row.raw_response = change.raw_name
 
     async def put_text(
         self, claim: Claim, kind: str, content: str, segments: Any = None, *, language: str | None = None

@@ -11,7 +11,17 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["AttemptRow", "AttemptStatus", "AudioRecord", "Claim", "Claimed", "FileRole", "FileRow", "NoWork"]
+__all__ = [
+    "AttemptChange",
+    "AttemptRow",
+    "AttemptStatus",
+    "AudioRecord",
+    "Claim",
+    "Claimed",
+    "FileRole",
+    "FileRow",
+    "NoWork",
+]
 
 
 class AttemptStatus(StrEnum):
@@ -87,6 +97,17 @@ class FileRow(BaseModel):
     location: str = ""
     size: int = 0
     duration_ms: int = 0
+
+
+@dataclass(frozen=True)
+class AttemptChange:
+    """What a step learned about its attempt; None leaves a field as it is."""
+
+    operation_id: str | None = None
+    audio_uri: str | None = None
+    status: AttemptStatus | None = None
+    raw_response: bytes | None = None  # stored as an attachment, never a column (ST7)
+    raw_name: str = "response.json"
 
 
 class AttemptRow(BaseModel):

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from sidecar.clock import Clock
-from sidecar.storage.model import AttemptRow, AudioRecord, Claim, Claimed, FileRow, NoWork
+from sidecar.storage.model import AttemptChange, AttemptRow, AudioRecord, Claim, Claimed, FileRow, NoWork
 from sidecar.storage.transitions import Transition
 
 __all__ = ["Storage"]
@@ -76,17 +76,7 @@ class Storage(Protocol):
 
     async def create_attempt(self, claim: Claim, *, provider: str, model: str, audio_uri: str = "") -> str: ...
 
-    async def update_attempt(
-        self,
-        claim: Claim,
-        attempt_id: str,
-        *,
-        operation_id: str | None = None,
-        audio_uri: str | None = None,
-        status: str | None = None,
-        raw_response: bytes | None = None,
-        raw_name: str = "response.json",
-    ) -> None: ...
+    async def update_attempt(self, claim: Claim, attempt_id: str, change: AttemptChange) -> None: ...
 
     async def put_text(
         self, claim: Claim, kind: str, content: str, segments: Any = None, *, language: str | None = None

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from sidecar.storage.model import AttemptRow, AudioRecord, Claim, FileRow
+from sidecar.storage.model import AttemptChange, AttemptRow, AttemptStatus, AudioRecord, Claim, FileRow
 from sidecar.storage.protocol import Storage
 
 __all__ = ["ClaimSession"]
@@ -54,17 +54,11 @@ class ClaimSession:
         *,
         operation_id: str | None = None,
         audio_uri: str | None = None,
-        status: str | None = None,
+        status: AttemptStatus | None = None,
         raw_response: bytes | None = None,
     ) -> None:
-        await self._storage.update_attempt(
-            self.claim,
-            attempt_id,
-            operation_id=operation_id,
-            audio_uri=audio_uri,
-            status=status,
-            raw_response=raw_response,
-        )
+        change = AttemptChange(operation_id, audio_uri, status, raw_response)
+        await self._storage.update_attempt(self.claim, attempt_id, change)
 
     async def put_text(self, kind: str, content: str, segments: Any = None, *, language: str | None = None) -> None:
         await self._storage.put_text(self.claim, kind, content, segments, language=language)

@@ -6,13 +6,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 
 from sidecar.pocketbase.process import wait_healthy
 from testkit.pocketbase import free_port, login
+from tests.support.waiting import eventually_sync
 
 CLI = [sys.executable, "-m", "sidecar"]
 
@@ -33,9 +33,7 @@ def test_serve_answers_health_runs_workers_and_stops_cleanly(tmp_path: Path) -> 
     )
     try:
         wait_healthy(f"http://127.0.0.1:{port}", timeout=60)
-        deadline = time.monotonic() + 30
-        while "workers running" not in (tmp_path / "serve.log").read_text() and time.monotonic() < deadline:
-            time.sleep(0.1)
+        eventually_sync(lambda: "workers running" in (tmp_path / "serve.log").read_text(), within=30)
         assert "workers running: 2" in (tmp_path / "serve.log").read_text()
         assert (tmp_path / "data" / "service-account.json").stat().st_mode & 0o077 == 0
         proc.send_signal(signal.SIGTERM)

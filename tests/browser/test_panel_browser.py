@@ -10,7 +10,6 @@ names a folder, there too.
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from sidecar.providers.instant import InstantProvider
 from testkit.pocketbase import PASSWORD, Caller, PocketBaseServer, running_pocketbase
 from tests.browser.panel import Panel, Screenshots, chromium_page, missing_browser
 from tests.browser.pipeline import pipeline_in_background
+from tests.support.waiting import eventually_sync
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = (ROOT / "samples" / "sample.ogg").read_bytes()
@@ -80,11 +80,13 @@ def record_file(su: Caller, rid: str) -> str:
 def wait_for_record(
     su: Caller, rid: str, done: Callable[[dict[str, Any]], bool], timeout: float = 60
 ) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while not done(rec := record(su, rid)):
-        assert time.monotonic() < deadline, f"record {rid} did not get there in {timeout} s: {rec}"
-        time.sleep(0.1)
-    return rec
+    def there() -> dict[str, Any] | None:
+        rec = record(su, rid)
+        return rec if done(rec) else None
+
+    found = eventually_sync(there, within=timeout, every=0.1, what=f"record {rid} in the state the test waits for")
+    assert found is not None
+    return found
 
 
 def test_the_owner_inspects_halts_resumes_and_cannot_delete_in_the_panel(pb: PocketBaseServer, panel: Panel) -> None:

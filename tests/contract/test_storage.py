@@ -21,7 +21,7 @@ from sidecar.clock import FakeClock
 from sidecar.outcome import HaltCode
 from sidecar.pocketbase.client import PocketBaseClient
 from sidecar.storage.errors import FencedOut, StorageError
-from sidecar.storage.model import AttemptStatus, Claimed, FileRole, NoWork
+from sidecar.storage.model import AttemptChange, AttemptStatus, Claimed, FileRole, NoWork
 from sidecar.storage.protocol import Storage
 from sidecar.storage.transitions import Enter, Extend, Halt, Pause, Release, Retry
 from testkit.media import wav_bytes
@@ -47,8 +47,11 @@ QUEUE_FIELDS = (
 
 
 class Backend(Protocol):
-    storage: Storage
-    clock: FakeClock
+    @property
+    def storage(self) -> Storage: ...
+
+    @property
+    def clock(self) -> FakeClock: ...
 
     async def add(self, owner: str = "a") -> str: ...
 
@@ -384,9 +387,9 @@ async def test_files_attempts_texts_and_notes_of_a_claim(backend: Backend, tmp_p
     assert (tmp_path / "back.wav").read_bytes() == audio.read_bytes()
 
     aid = await backend.storage.create_attempt(got.claim, provider="p", model="m")
-    await backend.storage.update_attempt(got.claim, aid, operation_id="op-7", status=AttemptStatus.RUNNING)
+    await backend.storage.update_attempt(got.claim, aid, AttemptChange("op-7", status=AttemptStatus.RUNNING))
     raw = json.dumps({"text": "привет"}, ensure_ascii=False).encode()
-    await backend.storage.update_attempt(got.claim, aid, raw_response=raw, status=AttemptStatus.READY)
+    await backend.storage.update_attempt(got.claim, aid, AttemptChange(status=AttemptStatus.READY, raw_response=raw))
     [attempt] = await backend.storage.attempts_of(rid)
     assert (attempt.provider, attempt.operation_id, attempt.status) == ("p", "op-7", "ready")
     assert await backend.storage.raw_response(attempt) == raw

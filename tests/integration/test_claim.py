@@ -155,14 +155,15 @@ def test_fenced_writes_land_only_for_the_current_token(
     t0 = now_ms()
     old = claim(service.http, now=t0).json()["token"]
     new = claim(service.http, now=t0 + 61_000).json()["token"]  # lease expired, re-claimed
-    for op, extra in [
+    writes: list[tuple[str, dict[str, Any]]] = [
         ("advance", {"to": "normalized"}),
         ("postpone", {"until": now_ms() + 10_000}),
         ("halt", {"code": "stalled", "reason": "x"}),
         ("fail", {"retry_at": now_ms()}),
         ("release", {}),
         ("extend", {"until": now_ms() + 10_000}),
-    ]:
+    ]
+    for op, extra in writes:
         resp = write(service, rid, op, token=old, **extra)
         assert resp.status_code == 409, op
         assert resp.json()["code"] == "fenced_out"

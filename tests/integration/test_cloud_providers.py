@@ -9,7 +9,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import anyio
 import httpx
 import pytest
 import respx
@@ -24,6 +23,7 @@ from sidecar.settings import OpenAISettings, SpeechKitSettings
 from testkit.pocketbase import Caller, PocketBaseServer
 from testkit.s3 import S3Server
 from tests.support.sidecar import pool_running, running_sidecar
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.anyio
 
@@ -59,13 +59,14 @@ def poll_body(sender: Caller, rid: str) -> dict[str, Any]:
 async def run_until_settled(pb: PocketBaseServer, provider: Any, sender: Caller, rid: str) -> dict[str, Any]:
     async with running_sidecar(pb, default_steps(), provider=provider, **PIPELINE) as pool:
         async with pool_running(pool):
-            with anyio.fail_after(45):
-                while True:
-                    body = await anyio.to_thread.run_sync(poll_body, sender, rid)
-                    if body["status"] == "done" or body["halted"]:
-                        break
-                    await anyio.sleep(0.1)
-    return body
+
+            def settled() -> dict[str, Any] | None:
+                body = poll_body(sender, rid)
+                return body if body["status"] == "done" or body["halted"] else None
+
+            found = await eventually(settled, within=45, what="the record done or halted")
+    assert found is not None
+    return found
 
 
 def events(su: Caller, rid: str) -> list[dict[str, Any]]:

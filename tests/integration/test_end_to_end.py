@@ -13,7 +13,7 @@ from sidecar.service import default_steps, make_provider
 from testkit.pocketbase import Caller, PocketBaseServer
 from testkit.wer import wer
 from tests.support.sidecar import pool_running, running_sidecar
-from tests.support.waiting import eventually
+from tests.support.waiting import eventually, eventually_sync
 
 pytestmark = pytest.mark.anyio
 ROOT = Path(__file__).resolve().parents[2]
@@ -101,6 +101,10 @@ def test_a_submit_killed_after_the_provider_answered_does_not_pay_twice(
 ) -> None:
     import subprocess
     import sys
+    import time
+
+    def record(rid: str) -> dict[str, Any]:
+        return dict(superuser.http.get(f"/api/collections/audio_records/records/{rid}").json())
 
     rid = sender.http.post("/api/transcriber/records", files={"file": ("s.ogg", SAMPLE.read_bytes())}).json()["id"]
     counter = tmp_path / "starts.txt"
@@ -120,17 +124,13 @@ def test_a_submit_killed_after_the_provider_answered_does_not_pay_twice(
     assert len(counter.read_text().splitlines()) == 1
     rec = superuser.http.get(f"/api/collections/audio_records/records/{rid}").json()
     assert rec["state"] == "normalized" and rec["attempts"] == 1
-    import time
-
-    time.sleep(1.2)  # the dead claim's lease runs out
+    # The dead claim's one-second lease runs out.
+    eventually_sync(lambda: record(rid)["claim_expires_at"] < time.time() * 1000, within=5)
     second = subprocess.Popen(
         [sys.executable, "-m", "tests.support.kill_worker"], env=env | {"TEST_WORKER_MODE": "paid"}
     )
     try:
-        deadline = time.monotonic() + 60
-        while superuser.http.get(f"/api/collections/audio_records/records/{rid}").json()["state"] != "done":
-            assert time.monotonic() < deadline
-            time.sleep(0.1)
+        eventually_sync(lambda: record(rid)["state"] == "done", within=60)
     finally:
         second.terminate()
         second.wait(30)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -89,7 +90,13 @@ def test_known_containers_are_accepted(shared_pb: PocketBaseServer, kind: str) -
     ],
 )
 def test_bad_uploads_get_a_clear_4xx_and_leave_nothing(
-    pb: PocketBaseServer, sender: Caller, superuser: Caller, files: dict | None, data: dict, status: int, code: str
+    pb: PocketBaseServer,
+    sender: Caller,
+    superuser: Caller,
+    files: dict[str, Any] | None,
+    data: dict[str, Any],
+    status: int,
+    code: str,
 ) -> None:
     if files is None:
         # multipart with a title but no file part at all

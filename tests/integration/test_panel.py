@@ -7,6 +7,7 @@ from typing import Any
 
 from testkit.media import wav_bytes
 from testkit.pocketbase import Caller, PocketBaseServer, created_ms
+from tests.support.waiting import eventually_sync
 
 FORM_FIELDS = [
     "title",
@@ -145,14 +146,15 @@ def test_the_owner_can_change_a_record_a_worker_keeps_claiming_and_postponing(
     assert saved["halted_at"] and saved["halt_code"] == "halted_by_owner" and saved["halt_reason"] == "wrong file"
     assert events(superuser, rid)[-1]["kind"] == "halted"
     # P16: the halt is also a log line (PocketBase writes its log in batches)
-    deadline = time.monotonic() + 15
-    while True:
-        logs = superuser.http.get("/api/logs", params={"filter": 'message="record halted by the owner"'}).json()
-        if logs["items"]:
-            break
-        assert time.monotonic() < deadline, "no log line for the owner's halt"
-        time.sleep(0.2)
-    assert logs["items"][0]["data"]["record"] == rid and logs["items"][0]["data"]["reason"] == "wrong file"
+    logs = eventually_sync(
+        lambda: superuser.http.get("/api/logs", params={"filter": 'message="record halted by the owner"'}).json()[
+            "items"
+        ],
+        within=15,
+        every=0.2,
+        what="a log line for the owner's halt",
+    )
+    assert logs[0]["data"]["record"] == rid and logs[0]["data"]["reason"] == "wrong file"
 
 
 def test_changing_the_stage_restarts_it_and_is_journalled(

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from sidecar.outcome import Advance, Outcome, Verdict
-from sidecar.steps.base import StepContext
+from sidecar.steps.base import Step, StepContext
 from sidecar.storage.model import Claimed
 from testkit.media import wav_bytes
 from testkit.pocketbase import Caller, PocketBaseServer, free_port
@@ -54,7 +54,7 @@ async def advance_all(ctx: StepContext) -> Outcome:
     return Advance("test step done")
 
 
-ALL = {"normalize": advance_all, "submit": advance_all, "poll": advance_all, "finalize": advance_all}
+ALL: dict[str, Step] = {"normalize": advance_all, "submit": advance_all, "poll": advance_all, "finalize": advance_all}
 
 
 async def claim_one(pool: Any) -> Claimed:

@@ -16,6 +16,7 @@ from pathlib import Path
 import anyio
 
 from sidecar.outcome import Advance, Outcome
+from sidecar.providers.base import Provider
 from sidecar.service import default_steps, pipeline
 from sidecar.settings import Settings
 from sidecar.steps.base import Step, StepContext
@@ -30,13 +31,13 @@ async def die(ctx: StepContext) -> Outcome:
 async def main() -> None:
     mode = os.environ.get("TEST_WORKER_MODE", "die-in-normalize")
     steps: dict[str, Step] = default_steps()
-    provider: object
+    provider: Provider
     if mode == "die-in-normalize":
         steps["normalize"] = die
         provider = StubProvider()
     else:
         provider = PaidProvider(Path(os.environ["TEST_PAID_COUNTER"]), die_after_id=mode == "paid-die")
-    async with pipeline(Settings(), steps=steps, provider=provider) as pool:  # type: ignore[arg-type]
+    async with pipeline(Settings(), steps=steps, provider=provider) as pool:
         stop = anyio.Event()
         async with anyio.create_task_group() as tg:
             await tg.start(pool.run, stop)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import wave
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +55,7 @@ INTAKE_ABUSE: dict[str, dict[str, Any]] = {
 }
 
 # accepted at intake (the first bytes look right); only decoding can tell
-PIPELINE_ABUSE = {
+PIPELINE_ABUSE: dict[str, tuple[str, Callable[[Path], bytes]]] = {
     "truncated (header only)": ("t.wav", lambda tmp: wav_bytes(1.0)[:44]),
     "zero-length audio": ("z.wav", lambda tmp: zero_frame_wav()),
     "no audio stream": ("v.mp4", lambda tmp: write_video_only(tmp / "v.mp4").read_bytes()),

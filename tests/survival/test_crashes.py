@@ -16,6 +16,7 @@ import pytest
 
 from testkit.media import wav_bytes
 from testkit.pocketbase import Caller, PocketBaseServer
+from tests.support.waiting import eventually_sync
 
 pytestmark = pytest.mark.slow
 
@@ -51,10 +52,12 @@ def start_worker(env: dict[str, str], log: Path, *, wait_running: bool = False) 
 
 def wait_for_line(proc: subprocess.Popen[bytes], log: Path, text: str, *, seen_before: int = 0) -> None:
     """Waits until the (shared) log holds one more ``text`` than before, while ``proc`` lives."""
-    deadline = time.monotonic() + 60
-    while log.read_text().count(text) == seen_before:
-        assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
-        time.sleep(0.05)
+
+    def logged() -> bool:
+        assert proc.poll() is None, log.read_text()[-2000:]
+        return log.read_text().count(text) > seen_before
+
+    eventually_sync(logged, within=60, what=f"{text!r} in {log}")
 
 
 def records(su: Caller) -> list[dict[str, Any]]:
@@ -70,10 +73,7 @@ def settled(su: Caller) -> bool:
 
 
 def wait_settled(su: Caller, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not settled(su):
-        assert time.monotonic() < deadline, [(r["id"], r["state"], r["attempts"]) for r in records(su)]
-        time.sleep(0.2)
+    eventually_sync(lambda: settled(su), within=timeout, every=0.2, what="every record done or halted")
 
 
 def check_nothing_lost(su: Caller, uploaded: list[str]) -> Counter[str]:
@@ -198,13 +198,13 @@ def test_sigterm_during_a_step_spends_no_attempt_and_the_work_resumes(
     env = worker_env(pb, tmp_path, **{f"TEST_DELAY_{step}": "60", "TEST_READY_AFTER": "0"})
     log = tmp_path / "worker.log"
     worker = start_worker(env, log)
-    deadline = time.monotonic() + 60
-    while True:
+
+    def claimed_in_stage() -> bool:
+        assert worker.poll() is None, log.read_text()[-2000:]
         rec = superuser.http.get(f"/api/collections/audio_records/records/{rid}").json()
-        if rec["state"] == stage and rec["claim_token"]:
-            break
-        assert time.monotonic() < deadline and worker.poll() is None, rec
-        time.sleep(0.05)
+        return bool(rec["state"] == stage and rec["claim_token"])
+
+    eventually_sync(claimed_in_stage, within=60, what=f"the record claimed in {stage}")
     worker.send_signal(signal.SIGTERM)
     assert worker.wait(30) == 0
     rec = superuser.http.get(f"/api/collections/audio_records/records/{rid}").json()

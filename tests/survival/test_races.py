@@ -7,6 +7,7 @@ import random
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import httpx
 import pytest
@@ -149,7 +150,7 @@ def test_ten_thousand_fenced_writes_racing_reclaims_and_unhalts_land_only_when_c
         assert totals["writes"] >= 10_000
         assert landed_stale == []
         # and nothing landed for any write sent with a dead token: check storage itself
-        params = {"filter": 'kind="note" && actor="worker"', "perPage": 500, "fields": "outcome_text"}
+        params: dict[str, Any] = {"filter": 'kind="note" && actor="worker"', "perPage": 500, "fields": "outcome_text"}
         notes = superuser.http.get("/api/collections/record_events/records", params=params).json()
         total_notes = notes["totalItems"]
         assert total_notes == totals["ok"]

@@ -77,7 +77,7 @@ async def test_a_record_passing_every_stage_never_nears_the_attempt_limit(
         seen.append(ctx.record.attempts)
         return Advance()
 
-    table = {name: step for name in ("normalize", "submit", "poll", "finalize")}
+    table: dict[str, Step] = {name: step for name in ("normalize", "submit", "poll", "finalize")}
     async with running(storage, table, workers=1, max_attempts=1):
         await until(clock, lambda: storage.row(rid).state == "done")
     assert seen == [1, 1, 1, 1]  # each stage starts its count afresh
@@ -99,7 +99,8 @@ async def test_a_failing_step_is_retried_after_its_delay_then_halts(storage: InM
         tries.append(clock.now_ms())
         raise RuntimeError("decoder exploded")
 
-    async with running(storage, {**recording([]), "normalize": broken}, max_attempts=3, retry_delay=30):
+    table: dict[str, Step] = {**recording([]), "normalize": broken}
+    async with running(storage, table, max_attempts=3, retry_delay=30):
         await until(clock, lambda: storage.row(rid).halted_at != "")
     assert len(tries) == 3
     assert [b - a for a, b in itertools.pairwise(tries)] == [30_000, 30_000]  # the retry delay, no poll
@@ -157,7 +158,9 @@ async def test_a_new_record_wakes_an_idle_worker_at_once(storage: InMemoryStorag
     assert took < 5_000  # woken by the change, not by the hour-long poll
 
 
-async def test_a_wake_during_a_claim_in_flight_is_not_lost(storage: InMemoryStorage, clock: FakeClock) -> None:
+async def test_a_wake_during_a_claim_in_flight_is_not_lost(
+    storage: InMemoryStorage, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
     raced: list[str] = []
     real_claim = storage.claim
 
@@ -170,7 +173,7 @@ async def test_a_wake_during_a_claim_in_flight_is_not_lost(storage: InMemoryStor
             await anyio.lowlevel.checkpoint()
         return got
 
-    storage.claim = claim_overtaken_by_an_upload  # type: ignore[method-assign]
+    monkeypatch.setattr(storage, "claim", claim_overtaken_by_an_upload)
     async with running(storage, recording([]), workers=1, idle_poll=3600):
         await until(clock, lambda: raced)
         start = clock.now_ms()

@@ -9,7 +9,6 @@ import anyio
 import pytest
 
 from sidecar.clock import FakeClock
-from sidecar.logs import register_secrets
 from sidecar.outcome import (
     Advance,
     HaltCode,
@@ -21,6 +20,7 @@ from sidecar.outcome import (
     Verdict,
 )
 from sidecar.pipeline.pool import WorkerPool
+from sidecar.redaction import register_secrets
 from sidecar.steps.base import Step, StepContext
 from sidecar.storage.memory import InMemoryStorage
 from sidecar.storage.model import Claimed, FileRole

@@ -20,12 +20,13 @@ from sidecar.outcome import Advance, HaltCode, PermanentError, RetryableError
 from sidecar.providers.base import StartRequest
 from sidecar.providers.http import RetryPolicy
 from sidecar.providers.object_storage import ObjectStore
-from sidecar.providers.speechkit import MAX_BYTES, MAX_DURATION, SpeechKitProvider, decode_stream, transcript_from
+from sidecar.providers.speechkit import MAX_BYTES, MAX_DURATION, SpeechKitProvider
+from sidecar.providers.speechkit_results import decode_stream, transcript_from
 from sidecar.settings import Settings, SpeechKitSettings
 from sidecar.steps import submit
 from sidecar.steps.base import StepContext
 from sidecar.storage.memory import InMemoryStorage
-from sidecar.storage.model import AttemptRow, Claim, Claimed
+from sidecar.storage.model import AttemptChange, AttemptRow, Claim, Claimed
 from sidecar.storage.session import ClaimSession
 from sidecar.storage.transitions import Enter
 from testkit.s3 import ACCESS_KEY_ID, SECRET_ACCESS_KEY, S3Server
@@ -612,12 +613,12 @@ class DyingStorage(InMemoryStorage):
 
     die: str | None = None  # "after_storing_id" | "before_storing_id"
 
-    async def update_attempt(self, claim: Claim, attempt_id: str, **fields: Any) -> None:
-        storing_id = fields.get("operation_id") is not None
+    async def update_attempt(self, claim: Claim, attempt_id: str, change: AttemptChange) -> None:
+        storing_id = change.operation_id is not None
         if storing_id and self.die == "before_storing_id":
             self.die = None
             raise Killed
-        await super().update_attempt(claim, attempt_id, **fields)
+        await super().update_attempt(claim, attempt_id, change)
         if storing_id and self.die == "after_storing_id":
             self.die = None
             raise Killed

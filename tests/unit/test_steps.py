@@ -11,7 +11,7 @@ from sidecar.outcome import RetryableError, Verdict
 from sidecar.providers.base import Polled
 from sidecar.service import default_steps
 from sidecar.storage.memory import InMemoryStorage
-from sidecar.storage.model import AttemptStatus, Claimed
+from sidecar.storage.model import AttemptChange, AttemptStatus, Claimed
 from sidecar.storage.transitions import Enter
 from tests.support.fakes import StubProvider
 from tests.support.sidecar import twin_sidecar
@@ -27,7 +27,7 @@ async def submitted(storage: InMemoryStorage, provider: str = "stub") -> str:
         assert isinstance(got, Claimed)
         if to == "submitted":
             aid = await storage.create_attempt(got.claim, provider=provider, model="m")
-            await storage.update_attempt(got.claim, aid, operation_id="op-1", status=AttemptStatus.RUNNING)
+            await storage.update_attempt(got.claim, aid, AttemptChange("op-1", status=AttemptStatus.RUNNING))
         await storage.settle(got.claim, Enter(to))
     return rid
 

@@ -1,0 +1,56 @@
+"""Each closed vocabulary is declared once in the sidecar and once in the schema; these hold the two together."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from sidecar.audio import FORMATS
+from sidecar.languages import LANGUAGES
+from sidecar.outcome import HaltCode
+from sidecar.pipeline.stages import STAGES
+from sidecar.providers.speechkit import CONTAINERS
+from sidecar.service import make_provider
+from sidecar.settings import Settings
+from sidecar.storage.model import AttemptStatus, FileRole
+from testkit.pocketbase import PocketBaseServer
+
+
+@pytest.fixture(scope="module")
+def fields(shared_pb: PocketBaseServer) -> dict[str, dict[str, Any]]:
+    su = shared_pb.superuser()
+    out: dict[str, dict[str, Any]] = {}
+    for collection in ("audio_records", "files", "recognition_attempts"):
+        for f in su.http.get(f"/api/collections/{collection}").json()["fields"]:
+            out[f"{collection}.{f['name']}"] = f
+    return out
+
+
+def test_stages(fields: dict[str, dict[str, Any]]) -> None:
+    assert fields["audio_records.state"]["values"] == [s.name for s in STAGES]
+
+
+def test_halt_codes(fields: dict[str, dict[str, Any]]) -> None:
+    assert fields["audio_records.halt_code"]["values"] == [c.value for c in HaltCode]
+
+
+def test_attempt_statuses(fields: dict[str, dict[str, Any]]) -> None:
+    assert fields["recognition_attempts.status"]["type"] == "select"
+    assert fields["recognition_attempts.status"]["values"] == [s.value for s in AttemptStatus]
+
+
+def test_file_roles(fields: dict[str, dict[str, Any]]) -> None:
+    assert fields["files.role"]["values"] == [r.value for r in FileRole]
+
+
+def test_languages(fields: dict[str, dict[str, Any]]) -> None:
+    assert fields["audio_records.language"]["values"] == list(LANGUAGES)
+    assert fields["audio_records.language_hint"]["values"] == list(LANGUAGES)
+
+
+def test_every_provider_asks_for_a_format_normalize_writes() -> None:
+    settings = Settings()
+    for name in ("offline", "speechkit", "openai", "instant"):
+        assert make_provider(settings, name).audio_spec.format in FORMATS, name
+    assert set(CONTAINERS) <= set(FORMATS)

@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,6 +20,18 @@ FIGURES: dict[str, str] = {}
 @pytest.fixture
 def figures() -> dict[str, str]:
     return FIGURES
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """A test worker (pytest-xdist) hands its figures to the controller, which prints them."""
+    output = getattr(session.config, "workeroutput", None)
+    if output is not None:
+        output["figures"] = json.dumps(FIGURES)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    FIGURES.update(json.loads(getattr(node, "workeroutput", {}).get("figures", "{}")))
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

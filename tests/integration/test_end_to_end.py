@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from sidecar.service import default_steps, make_provider
@@ -191,13 +192,14 @@ async def test_a_lost_operation_is_recognized_again_when_the_owner_sets_the_stag
 
             halted = await until(lambda r: r["halted_at"])
             assert halted["halt_code"] == "results_expired" and "set the stage to 'normalized'" in halted["halt_reason"]
-            assert attempts() == ["op-1:failed"]  # never polled again
-            owner_sets(state="normalized", halted_at="")
+            assert await anyio.to_thread.run_sync(attempts) == ["op-1:failed"]  # never polled again
+            await anyio.to_thread.run_sync(lambda: owner_sets(state="normalized", halted_at=""))
             done = await until(lambda r: r["state"] == "done" or r["halted_at"])
             assert done["state"] == "done", done
-            assert sender.http.get(f"/api/transcriber/records/{rid}").json()["text"] == "text of op-2"
+            poll = await anyio.to_thread.run_sync(lambda: sender.http.get(f"/api/transcriber/records/{rid}").json())
+            assert poll["text"] == "text of op-2"
             # A finished record, set back by the owner, is recognized anew rather than resumed.
-            owner_sets(state="normalized")
+            await anyio.to_thread.run_sync(lambda: owner_sets(state="normalized"))
             await until(lambda r: r["state"] == "done" and r["attempts"] == 0 and Expiring.starts == 3)
             assert sender.http.get(f"/api/transcriber/records/{rid}").json()["text"] == "text of op-3"
     assert attempts() == ["op-1:failed", "op-2:superseded", "op-3:cleaned"]

@@ -50,8 +50,12 @@ routerAdd("POST", "/api/pipeline/records/{id}/files", (e) => {
     const blobs = e.findUploadedFiles("blob");
     if (!blobs || blobs.length !== 1) throw new queue.Invalid("exactly one 'blob' file is required");
     const row = queue.underFence($app, id, token, (tx) => {
+      const key = routes.optStr(body, "write_key", 100) || "";
+      const earlier = queue.writtenBefore(tx, "files", id, key);
+      if (earlier) return earlier;  // O4: a repeat of a write that landed
       const r = new Record(tx.findCollectionByNameOrId("files"));
       r.set("record", id);
+      r.set("write_key", key);
       r.set("role", queue.strArg(body, "role", 50));
       r.set("format", routes.optStr(body, "format", 50) || "");
       r.set("name", blobs[0].originalName);
@@ -74,8 +78,12 @@ routerAdd("POST", "/api/pipeline/records/{id}/attempts", (e) => {
   return routes.handle(e, (body) => {
     const token = queue.strArg(body, "token", 100);
     const row = queue.underFence($app, id, token, (tx) => {
+      const key = routes.optStr(body, "write_key", 100) || "";
+      const earlier = queue.writtenBefore(tx, "recognition_attempts", id, key);
+      if (earlier) return earlier;  // O4: a repeat of a write that landed
       const r = new Record(tx.findCollectionByNameOrId("recognition_attempts"));
       r.set("record", id);
+      r.set("write_key", key);
       r.set("provider", queue.strArg(body, "provider", 50));
       r.set("model", routes.optStr(body, "model", 200) || "");
       r.set("status", routes.optStr(body, "status", 50) || "started");
@@ -156,7 +164,45 @@ routerAdd("POST", "/api/pipeline/records/{id}/events", (e) => {
     const kind = routes.optStr(body, "kind", 50) || "note";
     if (["note", "step_failed"].indexOf(kind) < 0) throw new queue.Invalid("events may only be notes or step failures");
     queue.underFence($app, id, token, (tx, rec) => {
-      records.journal(tx, id, rec.getString("state"), kind, queue.strArg(body, "text", 5000), "worker");
+      const key = routes.optStr(body, "write_key", 100) || "";
+      if (queue.writtenBefore(tx, "record_events", id, key)) return;  // O4: a repeat of a note that landed
+      records.journal(tx, id, rec.getString("state"), kind, queue.strArg(body, "text", 5000), "worker", key);
+    });
+    return e.json(200, { ok: true });
+  });
+}, $apis.requireAuth("services"));
+
+// O6: the provider-side copies of an attempt were removed (or could not be:
+// `error`). Not fenced: the sweep tends attempts of records no worker holds
+// (done, halted, superseded). The first failure is journalled on the record;
+// repeats only update the attempt.
+routerAdd("POST", "/api/pipeline/attempts/{aid}/copies", (e) => {
+  const routes = require(`${__hooks}/lib/routes.js`);
+  const queue = require(`${__hooks}/lib/queue.js`);
+  const records = require(`${__hooks}/lib/records.js`);
+  const aid = e.request.pathValue("aid");
+  return routes.handle(e, (body) => {
+    const error = routes.optStr(body, "error", 2000) || "";
+    const now = routes.num(body, "now");
+    $app.runInTransaction((tx) => {
+      let r;
+      try {
+        r = tx.findRecordById("recognition_attempts", aid);
+      } catch (_) {
+        throw new queue.Invalid("no such attempt");
+      }
+      if (error === "") {
+        r.set("copies_removed_at", now);
+        r.set("copies_error", "");
+      } else {
+        if (r.getString("copies_error") === "") {
+          const rec = tx.findRecordById("audio_records", r.getString("record"));
+          records.journal(tx, rec.id, rec.getString("state"), "note",
+            "could not remove the provider-side copies of attempt " + aid + " (a sweep will try again): " + error, "worker");
+        }
+        r.set("copies_error", error);
+      }
+      tx.save(r);
     });
     return e.json(200, { ok: true });
   });

@@ -32,6 +32,18 @@ class Metrics:
         self.claims = Counter(
             "transcriber_claims", "Claim calls by result (work, empty).", ["result"], registry=self.registry
         )
+        self.copies = Counter(
+            "transcriber_provider_copies",
+            "Provider-side copies (uploaded audio, stored results) removed, or that failed to be removed.",
+            ["result"],
+            registry=self.registry,
+        )
+        self.credentials_refused = Counter(
+            "transcriber_credentials_refused",
+            "Steps postponed because a provider refused our credentials (401/403), by stage.",
+            ["stage"],
+            registry=self.registry,
+        )
 
     def step_finished(self, stage: str, verdict: Verdict) -> None:
         self.step_runs.labels(stage=stage, outcome=verdict.value).inc()

@@ -56,11 +56,15 @@ class PermanentError(TranscriberError):
 
 
 class PostponeError(TranscriberError):
-    """Not ready yet; look again after ``delay`` without spending an attempt."""
+    """Not ready yet, or not the recording's fault; look again after ``delay`` without spending an attempt."""
 
     def __init__(self, message: str, *, delay: timedelta | None = None) -> None:
         super().__init__(message)
         self.delay = delay
+
+
+class CredentialsRefused(PostponeError):
+    """A provider refused our own credentials (401/403): the owner must fix them; the record waits (O5)."""
 
 
 @dataclass(frozen=True)
@@ -90,3 +94,4 @@ class Verdict(StrEnum):
     FAILED = "failed"  # the attempt is spent; retried after a delay
     FENCED_OUT = "fenced_out"  # the claim went to someone else; nothing written
     RELEASED = "released"  # our own shutdown: claim and attempt handed back
+    UNWRITTEN = "unwritten"  # storage stayed away: the outcome was lost, the lease will expire

@@ -136,26 +136,40 @@ async def pipeline(
 
 
 async def _connect_patiently(storage: Storage, clock: Clock) -> None:
-    """Waits for storage to come up (a container started first, a restart); bad credentials fail at once."""
+    """Waits for storage to come up (a container started first, a restart); bad credentials fail at once.
+
+    Tries with a growing pause (0.5 s doubling to 10 s) and says so once, not at every try.
+    """
     delay = 0.5
+    waited = False
     while True:
         try:
             await storage.connect()
+            if waited:
+                log.warning("PocketBase answered: starting")
             return
         except StorageUnavailable as exc:
-            log.warning("waiting for PocketBase: %s", exc)
+            if not waited:
+                log.warning("waiting for PocketBase: %s", exc)
+            else:
+                log.debug("still waiting for PocketBase: %s", exc)
+            waited = True
             await clock.sleep(delay)
             delay = min(delay * 2, 10.0)
 
 
-async def _until_signal(stop: anyio.Event, starting: anyio.CancelScope) -> None:
+async def _until_signal(stop: anyio.Event) -> None:
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async for sig in signals:
             log.info("received %s: stopping", signal.Signals(sig).name)
             stop.set()
-            # Before the pool runs (still waiting for PocketBase) there is nothing to drain.
-            starting.cancel()
             return
+
+
+async def _cancel_on(stop: anyio.Event, starting: anyio.CancelScope) -> None:
+    # Before the pool runs (still waiting for PocketBase) there is nothing to drain.
+    await stop.wait()
+    starting.cancel()
 
 
 async def run_workers(
@@ -164,14 +178,15 @@ async def run_workers(
     ready: Callable[[], None] | None = None,
     steps: dict[str, Step] | None = None,
     provider: Provider | None = None,
+    stop: anyio.Event | None = None,
 ) -> int:
-    """``transcriber worker``: the pool until SIGINT/SIGTERM.
+    """``transcriber worker``: the pool until SIGINT/SIGTERM (or ``stop``).
 
     Signals count from the first moment: a stop while the sidecar still waits for
     PocketBase ends cleanly (exit 0) instead of killing the process mid-login.
     """
     try:
-        return await _run_workers(settings, ready, steps, provider)
+        return await _run_workers(settings, ready, steps, provider, stop or anyio.Event())
     except BaseExceptionGroup as group:
         # The signal watcher runs beside the start-up, so a start-up failure (no credentials,
         # refused login) arrives wrapped in a group: raise it as itself for the CLI to report.
@@ -185,12 +200,13 @@ async def _run_workers(
     ready: Callable[[], None] | None,
     steps: dict[str, Step] | None,
     provider: Provider | None,
+    stop: anyio.Event,
 ) -> int:
-    stop = anyio.Event()
     starting = anyio.CancelScope()
     async with AsyncExitStack() as stack:
         side = await stack.enter_async_context(anyio.create_task_group())
-        side.start_soon(_until_signal, stop, starting)
+        side.start_soon(_until_signal, stop)
+        side.start_soon(_cancel_on, stop, starting)
         pool: WorkerPool | None = None
         with starting:
             pool = await stack.enter_async_context(pipeline(settings, steps=steps, provider=provider))
@@ -223,9 +239,30 @@ async def serve_all(settings: Settings) -> int:
     try:
         await anyio.to_thread.run_sync(process.wait_healthy, pb.url, proc)
         log.info("PocketBase ready at %s (admin panel: %s/_/)", pb.url, pb.url)
-        return await run_workers(settings, ready=lambda: log.info("workers running: %d", settings.pipeline.workers))
+        stop = anyio.Event()
+        died: list[int] = []
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_watch_child, proc, stop, died)
+            code = await run_workers(
+                settings, ready=lambda: log.info("workers running: %d", settings.pipeline.workers), stop=stop
+            )
+            tg.cancel_scope.cancel()
+        # O2: with PocketBase gone, this process is of no use: a non-zero exit lets a supervisor restart both.
+        return CHILD_DIED if died else code
     finally:
         _stop_child(proc)
+
+
+# The exit status of `serve` when its PocketBase exits under it.
+CHILD_DIED = 3
+
+
+async def _watch_child(proc: subprocess.Popen[bytes], stop: anyio.Event, died: list[int]) -> None:
+    # The waiting thread is abandoned when serve stops first; it ends with the child.
+    await anyio.to_thread.run_sync(proc.wait, abandon_on_cancel=True)
+    died.append(proc.returncode)
+    log.error("PocketBase exited with code %d: stopping the workers", proc.returncode)
+    stop.set()
 
 
 def _stop_child(proc: subprocess.Popen[bytes]) -> None:

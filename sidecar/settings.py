@@ -13,7 +13,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, Field, SecretStr
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -25,6 +25,7 @@ from sidecar.languages import AUTO, code_of
 
 DEFAULT_CONFIG = "transcriber.toml"
 CONFIG_ENV = "TRANSCRIBER_CONFIG"
+_PREFIX = "TRANSCRIBER_"
 
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400}
 
@@ -41,7 +42,19 @@ def _duration(value: Any) -> Any:
 Duration = Annotated[timedelta, BeforeValidator(_duration)]
 
 
-class PipelineSettings(BaseModel):
+class Section(BaseModel):
+    """A settings section: a key it does not know is an error, not a silent default (O7)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+def _pair(section: str, a: str, a_value: object, b: str, b_value: object) -> None:
+    if (a_value is None) != (b_value is None):
+        given, missing = (a, b) if b_value is None else (b, a)
+        raise ValueError(f"[{section}] {given} is set but {missing} is not: give both or neither")
+
+
+class PipelineSettings(Section):
     workers: int = Field(default=2, ge=0)
     own_work_limit: Duration = timedelta(hours=1)
     # Generous: a false halt costs more than a late one, and a provider may
@@ -57,9 +70,13 @@ class PipelineSettings(BaseModel):
     idle_poll: Duration = timedelta(seconds=5)
     shutdown_grace: Duration = timedelta(seconds=10)
     step_timeout: Duration = timedelta(hours=8)
+    # How often provider-side copies nobody will read again are looked for and removed (O6),
+    # and how long a halted record's copies are kept for a resume (SpeechKit keeps results 3 days).
+    sweep_every: Duration = timedelta(minutes=10)
+    keep_halted_copies: Duration = timedelta(days=3)
 
 
-class PocketBaseSettings(BaseModel):
+class PocketBaseSettings(Section):
     url: str = "http://127.0.0.1:8090"
     http: str = "127.0.0.1:8090"
     data_dir: Path = Path("pb_data")
@@ -72,17 +89,23 @@ class PocketBaseSettings(BaseModel):
     migrations_dir: Path | None = None
     hooks_dir: Path | None = None
 
+    @model_validator(mode="after")
+    def _credentials_in_pairs(self) -> PocketBaseSettings:
+        _pair("pocketbase", "service_email", self.service_email, "service_password", self.service_password)
+        _pair("pocketbase", "superuser_email", self.superuser_email, "superuser_password", self.superuser_password)
+        return self
 
-class IntakeSettings(BaseModel):
+
+class IntakeSettings(Section):
     max_upload_mb: int = Field(default=1024, ge=1)
 
 
-class MetricsSettings(BaseModel):
+class MetricsSettings(Section):
     host: str = "127.0.0.1"
     port: int = Field(default=0, ge=0, le=65535, description="0 disables the metrics endpoint")
 
 
-class ProviderSettings(BaseModel):
+class ProviderSettings(Section):
     name: Literal["offline", "speechkit", "openai", "instant"] = "offline"
 
 
@@ -101,7 +124,7 @@ def _language(value: Any) -> Any:
 Language = Annotated[str, BeforeValidator(_language)]
 
 
-class OfflineSettings(BaseModel):
+class OfflineSettings(Section):
     model: str = "base"  # a bundled model (base, tiny.en), a local model directory, or a model name
     language: Language = AUTO  # auto: found by voting over the recording's speech
     compute_type: str = "int8"
@@ -110,9 +133,20 @@ class OfflineSettings(BaseModel):
     cache_dir: str = ""  # where base's two parts are joined once; default $XDG_CACHE_HOME/transcriber
 
 
-class SpeechKitSettings(BaseModel):
+class SpeechKitSettings(Section):
+    # One of: an API key; a service account's authorized key (a JSON file from
+    # `yc iam key create`), exchanged for IAM tokens and renewed; a static IAM token (12 h).
     api_key: SecretStr | None = None
+    service_account_key: str | None = None
     iam_token: SecretStr | None = None
+    iam_url: str = "https://iam.api.cloud.yandex.net"
+
+    @model_validator(mode="after")
+    def _key_file_exists(self) -> SpeechKitSettings:
+        if self.service_account_key and not Path(self.service_account_key).expanduser().is_file():
+            raise ValueError(f"[speechkit] service_account_key names no file: {self.service_account_key}")
+        return self
+
     folder_id: str | None = None
     model: str = "general"
     # Tags SpeechKit should expect (comma-separated, e.g. "ru-RU"); "auto": SpeechKit finds it.
@@ -124,7 +158,7 @@ class SpeechKitSettings(BaseModel):
     timeout: Duration = timedelta(seconds=60)
 
 
-class ObjectStorageSettings(BaseModel):
+class ObjectStorageSettings(Section):
     endpoint_url: str = "https://storage.yandexcloud.net"
     region: str = "ru-central1"
     bucket: str | None = None
@@ -133,8 +167,13 @@ class ObjectStorageSettings(BaseModel):
     secret_access_key: SecretStr | None = None
     timeout: Duration = timedelta(minutes=10)
 
+    @model_validator(mode="after")
+    def _keys_in_pairs(self) -> ObjectStorageSettings:
+        _pair("object_storage", "access_key_id", self.access_key_id, "secret_access_key", self.secret_access_key)
+        return self
 
-class OpenAISettings(BaseModel):
+
+class OpenAISettings(Section):
     base_url: str = "https://api.openai.com"
     api_key: SecretStr | None = None
     model: str = "whisper-1"
@@ -175,10 +214,53 @@ class Settings(BaseSettings):
         return tuple(sources)
 
 
+# Environment names that belong to the CLI's sender commands, not to the settings.
+_NOT_SETTINGS = {"config", "server", "email", "password"}
+
+
+class SettingsError(ValueError):
+    """The settings cannot be used; the message names every key at fault."""
+
+
+def _unknown_environment() -> list[str]:
+    """TRANSCRIBER_* names that no settings section would read (pydantic ignores them silently)."""
+    sections = set(Settings.model_fields)
+    unknown = []
+    for name in os.environ:
+        if not name.upper().startswith(_PREFIX):
+            continue
+        rest = name[len(_PREFIX) :].lower()
+        if rest in _NOT_SETTINGS:
+            continue
+        section, _, key = rest.partition("__")
+        if section not in sections or not key:
+            unknown.append(name)
+    return sorted(unknown)
+
+
 def load_settings(config: Path | None = None) -> Settings:
-    """Settings from ``config`` (or ``$TRANSCRIBER_CONFIG``, or ./transcriber.toml) and the environment."""
+    """Settings from ``config`` (or ``$TRANSCRIBER_CONFIG``, or ./transcriber.toml) and the environment.
+
+    Refuses, naming them, keys no section knows (in the file or the environment)
+    and credentials given by halves (O7).
+    """
     if config is not None:
         if not config.is_file():
             raise FileNotFoundError(f"config file not found: {config}")
         os.environ[CONFIG_ENV] = str(config)
-    return Settings()
+    problems = [f"unknown setting {name} (no such section or key)" for name in _unknown_environment()]
+    try:
+        settings = Settings()
+    except ValidationError as e:
+        for error in e.errors():
+            loc = [str(p) for p in error["loc"]]
+            where = f"[{loc[0]}] {'.'.join(loc[1:])}".strip() if loc else "settings"
+            if error["type"] == "extra_forbidden":
+                problems.append(f"unknown setting {where}")
+            else:
+                message = str(error["msg"]).removeprefix("Value error, ")
+                problems.append(message if message.startswith(where) else f"{where}: {message}")
+    else:
+        if not problems:
+            return settings
+    raise SettingsError("; ".join(problems))

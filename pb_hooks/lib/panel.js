@@ -32,6 +32,15 @@ function supersedeAttempts(app, recordId) {
   }
 }
 
+function supersedeNormalized(app, recordId) {
+  const rows = app.findRecordsByFilter(
+    "files", "record = {:id} && role = 'normalized' && superseded = false", "", 0, 0, { id: recordId });
+  for (const row of rows) {
+    row.set("superseded", true);
+    app.save(row);
+  }
+}
+
 // `rec` holds the submitted values; `app` is the transaction the save runs in.
 function mergeOwnerEdit(app, rec) {
   const stored = app.findRecordById("audio_records", rec.id);
@@ -47,9 +56,11 @@ function mergeOwnerEdit(app, rec) {
   const stage = stored.getString("state");
   if (wanted.rev !== stored.getInt("queue_rev")) {
     if (wanted.state !== stage || wanted.halted !== wasHalted) {
-      records.journal(app, rec.id, stage, "note",
-        "a panel save came from a form opened before the pipeline last changed this record; " +
-        "its stage/halt values were ignored (reopen the record to change them)", "owner");
+      // O8: the form was opened before the pipeline last moved the record; saving its
+      // stage or halt would undo the pipeline's work. Refused, with the way out.
+      throw new BadRequestError(
+        "This recording changed since you opened it (it is now in stage '" + stage + "'" +
+        (wasHalted ? ", halted" : "") + "). Nothing was saved: close this form, open the recording again and redo your change.");
     }
     return;
   }
@@ -59,6 +70,8 @@ function mergeOwnerEdit(app, rec) {
     apply(rec, queue.fieldsOf(stored, "restart", now, { to: wanted.state }));
     records.journal(app, rec.id, wanted.state, "stage_set", "stage changed by the owner from " + stage + " to " + wanted.state, "owner");
     supersedeAttempts(app, rec.id);
+    // O9: back to uploaded means normalize again; the earlier normalized copies stay as history.
+    if (wanted.state === "uploaded") supersedeNormalized(app, rec.id);
   }
   if (wasHalted && !wanted.halted) {
     // Resumed from the stage the record is in now (the one just set, if any).

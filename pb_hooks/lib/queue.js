@@ -202,6 +202,13 @@ function fenced(app, id, token, now, transition, args, after) {
   });
 }
 
+// O4: the row a repeated write made the first time (same record, same key), or null.
+function writtenBefore(tx, collection, recordId, key) {
+  if (!key) return null;
+  const rows = tx.findRecordsByFilter(collection, "record = {:id} && write_key = {:key}", "", 1, 0, { id: recordId, key: key });
+  return rows.length > 0 ? rows[0] : null;
+}
+
 function advance(app, id, token, now, to, text) {
   if (stageValues(app).indexOf(to) < 0) throw new Invalid("unknown stage '" + to + "'");
   fenced(app, id, token, now, "enter", { to: to },
@@ -239,5 +246,5 @@ function extend(app, id, token, now, until) {
 module.exports = {
   Fenced: Fenced, Invalid: Invalid, TERMINAL_STAGES: TERMINAL_STAGES, isTerminal: isTerminal, dbTime: dbTime,
   intArg: intArg, strArg: strArg, claim: claim, enqueue: enqueue, nextAvailableAt: nextAvailableAt, underFence: underFence,
-  fieldsOf: fieldsOf, advance: advance, postpone: postpone, halt: halt, fail: fail, release: release, extend: extend,
+  fieldsOf: fieldsOf, writtenBefore: writtenBefore, advance: advance, postpone: postpone, halt: halt, fail: fail, release: release, extend: extend,
 };

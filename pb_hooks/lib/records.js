@@ -39,13 +39,14 @@ function findOwned(app, id, userId) {
   }
 }
 
-function journal(app, recordId, stage, kind, text, actor) {
+function journal(app, recordId, stage, kind, text, actor, writeKey) {
   const ev = new Record(app.findCachedCollectionByNameOrId("record_events"));
   ev.set("record", recordId);
   ev.set("stage", stage);
   ev.set("kind", kind);
   ev.set("outcome_text", String(text || "").slice(0, 5000));
   ev.set("actor", actor);
+  if (writeKey) ev.set("write_key", writeKey);
   app.save(ev);
 }
 

@@ -18,6 +18,8 @@ from anyio.abc import TaskStatus
 
 from sidecar.clock import Clock
 from sidecar.pipeline.runner import Runner
+from sidecar.pipeline.sweep import sweep_once
+from sidecar.redaction import redact
 from sidecar.storage.errors import StorageError, StorageUnavailable
 from sidecar.storage.model import Claimed, NoWork
 
@@ -48,12 +50,41 @@ class Waker:
         await self._clock.wait(ticket, at_most)
 
 
+class Outage:
+    """Storage going away and coming back, logged once each however many workers notice (O2)."""
+
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
+        self._since: int | None = None
+
+    @property
+    def ongoing(self) -> bool:
+        return self._since is not None
+
+    def failed(self, error: Exception) -> None:
+        if self._since is None:
+            self._since = self._clock.now_ms()
+            log.warning("PocketBase is unavailable (%s); the workers keep trying", error)
+        else:
+            log.debug("PocketBase still unavailable: %s", error)
+
+    def recovered(self) -> None:
+        if self._since is not None:
+            log.warning("PocketBase is back after %.0f s", (self._clock.now_ms() - self._since) / 1000)
+            self._since = None
+
+
+# Waits between claims while storage is unavailable: from the idle poll, doubling, up to this.
+OUTAGE_MAX_WAIT = 30.0
+
+
 class WorkerPool:
     def __init__(self, runner: Runner, *, workers: int, realtime_wake: bool = True) -> None:
         self.runner = runner
         self.workers = workers
         self.realtime_wake = realtime_wake
         self.waker = Waker(runner.clock)
+        self.outage = Outage(runner.clock)
         self._stopping = False
         self._busy: set[anyio.CancelScope] = set()
         self._drained = anyio.Event()
@@ -70,9 +101,11 @@ class WorkerPool:
 
             async def side_tasks() -> None:
                 with side:
-                    if self.realtime_wake and self.workers > 0:
-                        await self.runner.storage.watch(self.waker.wake)
-                    else:
+                    async with anyio.create_task_group() as sides:
+                        if self.realtime_wake and self.workers > 0:
+                            sides.start_soon(self.runner.storage.watch, self.waker.wake)
+                        if self.workers > 0:
+                            sides.start_soon(self._sweep_copies)
                         await anyio.sleep_forever()
 
             tg.start_soon(side_tasks)
@@ -93,21 +126,39 @@ class WorkerPool:
                 scope.cancel()
         log.info("pool stopped")
 
+    async def _sweep_copies(self) -> None:
+        """The provider-side copies nobody will read again, removed now and then (O6)."""
+        p, runner = self.runner.settings.pipeline, self.runner
+        while True:
+            try:
+                removed, failed = await sweep_once(
+                    runner.storage, runner.provider_for, runner.clock, p.keep_halted_copies
+                )
+                runner.metrics.copies.labels(result="removed").inc(removed)
+                runner.metrics.copies.labels(result="failed").inc(failed)
+            except Exception as exc:  # the sweep must never take the workers down
+                log.warning("sweep of provider-side copies failed: %s", redact(str(exc)))
+            await runner.clock.sleep(p.sweep_every.total_seconds())
+
     async def _worker(self, n: int) -> None:
         p = self.runner.settings.pipeline
         clock = self.runner.clock
+        backoff = p.idle_poll.total_seconds()
         while not self._stopping:
             woken = self.waker.ticket()
             try:
                 got = await self.runner.storage.claim(self.runner.table.leases())
             except StorageUnavailable as exc:
-                log.warning("worker %d: claim failed, storage unavailable: %s", n, exc)
-                await self.waker.wait(woken, p.idle_poll.total_seconds())
+                self.outage.failed(exc)
+                await clock.sleep(backoff)
+                backoff = min(backoff * 2, OUTAGE_MAX_WAIT)
                 continue
             except StorageError as exc:
                 log.error("worker %d: claim refused: %s", n, exc)
                 await self.waker.wait(woken, p.idle_poll.total_seconds())
                 continue
+            self.outage.recovered()
+            backoff = p.idle_poll.total_seconds()
             if isinstance(got, NoWork):
                 self.runner.metrics.claims.labels(result="empty").inc()
                 wait = p.idle_poll.total_seconds()
@@ -116,6 +167,10 @@ class WorkerPool:
                 await self.waker.wait(woken, wait)
                 continue
             self.runner.metrics.claims.labels(result="work").inc()
+            if self._stopping:
+                # O3: the stop landed while this claim was in flight: hand it back unrun.
+                await self.runner.release(got)
+                break
             await self._run(got)
 
     async def _run(self, claimed: Claimed) -> None:

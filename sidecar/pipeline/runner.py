@@ -24,6 +24,7 @@ from sidecar.clock import Clock, run_with_deadline
 from sidecar.metrics import Metrics
 from sidecar.outcome import (
     Advance,
+    CredentialsRefused,
     HaltCode,
     Outcome,
     PermanentError,
@@ -36,7 +37,7 @@ from sidecar.providers.base import Provider
 from sidecar.redaction import redact
 from sidecar.settings import Settings
 from sidecar.steps.base import StepContext
-from sidecar.storage.errors import FencedOut
+from sidecar.storage.errors import FencedOut, StorageUnavailable
 from sidecar.storage.model import AudioRecord, Claimed
 from sidecar.storage.protocol import Storage
 from sidecar.storage.session import ClaimSession
@@ -79,6 +80,11 @@ class Runner:
             verdict = await self._guarded(claimed, self.table[record.state])
         except FencedOut:
             log.debug("claim on %s is gone; result dropped", record.id)
+        except StorageUnavailable as exc:
+            # The outcome could not be written (storage stayed away past the ride-out):
+            # the lease will run out and the record be claimed again; the attempt counts.
+            verdict = Verdict.UNWRITTEN
+            log.warning("record %s: its outcome could not be written: %s", record.id, redact(str(exc)))
         except anyio.get_cancelled_exc_class():
             # P8: our own shutdown is not the record's failure, wherever it lands (the
             # guards, the step, the write-back): the claim is handed back.
@@ -139,6 +145,9 @@ class Runner:
         if isinstance(error, PermanentError):
             return Halt(error.code, str(error))
         if isinstance(error, PostponeError):
+            if isinstance(error, CredentialsRefused):
+                self.metrics.credentials_refused.labels(stage=stage.name).inc()
+                log.warning("record %s waits: %s", record.id, redact(str(error)))
             delay = error.delay or self.settings.pipeline.poll_delay
             return Pause(self.clock.now_ms() + max(_ms(delay), 1), redact(str(error)))
         delay = self.settings.pipeline.retry_delay
@@ -166,6 +175,12 @@ class Runner:
         assert isinstance(change, Retry)
         log.warning("record %s: %s", record.id, change.note)
         return Verdict.FAILED
+
+    async def release(self, claimed: Claimed) -> None:
+        """Hands an unrun claim back, its attempt not counted (a stop that landed while it was claimed)."""
+        with anyio.CancelScope(shield=True):
+            await self._release(claimed)
+        self.metrics.step_finished(claimed.record.state, Verdict.RELEASED)
 
     async def _release(self, claimed: Claimed) -> None:
         try:

@@ -32,12 +32,17 @@ class Stage:
     next: str | None
 
 
+# Short leases, kept alive by the running step (the runner extends a lease a
+# third of the way through, as long as the step runs): a worker that dies
+# leaves its record to be claimed again within about two leases (O1).
+LEASE = timedelta(minutes=2)
+
 # The pipeline, in order (SPEC §3), with each stage's default lease.
 STAGES: tuple[Stage, ...] = (
-    Stage("uploaded", "normalize", Work.OWN, timedelta(hours=8), "normalized"),
-    Stage("normalized", "submit", Work.OWN, timedelta(minutes=15), "submitted"),
-    Stage("submitted", "poll", Work.FOREIGN, timedelta(minutes=5), "transcribed"),
-    Stage("transcribed", "finalize", Work.OWN, timedelta(minutes=15), "done"),
+    Stage("uploaded", "normalize", Work.OWN, LEASE, "normalized"),
+    Stage("normalized", "submit", Work.OWN, LEASE, "submitted"),
+    Stage("submitted", "poll", Work.FOREIGN, LEASE, "transcribed"),
+    Stage("transcribed", "finalize", Work.OWN, LEASE, "done"),
     Stage("done", None, None, timedelta(0), None),
 )
 

@@ -8,6 +8,7 @@ renewed by logging in again, once per call.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
@@ -20,7 +21,7 @@ import stamina
 from sidecar.clock import Clock, SystemClock
 from sidecar.pocketbase import realtime
 from sidecar.storage.errors import AuthFailed, FencedOut, StorageError, StorageUnavailable
-from sidecar.storage.model import AttemptChange, AttemptRow, AudioRecord, Claim, Claimed, FileRow, NoWork
+from sidecar.storage.model import AttemptChange, AttemptRow, AudioRecord, Claim, Claimed, FileRow, NoWork, SweepItem
 from sidecar.storage.transitions import Transition
 
 SERVICE_COLLECTION = "services"
@@ -157,11 +158,8 @@ class PocketBaseClient:
         await self.request("POST", f"/api/pipeline/records/{claim.id}/{change.op}", json=body)
 
     async def note(self, claim: Claim, text: str) -> None:
-        await self.request(
-            "POST",
-            f"/api/pipeline/records/{claim.id}/events",
-            json={"token": claim.token, "kind": "note", "text": text},
-        )
+        body = {"token": claim.token, "kind": "note", "text": text, "write_key": _write_key()}
+        await self._write("POST", f"/api/pipeline/records/{claim.id}/events", json=body)
 
     # -- reads ------------------------------------------------------------------
 
@@ -187,7 +185,8 @@ class PocketBaseClient:
         return sorted(rows, key=lambda r: (str(r.get("created", "")), str(r["id"])))
 
     async def files_of(self, record_id: str, role: str) -> list[FileRow]:
-        return [FileRow.model_validate(r) for r in await self._related(record_id, "files") if r.get("role") == role]
+        rows = [FileRow.model_validate(r) for r in await self._related(record_id, "files")]
+        return [f for f in rows if f.role == role and not f.superseded]
 
     async def attempts_of(self, record_id: str) -> list[AttemptRow]:
         return [AttemptRow.model_validate(r) for r in await self._related(record_id, "recognition_attempts")]
@@ -239,26 +238,42 @@ class PocketBaseClient:
         parts = [c async for c in self.stream_file("recognition_attempts", attempt.id, attempt.raw_response)]
         return b"".join(parts)
 
-    # -- fenced attachments ---------------------------------------------------------
+    # -- fenced writes of a step's results ----------------------------------------------
+    #
+    # O4: each rides out a PocketBase restart like the queue writes. A repeat is
+    # harmless: rows a write creates carry a key made once per write, so a repeat
+    # of a write that landed (its answer lost with the connection) finds the row
+    # it made; the other writes overwrite with the same values.
+
+    @_ride_out_restart
+    async def _write(self, method: str, path: str, **kw: Any) -> httpx.Response:
+        return await self.request(method, path, **kw)
 
     async def attach_file(
         self, claim: Claim, path: Path, *, role: str, format: str, duration_ms: int, location: str = ""
     ) -> FileRow:
-        with path.open("rb") as fh:
-            resp = await self.request(
-                "POST",
-                f"/api/pipeline/records/{claim.id}/files",
-                data={
-                    "token": claim.token,
-                    "role": role,
-                    "format": format,
-                    "duration_ms": str(duration_ms),
-                    "location": location,
-                },
-                files={"blob": (path.name, fh, "application/octet-stream")},
-                timeout_s=self._upload_timeout,
-            )
-        data = resp.json()
+        key = _write_key()
+
+        @_ride_out_restart
+        async def upload() -> httpx.Response:
+            # The file is opened afresh for each try: a consumed stream cannot be sent twice.
+            with path.open("rb") as fh:
+                return await self.request(
+                    "POST",
+                    f"/api/pipeline/records/{claim.id}/files",
+                    data={
+                        "token": claim.token,
+                        "role": role,
+                        "format": format,
+                        "duration_ms": str(duration_ms),
+                        "location": location,
+                        "write_key": key,
+                    },
+                    files={"blob": (path.name, fh, "application/octet-stream")},
+                    timeout_s=self._upload_timeout,
+                )
+
+        data = (await upload()).json()
         return FileRow(
             id=data["id"],
             record=claim.id,
@@ -270,11 +285,14 @@ class PocketBaseClient:
         )
 
     async def create_attempt(self, claim: Claim, *, provider: str, model: str, audio_uri: str = "") -> str:
-        resp = await self.request(
-            "POST",
-            f"/api/pipeline/records/{claim.id}/attempts",
-            json={"token": claim.token, "provider": provider, "model": model, "audio_uri": audio_uri},
-        )
+        body = {
+            "token": claim.token,
+            "provider": provider,
+            "model": model,
+            "audio_uri": audio_uri,
+            "write_key": _write_key(),
+        }
+        resp = await self._write("POST", f"/api/pipeline/records/{claim.id}/attempts", json=body)
         return str(resp.json()["id"])
 
     async def update_attempt(self, claim: Claim, attempt_id: str, change: AttemptChange) -> None:
@@ -285,9 +303,9 @@ class PocketBaseClient:
             if value is not None:
                 fields[name] = str(value)
         if change.raw_response is None:
-            await self.request("POST", path, json=fields)
+            await self._write("POST", path, json=fields)
             return
-        await self.request(
+        await self._write(
             "POST",
             path,
             data=fields,
@@ -302,4 +320,38 @@ class PocketBaseClient:
         body: dict[str, Any] = {"token": claim.token, "content": content, "segments": segments}
         if language:
             body["language"] = language
-        await self.request("PUT", f"/api/pipeline/records/{claim.id}/texts/{kind}", json=body)
+        await self._write("PUT", f"/api/pipeline/records/{claim.id}/texts/{kind}", json=body)
+
+    # -- provider-side copies (O6) ---------------------------------------------------------
+
+    async def attempts_to_sweep(self, limit: int = 100) -> list[SweepItem]:
+        rows = await self.request(
+            "GET",
+            "/api/collections/recognition_attempts/records",
+            params={
+                "filter": 'copies_removed_at = 0 && (operation_id != "" || audio_uri != "")',
+                "expand": "record",
+                "fields": "id,record,provider,operation_id,audio_uri,status,created,copies_error,"
+                "expand.record.state,expand.record.halted_at",
+                "sort": "created",
+                "perPage": limit,
+            },
+        )
+        items = []
+        for row in rows.json().get("items", []):
+            record = row.get("expand", {}).get("record", {})
+            items.append(
+                SweepItem(
+                    AttemptRow.model_validate(row), str(record.get("state", "")), str(record.get("halted_at", ""))
+                )
+            )
+        return items
+
+    @_ride_out_restart
+    async def copies_removed(self, attempt_id: str, error: str = "") -> None:
+        body = {"now": self.clock.now_ms(), "error": error}
+        await self.request("POST", f"/api/pipeline/attempts/{attempt_id}/copies", json=body)
+
+
+def _write_key() -> str:
+    return uuid.uuid4().hex

@@ -2,8 +2,10 @@
 
 SSE on ``GET /api/realtime``: the first message (``PB_CONNECT``) carries a
 client id, which is then subscribed to ``audio_records`` changes. Any event
-means "there may be work". Reconnects after a pause (on the client's clock)
-when the stream breaks.
+but the heartbeat means "there may be work". The server sends a heartbeat
+(``PB_PING``) every minute (pb_hooks/realtime.pb.js), so a stream silent for
+longer than ``READ_TIMEOUT`` is dead (O11): it is dropped and, like a broken
+one, reconnected after a pause on the client's clock.
 """
 
 from __future__ import annotations
@@ -17,6 +19,10 @@ from httpx_sse import aconnect_sse
 from sidecar.clock import Clock
 
 log = logging.getLogger("transcriber.realtime")
+
+# Two and a half heartbeats: a stream silent this long is dead.
+READ_TIMEOUT = 150.0
+HEARTBEAT = "PB_PING"
 
 # Sends the subscription of a connected client id (through the signed-in client).
 Subscribe = Callable[[str], Awaitable[None]]
@@ -35,14 +41,16 @@ async def listen(
         await clock.sleep(reconnect_after)
 
 
-async def _session(base_url: str, subscribe: Subscribe, on_event: Callable[[], None]) -> None:
+async def _session(
+    base_url: str, subscribe: Subscribe, on_event: Callable[[], None], read_timeout: float = READ_TIMEOUT
+) -> None:
     async with (
-        httpx.AsyncClient(timeout=httpx.Timeout(10.0, read=None)) as http,
+        httpx.AsyncClient(timeout=httpx.Timeout(10.0, read=read_timeout)) as http,
         aconnect_sse(http, "GET", f"{base_url.rstrip('/')}/api/realtime") as source,
     ):
         async for sse in source.aiter_sse():
             if sse.event == "PB_CONNECT":
                 await subscribe(sse.json()["clientId"])
                 on_event()  # a (re)connect may have missed events
-                continue
-            on_event()
+            elif sse.event != HEARTBEAT:
+                on_event()

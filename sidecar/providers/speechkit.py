@@ -44,11 +44,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import quote
 
+import anyio
+import anyio.to_thread
 import httpx
 
 from sidecar.audio import FORMATS
 from sidecar.languages import speechkit_tag
-from sidecar.outcome import HaltCode, PermanentError, RetryableError, TranscriberError
+from sidecar.outcome import CredentialsRefused, HaltCode, PermanentError, RetryableError, TranscriberError
 from sidecar.providers.base import AudioSpec, OnProgress, Polled, Started, StartRequest
 from sidecar.providers.http import (
     DEFAULT_RETRY,
@@ -61,6 +63,7 @@ from sidecar.providers.http import (
 )
 from sidecar.providers.object_storage import ObjectStore
 from sidecar.providers.speechkit_results import NOT_FOUND, decode_stream, status_text, stream_error, transcript_from
+from sidecar.providers.yandex_iam import IamTokens, ServiceAccountKey
 from sidecar.redaction import scrubber, short
 from sidecar.settings import ObjectStorageSettings, SpeechKitSettings
 from sidecar.transcript import Transcript
@@ -74,6 +77,8 @@ MAX_BYTES = 1_000_000_000  # 1 GB per file in a bucket (A.8)
 MAX_DURATION = timedelta(hours=4)  # A.8
 # A 429 is a quota (RESOURCE_EXHAUSTED), not a burst limit: waiting seconds does not help.
 QUOTA_WAIT = timedelta(minutes=5)
+# How long a record waits before asking again after our credentials were refused.
+CREDENTIALS_WAIT = timedelta(minutes=5)
 # Operation status checks are a 5 req/s quota for the whole folder: early on the
 # pipeline's poll_delay applies, long jobs (deferred mode, up to 24 h) are asked less often.
 _POLL_GROW_AFTER = timedelta(minutes=1)
@@ -103,6 +108,7 @@ class SpeechKitProvider:
         self._ops = settings.operation_url.rstrip("/")
         self._timeout = timeout(settings.timeout)
         self._http = client or httpx.AsyncClient(timeout=self._timeout)
+        self._tokens: IamTokens | None = None  # made on first use from [speechkit] service_account_key
         self._store = store or ObjectStore(storage)
         self._retry = retry
         self._scrub = scrubber(
@@ -149,7 +155,7 @@ class SpeechKitProvider:
         return None
 
     async def start(self, request: StartRequest, on_progress: OnProgress) -> Started:
-        self._auth_headers()  # a missing credential fails before anything is uploaded
+        await self._auth_headers()  # a missing credential fails before anything is uploaded
         container, suffix, content_type = self._container(request.format)
         uri = self._reuse.pop(request.attempt_key, None)
         if uri is None:
@@ -204,7 +210,7 @@ class SpeechKitProvider:
 
     async def poll(self, operation_id: str) -> Polled:
         resp = await self._request("GET", f"{self._ops}/operations/{quote(operation_id, safe='')}")
-        self._check(resp)
+        self._check(resp, started=True)
         operation = json_body(resp, who=WHO, what="operation")
         if not isinstance(operation, dict) or not isinstance(operation.get("done", False), bool):
             raise RetryableError("SpeechKit sent a malformed operation (not an Operation object)")
@@ -222,7 +228,7 @@ class SpeechKitProvider:
         status = _jsonstatus_text(resp) if resp.status_code >= 300 else None
         if resp.status_code == 404 or (status is not None and status.get("code") == NOT_FOUND):
             raise _expired(operation_id, _describe(resp))
-        self._check(resp)
+        self._check(resp, started=True)
         try:
             events = decode_stream(resp.content)
         except ValueError as e:
@@ -280,15 +286,24 @@ class SpeechKitProvider:
 
     # --- plumbing --------------------------------------------------------------
 
-    def _auth_headers(self) -> dict[str, str]:
+    async def _auth_headers(self) -> dict[str, str]:
+        """By precedence: an API key; IAM tokens from a service account's authorized key; a static IAM token."""
         if self._s.api_key:
             return {"Authorization": f"Api-Key {self._s.api_key.get_secret_value()}"}
+        if self._s.service_account_key:
+            if self._tokens is None:
+                key = await anyio.to_thread.run_sync(ServiceAccountKey.load, self._s.service_account_key)
+                self._tokens = IamTokens(key, self._s.iam_url, self._http)
+            return {"Authorization": f"Bearer {await self._tokens.token()}"}
         if self._s.iam_token:
             headers = {"Authorization": f"Bearer {self._s.iam_token.get_secret_value()}"}
             if self._s.folder_id:
                 headers["x-folder-id"] = self._s.folder_id
             return headers
-        raise PermanentError(HaltCode.PROVIDER_REJECTED, "speechkit.api_key or speechkit.iam_token is not configured")
+        raise PermanentError(
+            HaltCode.PROVIDER_REJECTED,
+            "speechkit.api_key, speechkit.service_account_key or speechkit.iam_token is not configured",
+        )
 
     def _container(self, fmt: str) -> tuple[str, str, str]:
         """containerAudioType, object key suffix, content type."""
@@ -306,7 +321,7 @@ class SpeechKitProvider:
         params: dict[str, str] | None = None,
         paid: bool = False,
     ) -> httpx.Response:
-        headers = self._auth_headers()
+        headers = await self._auth_headers()
         return await send(
             lambda: self._http.request(method, url, headers=headers, json=json, params=params, timeout=self._timeout),
             who=WHO,
@@ -316,10 +331,27 @@ class SpeechKitProvider:
             describe=_describe,
         )
 
-    def _check(self, resp: httpx.Response) -> None:
-        """Passes a 2xx answer; raises the classified error for anything else."""
+    def _check(self, resp: httpx.Response, *, started: bool = False) -> None:
+        """Passes a 2xx answer; raises the classified error for anything else.
+
+        ``started``: the request is about an operation already paid for. Our
+        credentials being refused there (401/403: a revoked key, an expired
+        token, a missing role) is not the recording's fault and must not fail
+        the operation: the record waits for the owner to fix them (O5).
+        """
         if resp.is_success:
             return
+        if resp.status_code == 401 and self._tokens is not None:
+            self._tokens.forget()  # expired or revoked early: the next request exchanges the key again
+        if started and resp.status_code in (401, 403):
+            raise CredentialsRefused(
+                self._scrub(
+                    f"SpeechKit refused our credentials ({resp.status_code}: {short(_describe(resp))}); the "
+                    "recognition is kept and asked about again: check the key or token and the service "
+                    "account's roles"
+                ),
+                delay=CREDENTIALS_WAIT,
+            )
         if resp.status_code == 429:
             wait = max(retry_after(resp) or timedelta(0), timedelta(seconds=60))
             raise RetryableError(

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from sidecar.outcome import PermanentError
+from sidecar.outcome import PermanentError, TranscriberError
+from sidecar.redaction import redact
 from sidecar.steps.base import StepContext
 from sidecar.storage.model import AttemptRow, AttemptStatus
 
@@ -22,6 +23,21 @@ async def current_attempt(ctx: StepContext, *, to_start: bool = False) -> Attemp
 
 
 async def fail_attempt(ctx: StepContext, attempt: AttemptRow, error: PermanentError) -> PermanentError:
-    """Marks the attempt failed, so that a later submit starts afresh; the error to raise, with the way out."""
+    """Marks the attempt failed, so that a later submit starts afresh; the error to raise, with the way out.
+
+    Its provider-side copies serve nothing now: they are removed at once (O6).
+    """
     await ctx.session.update_attempt(attempt.id, status=AttemptStatus.FAILED)
+    await remove_copies(ctx, attempt)
     return PermanentError(error.code, f"{error}; {REDO_HINT}")
+
+
+async def remove_copies(ctx: StepContext, attempt: AttemptRow) -> bool:
+    """Removes the attempt's provider-side copies; a failure is left to the sweep (and noted once)."""
+    try:
+        await ctx.provider_for(attempt.provider).cleanup(attempt.operation_id, attempt.audio_uri)
+    except TranscriberError as exc:
+        await ctx.session.copies_removed(attempt.id, error=redact(str(exc))[:2000] or type(exc).__name__)
+        return False
+    await ctx.session.copies_removed(attempt.id)
+    return True

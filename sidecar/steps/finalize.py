@@ -9,8 +9,7 @@ import logging
 
 from sidecar import languages
 from sidecar.outcome import Advance, HaltCode, Outcome, PermanentError
-from sidecar.redaction import redact
-from sidecar.steps.attempts import REDO_HINT, current_attempt, fail_attempt
+from sidecar.steps.attempts import REDO_HINT, current_attempt, fail_attempt, remove_copies
 from sidecar.steps.base import StepContext
 from sidecar.storage.model import AttemptStatus
 
@@ -32,12 +31,10 @@ async def run(ctx: StepContext) -> Outcome:
     if not transcript.text.strip():
         # L5: silence, noise or a clip too short to hold a word is not a failure.
         await ctx.session.note("no speech found: the transcript is empty")
-    try:
-        await provider.cleanup(attempt.operation_id, attempt.audio_uri)
-    except Exception as exc:  # a leftover copy is not worth the transcript
-        await ctx.session.note(redact(f"could not remove the provider-side copy: {exc}"))
-        log.warning("record %s: cleanup failed: %s", ctx.record.id, redact(str(exc)))
-    else:
+    # A leftover copy is not worth the transcript: a failed removal is noted and left to the sweep.
+    if await remove_copies(ctx, attempt):
         await ctx.session.update_attempt(attempt.id, status=AttemptStatus.CLEANED)
+    else:
+        log.warning("record %s: provider-side copies not removed; the sweep will try again", ctx.record.id)
     found = f", language {transcript.language}" if transcript.language else ""
     return Advance(f"transcript of {len(transcript.text)} characters, {len(transcript.segments)} segments{found}")

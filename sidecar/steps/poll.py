@@ -1,12 +1,16 @@
 """poll (stage ``submitted``): ask the provider; not ready → postpone; ready → keep the raw response.
 
 The provider that started the attempt is the one asked, whatever the
-configuration says now.
+configuration says now. A poll that cannot reach its outcome (the provider
+or the network failing) spends an attempt like any failed step (O10); the
+operation id stays, so a record halted for it is resumed by polling again,
+paying nothing. Our own credentials being refused postpones instead
+(``CredentialsRefused``, O5): that is not the recording's fault.
 """
 
 from __future__ import annotations
 
-from sidecar.outcome import Advance, HaltCode, Outcome, PermanentError, Postpone, RetryableError
+from sidecar.outcome import Advance, HaltCode, Outcome, PermanentError, Postpone
 from sidecar.steps.attempts import REDO_HINT, current_attempt, fail_attempt
 from sidecar.steps.base import StepContext
 from sidecar.storage.model import AttemptStatus
@@ -24,12 +28,6 @@ async def run(ctx: StepContext) -> Outcome:
     except PermanentError as exc:
         # The operation is lost for good (failed, results expired): resuming must not poll it again.
         raise await fail_attempt(ctx, attempt, exc) from exc
-    except RetryableError as exc:
-        # The paid operation is still running on the provider's side: an outage
-        # while we ask about it is no reason to spend attempts and halt it.
-        # The foreign-work stall limit still bounds how long this can go on.
-        delay = max(exc.retry_after or ctx.settings.pipeline.poll_delay, ctx.settings.pipeline.poll_delay)
-        return Postpone(delay, f"could not ask {attempt.provider} about {attempt.operation_id}: {exc}")
     if not polled.ready or polled.raw is None:
         return Postpone(polled.retry_in, f"{attempt.provider} operation {attempt.operation_id} not ready")
     await ctx.session.update_attempt(attempt.id, raw_response=polled.raw, status=AttemptStatus.READY)

@@ -38,6 +38,7 @@ from sidecar.storage.model import (
     FileRole,
     FileRow,
     NoWork,
+    SweepItem,
 )
 from sidecar.storage.transitions import Enter, Extend, Halt, Pause, Release, Retry, Transition
 
@@ -159,6 +160,10 @@ class InMemoryStorage:
                 AttemptStatus.SUPERSEDED,
             ):
                 attempt.row.status = AttemptStatus.SUPERSEDED
+        if stage == "uploaded":  # normalize again; the earlier copies stay as history
+            for file, _ in self._files.values():
+                if file.record == record_id and file.role == FileRole.NORMALIZED:
+                    file.superseded = True
         self._journal(row, "stage_set", f"stage changed by the owner from {before} to {stage}", "owner")
         self._changed_now()
 
@@ -251,7 +256,11 @@ class InMemoryStorage:
     async def files_of(self, record_id: str, role: str) -> list[FileRow]:
         await anyio.lowlevel.checkpoint()
         self.calls.append("files_of")
-        return [f.model_copy() for f, _ in self._files.values() if f.record == record_id and f.role == role]
+        return [
+            f.model_copy()
+            for f, _ in self._files.values()
+            if f.record == record_id and f.role == role and not f.superseded
+        ]
 
     async def attempts_of(self, record_id: str) -> list[AttemptRow]:
         await anyio.lowlevel.checkpoint()
@@ -341,6 +350,27 @@ class InMemoryStorage:
         await anyio.lowlevel.checkpoint()
         row = self._fenced(claim)
         self._journal(row, "note", text[:5000], "worker")
+
+    async def attempts_to_sweep(self, limit: int = 100) -> list[SweepItem]:
+        await anyio.lowlevel.checkpoint()
+        items = []
+        for a in self._attempts.values():
+            if a.row.copies_removed_at == 0 and (a.row.operation_id or a.row.audio_uri):
+                record = self.records[a.row.record]
+                items.append(SweepItem(a.row.model_copy(), record.state, record.halted_at))
+        return items[:limit]
+
+    async def copies_removed(self, attempt_id: str, error: str = "") -> None:
+        await anyio.lowlevel.checkpoint()
+        attempt = self._attempts[attempt_id]
+        if error:
+            if not attempt.row.copies_error:
+                record = self.records[attempt.row.record]
+                text = f"could not remove the provider-side copies of attempt {attempt_id} (a sweep will try again)"
+                self._journal(record, "note", f"{text}: {error}", "worker")
+            attempt.row.copies_error = error
+        else:
+            attempt.row.copies_removed_at, attempt.row.copies_error = self.clock.now_ms(), ""
 
     # -- internals ------------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ __all__ = [
     "FileRole",
     "FileRow",
     "NoWork",
+    "SweepItem",
 ]
 
 
@@ -97,6 +98,7 @@ class FileRow(BaseModel):
     location: str = ""
     size: int = 0
     duration_ms: int = 0
+    superseded: bool = False  # an older normalized copy kept as history (the owner set the stage back)
 
 
 @dataclass(frozen=True)
@@ -122,3 +124,14 @@ class AttemptRow(BaseModel):
     status: str = ""
     raw_response: str = ""
     created: str = ""
+    copies_removed_at: int = 0  # when the provider-side copies were removed; 0: not yet
+    copies_error: str = ""  # why they could not be removed yet
+
+
+@dataclass(frozen=True)
+class SweepItem:
+    """An attempt that still has provider-side copies, and where its record stands."""
+
+    attempt: AttemptRow
+    record_state: str
+    record_halted_at: str  # "" when not halted

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from sidecar.clock import Clock
-from sidecar.storage.model import AttemptChange, AttemptRow, AudioRecord, Claim, Claimed, FileRow, NoWork
+from sidecar.storage.model import AttemptChange, AttemptRow, AudioRecord, Claim, Claimed, FileRow, NoWork, SweepItem
 from sidecar.storage.transitions import Transition
 
 __all__ = ["Storage"]
@@ -47,7 +47,7 @@ class Storage(Protocol):
     async def get_record(self, record_id: str) -> AudioRecord: ...
 
     async def files_of(self, record_id: str, role: str) -> list[FileRow]:
-        """The record's files of ``role``, oldest first."""
+        """The record's current files of ``role`` (not superseded), oldest first."""
         ...
 
     async def attempts_of(self, record_id: str) -> list[AttemptRow]:
@@ -83,3 +83,13 @@ class Storage(Protocol):
     ) -> None: ...
 
     async def note(self, claim: Claim, text: str) -> None: ...
+
+    # -- provider-side copies (O6) --------------------------------------------------
+
+    async def attempts_to_sweep(self, limit: int = 100) -> list[SweepItem]:
+        """Attempts whose provider-side copies are not known to be removed, oldest first."""
+        ...
+
+    async def copies_removed(self, attempt_id: str, error: str = "") -> None:
+        """Records that an attempt's copies are gone, or (``error``) why they could not be removed yet."""
+        ...

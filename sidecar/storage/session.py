@@ -66,6 +66,10 @@ class ClaimSession:
     async def note(self, text: str) -> None:
         await self._storage.note(self.claim, text)
 
+    async def copies_removed(self, attempt_id: str, error: str = "") -> None:
+        """The attempt's provider-side copies are gone (or, with ``error``, could not be removed yet)."""
+        await self._storage.copies_removed(attempt_id, error)
+
     def _own(self, record_id: str) -> None:
         if record_id != self.record.id:
             raise ValueError(f"record {self.record.id}'s step asked for a row of record {record_id}")

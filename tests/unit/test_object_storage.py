@@ -113,7 +113,7 @@ async def test_unreachable_storage_is_retryable_and_bounded_by_the_timeout(s3: S
 async def test_missing_configuration_is_reported_without_calling_out(s3: S3Server, audio: Path) -> None:
     with pytest.raises(PermanentError, match="bucket is not configured"):
         await ObjectStore(s3.settings("")).upload(audio, "k", "audio/ogg")
-    store = ObjectStore(s3.settings("b-1", access_key_id=None))
+    store = ObjectStore(s3.settings("b-1", access_key_id=None, secret_access_key=None))
     with pytest.raises(PermanentError, match="access_key_id"):
         await store.upload(audio, "k", "audio/ogg")
 

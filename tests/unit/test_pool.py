@@ -218,3 +218,63 @@ async def test_the_waker_ticket_taken_before_a_wake_is_already_set(clock: FakeCl
         started = clock.now_ms()
         await waker.wait(waker.ticket(), 90)
         assert clock.now_ms() - started == 90_000  # no wake: waits its whole time, on the clock
+
+
+async def test_a_stop_during_a_claim_in_flight_hands_it_back_unrun(
+    storage: InMemoryStorage, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """O3: the stop lands while the claim request is out; what comes back is released, not run."""
+    rid = storage.add_record()
+    ran: list[str] = []
+    in_flight, answer = anyio.Event(), anyio.Event()
+    real_claim = storage.claim
+
+    async def slow_claim(leases: object) -> object:
+        in_flight.set()
+        await answer.wait()
+        return await real_claim(leases)  # type: ignore[arg-type]
+
+    async def step(ctx: StepContext) -> Outcome:
+        ran.append(ctx.record.id)
+        return Advance()
+
+    monkeypatch.setattr(storage, "claim", slow_claim)
+    stop = anyio.Event()
+    table: dict[str, Step] = {**recording([]), "normalize": step}
+    async with twin_sidecar(storage, table, workers=1) as pool, anyio.create_task_group() as tg:
+        await tg.start(pool.run, stop)
+        await in_flight.wait()
+        stop.set()
+        await anyio.lowlevel.checkpoint()
+        answer.set()
+    row = storage.row(rid)
+    assert ran == []
+    assert (row.state, row.attempts, row.claim_token) == ("uploaded", 0, "")
+    assert [e.kind for e in storage.journal_of(rid)][-1] == "released"
+
+
+async def test_an_outage_is_logged_once_and_waited_out_with_backoff(
+    storage: InMemoryStorage, clock: FakeClock, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """O2: the workers keep trying, less and less often, and say so once per outage."""
+    from sidecar.storage.errors import StorageUnavailable
+
+    caplog.set_level(logging.DEBUG, logger="transcriber")
+    rid = storage.add_record()
+    tries: list[int] = []
+    real_claim = storage.claim
+
+    async def down_for_a_while(leases: object) -> object:
+        tries.append(clock.now_ms())
+        if len(tries) <= 8:
+            raise StorageUnavailable("PocketBase unreachable: ConnectError")
+        return await real_claim(leases)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(storage, "claim", down_for_a_while)
+    async with running(storage, recording([]), workers=1, idle_poll=1):
+        await until(clock, lambda: storage.row(rid).state == "done", within=600)
+    gaps = [b - a for a, b in itertools.pairwise(tries[:9])]
+    assert gaps == sorted(gaps) and gaps[0] == 1000 and max(gaps) == 30_000  # doubling up to 30 s
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert sum("unavailable" in m for m in warnings) == 1
+    assert sum("is back after" in m for m in warnings) == 1

@@ -330,3 +330,24 @@ async def test_a_step_sees_only_its_own_record(storage: InMemoryStorage, clock: 
     async with twin_sidecar(storage, steps(normalize=nosy)) as pool:
         assert await pool.runner.run(await claim(pool)) is Verdict.ADVANCED
     assert seen == [mine]
+
+
+async def test_an_outcome_that_cannot_be_written_is_labelled_so(
+    storage: InMemoryStorage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """O11: not 'fenced out': storage stayed away, the lease will expire and the attempt counts."""
+    from sidecar.storage.errors import StorageUnavailable
+
+    rid = storage.add_record()
+
+    async def away(*args: object, **kwargs: object) -> None:
+        raise StorageUnavailable("PocketBase unreachable: ConnectError")
+
+    async with twin_sidecar(storage, ALL) as pool:
+        got = await claim(pool)
+        monkeypatch.setattr(storage, "settle", away)
+        assert await pool.runner.run(got) is Verdict.UNWRITTEN
+        metrics = pool.runner.metrics.step_runs
+        assert metrics.labels(stage="uploaded", outcome="unwritten")._value.get() == 1
+        assert metrics.labels(stage="uploaded", outcome="fenced_out")._value.get() == 0
+    assert storage.row(rid).claim_token == got.claim.token  # nothing written: the lease runs out

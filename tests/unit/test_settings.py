@@ -9,7 +9,7 @@ import pytest
 
 from sidecar.pipeline.stages import StageTable
 from sidecar.service import default_steps
-from sidecar.settings import CONFIG_ENV, PipelineSettings, load_settings
+from sidecar.settings import CONFIG_ENV, PipelineSettings, SettingsError, load_settings
 
 
 def test_the_file_is_read_and_the_environment_wins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -27,7 +27,7 @@ def test_the_file_is_read_and_the_environment_wins(tmp_path: Path, monkeypatch: 
     assert s.pipeline.own_work_limit == timedelta(minutes=90)  # the file over the default
     leases = StageTable(s.pipeline, default_steps()).leases()
     assert leases["uploaded"] == timedelta(minutes=20)
-    assert leases["normalized"] == timedelta(minutes=15)  # untouched default
+    assert leases["normalized"] == timedelta(minutes=2)  # untouched default
     assert s.openai.api_key is not None and s.openai.api_key.get_secret_value() == "sk-from-the-file"
     assert "sk-from-the-file" not in repr(s)  # a secret never prints
 
@@ -41,3 +41,46 @@ def test_a_lease_for_a_stage_the_table_does_not_claim_is_refused() -> None:
     settings = PipelineSettings(leases={"uplaoded": timedelta(minutes=5), "done": timedelta(minutes=1)})
     with pytest.raises(ValueError, match=r"names no claimable stage: done, uplaoded"):
         StageTable(settings, default_steps())
+
+
+@pytest.mark.parametrize(
+    ("file", "env", "named"),
+    [
+        ("[pipeline]\nworker = 3\n", {}, "unknown setting [pipeline] worker"),
+        ("", {"TRANSCRIBER_PIPELINE__WORKER": "3"}, "unknown setting [pipeline] worker"),
+        ("", {"TRANSCRIBER_PIPELIN__WORKERS": "3"}, "unknown setting TRANSCRIBER_PIPELIN__WORKERS"),
+        ("[pipline]\nworkers = 3\n", {}, "unknown setting [pipline]"),
+        ('[offline]\nlanguge = "ru"\n', {}, "unknown setting [offline] languge"),
+        (
+            '[pocketbase]\nservice_email = "svc@example.com"\n',
+            {},
+            "[pocketbase] service_email is set but service_password is not",
+        ),
+        (
+            "",
+            {"TRANSCRIBER_OBJECT_STORAGE__SECRET_ACCESS_KEY": "s3cr3t-value"},
+            "[object_storage] secret_access_key is set but access_key_id is not",
+        ),
+    ],
+)
+def test_a_misspelled_or_half_given_setting_is_refused_by_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, file: str, env: dict[str, str], named: str
+) -> None:
+    cfg = tmp_path / "transcriber.toml"
+    cfg.write_text(file)
+    monkeypatch.setenv(CONFIG_ENV, str(cfg))
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(SettingsError) as caught:
+        load_settings(cfg)
+    assert named in str(caught.value)
+    assert "s3cr3t-value" not in str(caught.value)
+
+
+def test_the_sender_commands_own_environment_is_not_a_setting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg = tmp_path / "transcriber.toml"
+    cfg.write_text("")
+    monkeypatch.setenv(CONFIG_ENV, str(cfg))
+    for name in ("TRANSCRIBER_SERVER", "TRANSCRIBER_EMAIL", "TRANSCRIBER_PASSWORD"):
+        monkeypatch.setenv(name, "x")
+    assert load_settings(cfg).pipeline.workers == 2

@@ -299,7 +299,7 @@ async def test_audio_spec_declares_the_documented_caps(provider: SpeechKitProvid
 
 async def test_no_credentials_fails_before_uploading(s3: S3Server, bucket: str, audio: Path) -> None:
     p = make_provider(s3, bucket, api_key=None)
-    with pytest.raises(PermanentError, match=r"api_key or speechkit\.iam_token") as e:
+    with pytest.raises(PermanentError, match=r"api_key, speechkit\.service_account_key or speechkit\.iam_token") as e:
         await p.start(_request(audio), _no_progress)
     assert e.value.code == HaltCode.PROVIDER_REJECTED
     assert s3.keys(bucket) == []

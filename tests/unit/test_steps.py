@@ -7,12 +7,13 @@ from datetime import timedelta
 import pytest
 
 from sidecar.clock import FakeClock
-from sidecar.outcome import RetryableError, Verdict
+from sidecar.outcome import CredentialsRefused, RetryableError, Verdict
 from sidecar.providers.base import Polled
 from sidecar.service import default_steps
 from sidecar.storage.memory import InMemoryStorage
 from sidecar.storage.model import AttemptChange, AttemptStatus, Claimed
 from sidecar.storage.transitions import Enter
+from sidecar.transcript import Segment, Transcript
 from tests.support.fakes import StubProvider
 from tests.support.sidecar import twin_sidecar
 
@@ -32,19 +33,68 @@ async def submitted(storage: InMemoryStorage, provider: str = "stub") -> str:
     return rid
 
 
-async def test_a_provider_outage_while_polling_postpones_instead_of_spending_attempts(
+async def test_a_poll_that_fails_spends_an_attempt_and_keeps_the_operation(
     storage: InMemoryStorage, clock: FakeClock
 ) -> None:
-    class Down(StubProvider):
+    """O10: a poll that cannot reach its outcome counts; exhausting them halts; a resume polls again."""
+    polls: list[str] = []
+    down = True
+
+    class Flaky(StubProvider):
+        name = "stub"
+
         async def poll(self, operation_id: str) -> Polled:
-            raise RetryableError("503 from the provider", retry_after=timedelta(seconds=42))
+            polls.append(operation_id)
+            if down:
+                raise RetryableError("503 from the provider", retry_after=timedelta(seconds=42))
+            raw = Transcript(text="hello", segments=[Segment(start=0, end=1, text="hello")]).model_dump_json()
+            return Polled(ready=True, raw=raw.encode())
 
     rid = await submitted(storage)
-    async with twin_sidecar(storage, default_steps(), provider=Down()) as pool:
+    async with twin_sidecar(storage, default_steps(), provider=Flaky(), max_attempts=2, retry_delay=1) as pool:
+        verdicts = []
+        for _ in range(3):
+            got = await storage.claim(pool.runner.table.leases())
+            assert isinstance(got, Claimed)
+            verdicts.append(await pool.runner.run(got))
+            clock.advance(60)
+        assert verdicts == [Verdict.FAILED, Verdict.FAILED, Verdict.HALTED]
+        row = storage.row(rid)
+        assert row.halt_code == "attempts_exhausted" and row.state == "submitted"
+        assert row.available_at == 0
+        [attempt] = await storage.attempts_of(rid)
+        assert (attempt.operation_id, attempt.status) == ("op-1", AttemptStatus.RUNNING)  # kept, not failed
+
+        down = False
+        storage.owner_resume(rid)
         got = await storage.claim(pool.runner.table.leases())
         assert isinstance(got, Claimed)
-        assert await pool.runner.run(got) is Verdict.POSTPONED
+        assert await pool.runner.run(got) is Verdict.ADVANCED
+    assert polls == ["op-1"] * 3  # the same operation asked again: nothing started, nothing paid twice
+    assert len(await storage.attempts_of(rid)) == 1
+
+
+async def test_credentials_refused_while_polling_postpone_and_tell_the_owner(
+    storage: InMemoryStorage, clock: FakeClock
+) -> None:
+    """O5: our key failing is not the recording's fault: no attempt spent, the paid operation kept."""
+
+    class Refusing(StubProvider):
+        async def poll(self, operation_id: str) -> Polled:
+            raise CredentialsRefused("SpeechKit refused our credentials (401)", delay=timedelta(minutes=5))
+
+    rid = await submitted(storage)
+    async with twin_sidecar(storage, default_steps(), provider=Refusing(), max_attempts=1) as pool:
+        for _ in range(3):
+            got = await storage.claim(pool.runner.table.leases())
+            assert isinstance(got, Claimed)
+            assert await pool.runner.run(got) is Verdict.POSTPONED
+            clock.advance(301)
+        refused = pool.runner.metrics.credentials_refused.labels(stage="submitted")._value.get()
     row = storage.row(rid)
-    assert row.attempts == 0 and row.halted_at == "" and row.state == "submitted"
-    assert row.paused_until >= clock.now_ms() + 42_000
-    assert "503 from the provider" in storage.journal_of(rid)[-1].text
+    assert (row.attempts, row.halted_at, row.state) == (0, "", "submitted")
+    assert storage.journal_of(rid)[-1].kind == "postponed"
+    assert "refused our credentials" in storage.journal_of(rid)[-1].text
+    [attempt] = await storage.attempts_of(rid)
+    assert attempt.status == AttemptStatus.RUNNING and attempt.operation_id == "op-1"
+    assert refused == 3

@@ -1,0 +1,80 @@
+"""Removing provider-side copies no step will need again (O6): the uploaded audio, the stored results.
+
+Finalize removes an attempt's copies as soon as the transcript is stored, and
+a step that gives up on an attempt (``failed``) removes them at once. What
+escapes those (a removal that failed, an attempt superseded by a redo, a
+record halted and left alone) is found by this sweep, which the pool runs
+every ``[pipeline] sweep_every``. An attempt's copies are due when:
+
+* its record is done, or the attempt failed or was cleaned: nothing reads them again;
+* it was superseded and a newer attempt of its record exists: the redo went on without it;
+* its record has been halted longer than ``[pipeline] keep_halted_copies`` (a resume
+  within that time finds its recognition where it was).
+
+A removal that fails is noted once on the record's journal and tried again
+at the next sweep.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+from sidecar.clock import Clock
+from sidecar.outcome import TranscriberError
+from sidecar.providers.base import Provider
+from sidecar.redaction import redact
+from sidecar.storage.model import AttemptStatus, SweepItem
+from sidecar.storage.protocol import Storage
+
+__all__ = ["sweep_once"]
+
+log = logging.getLogger("transcriber.sweep")
+
+
+async def sweep_once(
+    storage: Storage, provider_for: Callable[[str], Provider], clock: Clock, keep_halted: timedelta
+) -> tuple[int, int]:
+    """One pass: (copies removed, removals that failed)."""
+    removed = failed = 0
+    for item in await storage.attempts_to_sweep():
+        if not await _due(storage, item, clock, keep_halted):
+            continue
+        attempt = item.attempt
+        try:
+            await provider_for(attempt.provider).cleanup(attempt.operation_id, attempt.audio_uri)
+        except (TranscriberError, ValueError) as exc:
+            failed += 1
+            reason = redact(str(exc))[:2000]
+            log.warning("attempt %s: provider-side copies not removed: %s", attempt.id, reason)
+            await storage.copies_removed(attempt.id, error=reason or type(exc).__name__)
+            continue
+        removed += 1
+        await storage.copies_removed(attempt.id)
+    if removed or failed:
+        log.info("sweep: provider-side copies of %d attempt(s) removed, %d left for later", removed, failed)
+    return removed, failed
+
+
+async def _due(storage: Storage, item: SweepItem, clock: Clock, keep_halted: timedelta) -> bool:
+    status = item.attempt.status
+    if item.record_state == "done" or status in (AttemptStatus.FAILED, AttemptStatus.CLEANED):
+        return True
+    if item.record_halted_at:
+        halted = _parse(item.record_halted_at)
+        now = datetime.fromtimestamp(clock.now_ms() / 1000, UTC)
+        if halted is not None and now - halted > keep_halted:
+            return True
+    if status == AttemptStatus.SUPERSEDED:
+        newer = [a for a in await storage.attempts_of(item.attempt.record) if a.created > item.attempt.created]
+        return bool(newer)
+    return False
+
+
+def _parse(value: str) -> datetime | None:
+    try:
+        when = datetime.fromisoformat(value.replace(" ", "T").replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return when if when.tzinfo else when.replace(tzinfo=UTC)

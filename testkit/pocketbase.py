@@ -9,6 +9,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -144,11 +145,12 @@ class PocketBaseServer:
                 self.proc.kill()
                 self.proc.wait()
 
-    def restart(self) -> None:
-        """Stops and starts the server on the same port and data dir."""
+    def restart(self, *, down_for: float = 0.0) -> None:
+        """Stops and starts the server on the same port and data dir, ``down_for`` seconds apart."""
         if self.proc.poll() is None:
             self.proc.terminate()
             self.proc.wait(10)
+        time.sleep(down_for)
         self.proc = _spawn(self.settings, self.url, self.log_path)
         process.wait_healthy(self.url, self.proc)
 

@@ -29,11 +29,17 @@ Subscribe = Callable[[str], Awaitable[None]]
 
 
 async def listen(
-    base_url: str, subscribe: Subscribe, clock: Clock, on_event: Callable[[], None], *, reconnect_after: float = 2.0
+    base_url: str,
+    subscribe: Subscribe,
+    clock: Clock,
+    on_event: Callable[[], None],
+    *,
+    reconnect_after: float = 2.0,
+    read_timeout: float = READ_TIMEOUT,
 ) -> None:
     while True:
         try:
-            await _session(base_url, subscribe, on_event)
+            await _session(base_url, subscribe, on_event, read_timeout)
         except (httpx.HTTPError, OSError, KeyError, ValueError) as exc:
             log.debug("realtime stream ended: %s", type(exc).__name__)
         except Exception as exc:  # the storage client's own errors (PocketBase restarting)
@@ -41,9 +47,7 @@ async def listen(
         await clock.sleep(reconnect_after)
 
 
-async def _session(
-    base_url: str, subscribe: Subscribe, on_event: Callable[[], None], read_timeout: float = READ_TIMEOUT
-) -> None:
+async def _session(base_url: str, subscribe: Subscribe, on_event: Callable[[], None], read_timeout: float) -> None:
     async with (
         httpx.AsyncClient(timeout=httpx.Timeout(10.0, read=read_timeout)) as http,
         aconnect_sse(http, "GET", f"{base_url.rstrip('/')}/api/realtime") as source,

@@ -55,6 +55,46 @@ def test_serve_answers_health_runs_workers_and_stops_cleanly(tmp_path: Path) -> 
     assert json.loads(secret)["password"] not in text  # never printed
 
 
+def children_of(pid: int) -> list[tuple[int, str]]:
+    """(pid, name) of the processes whose parent is ``pid``, read from /proc."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        name = text[text.index("(") + 1 : text.rindex(")")]
+        ppid = int(text[text.rindex(")") + 2 :].split()[1])
+        if ppid == pid:
+            found.append((int(stat.parent.name), name))
+    return found
+
+
+def test_serve_exits_non_zero_when_its_pocketbase_dies(tmp_path: Path) -> None:
+    """O2: with PocketBase gone the process is of no use; a supervisor restarts it on a non-zero exit."""
+    port = free_port()
+    log_path = tmp_path / "serve.log"
+    env = dict(os.environ, TRANSCRIBER_PROVIDER__NAME="instant")
+    with log_path.open("w") as log:
+        proc = subprocess.Popen(
+            [*CLI, "serve", "--data-dir", str(tmp_path / "data"), "--http", f"127.0.0.1:{port}"],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+    try:
+        wait_healthy(f"http://127.0.0.1:{port}", timeout=60)
+        eventually_sync(lambda: "workers running" in log_path.read_text(), within=30)
+        [(child, name)] = children_of(proc.pid)
+        assert name == "pocketbase"
+        os.kill(child, signal.SIGKILL)
+        assert proc.wait(60) == 3
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert "PocketBase exited with code -9: stopping the workers" in log_path.read_text()
+
+
 def test_user_add_creates_a_sender_who_can_sign_in(tmp_path: Path) -> None:
     data = tmp_path / "data"
     done = run_cli("user", "add", "carol@example.com", "--password", "-starts-with-dash", "--data-dir", str(data))

@@ -154,10 +154,12 @@ class Panel:
             expect(date).to_have_value("")
         expect(modal.get_by_role("button", name="Save changes")).to_be_enabled()
 
-    def save(self, modal: Locator) -> Response:
+    def save(self, modal: Locator, *, closes: bool = True) -> Response:
+        """Clicks Save; a save the server refuses leaves the dialog open (``closes=False``)."""
         with self.page.expect_response(lambda r: r.request.method == "PATCH") as response:
             modal.get_by_role("button", name="Save changes").click()
-        modal.wait_for(state="detached")
+        if closes:
+            modal.wait_for(state="detached")
         return response.value
 
     def delete(self, modal: Locator) -> Response:

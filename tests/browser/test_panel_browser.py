@@ -10,6 +10,7 @@ names a folder, there too.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -173,6 +174,26 @@ def test_the_owner_inspects_halts_resumes_and_cannot_delete_in_the_panel(pb: Poc
         expect(kinds).to_have_text(["stage_entered"] * 4 + ["resumed", "halted", "accepted"])  # newest first
         expect(journal.filter(has_text="resumed").locator("td[data-name=actor]")).to_have_text("owner")
         panel.shot("journal-of-the-resumed-recording")
+
+    # O8: a form opened before a worker moved the recording cannot undo the move: the save is refused
+    # with a message the panel shows, and nothing of the form lands.
+    late = upload(sender, "late.ogg", SAMPLE, "Late upload")
+    modal = panel.open("audio_records", late)
+    worker = pb.service()
+    now = int(time.time() * 1000)
+    claimed = worker.http.post("/api/pipeline/claim", json={"now": now, "leases": {"uploaded": 60_000}}).json()
+    assert claimed["id"] == late
+    moved = worker.http.post(
+        f"/api/pipeline/records/{late}/advance", json={"token": claimed["token"], "now": now, "to": "normalized"}
+    )
+    assert moved.status_code == 200
+    panel.set_date(modal, "halted_at", "2026-01-01T09:00:00")
+    assert panel.save(modal, closes=False).status == 400
+    expect(panel.page.get_by_text("changed since you opened it", exact=False)).to_be_visible()
+    expect(modal).to_be_visible()  # still open: the owner reads why, closes it, reopens
+    panel.shot("stale-save-refused")
+    late_now = record(su, late)
+    assert late_now["state"] == "normalized" and late_now["halted_at"] == ""
 
     # Deleting a recording is refused, with the reason shown to the owner.
     modal = panel.open("audio_records", broken)

@@ -432,3 +432,34 @@ async def test_changes_are_reported(backend: Backend) -> None:
             await backend.add()
             await seen.wait()
         tg.cancel_scope.cancel()
+
+
+async def test_the_owner_setting_uploaded_supersedes_the_normalized_files(backend: Backend, tmp_path: Path) -> None:
+    rid = await backend.add()
+    got = await claim(backend)
+    audio = tmp_path / "n.wav"
+    audio.write_bytes(wav_bytes(0.2))
+    await backend.storage.attach_file(got.claim, audio, role="normalized", format="wav_pcm16", duration_ms=200)
+    await backend.storage.settle(got.claim, Enter("normalized"))
+    assert len(await backend.storage.files_of(rid, FileRole.NORMALIZED)) == 1
+    await backend.owner(rid, state="uploaded")
+    assert await backend.storage.files_of(rid, FileRole.NORMALIZED) == []  # kept as history, not current
+    assert len(await backend.storage.files_of(rid, FileRole.ORIGINAL)) == 1
+
+
+async def test_attempts_with_copies_are_listed_until_removed(backend: Backend) -> None:
+    rid = await backend.add()
+    got = await claim(backend)
+    plain = await backend.storage.create_attempt(got.claim, provider="offline", model="m")
+    copied = await backend.storage.create_attempt(got.claim, provider="p", model="m")
+    await backend.storage.update_attempt(got.claim, copied, AttemptChange("op-9", "s3://b/k", AttemptStatus.RUNNING))
+    [item] = await backend.storage.attempts_to_sweep()
+    assert (item.attempt.id, item.record_state, item.record_halted_at) == (copied, "uploaded", "")
+    assert plain != copied
+    await backend.storage.copies_removed(copied, error="503 SlowDown")
+    await backend.storage.copies_removed(copied, error="503 SlowDown")
+    notes = [t for k, t in await backend.journal(rid) if k == "note"]
+    assert len(notes) == 1 and "503 SlowDown" in notes[0]  # journalled once, not at every try
+    assert [i.attempt.copies_error for i in await backend.storage.attempts_to_sweep()] == ["503 SlowDown"]
+    await backend.storage.copies_removed(copied)
+    assert await backend.storage.attempts_to_sweep() == []

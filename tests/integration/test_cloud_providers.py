@@ -174,6 +174,7 @@ async def test_speechkit_failed_operation_halts_provider_failed_without_secrets(
     api.post(f"{STT}/stt/v3/recognizeFileAsync").respond(200, json={"id": OP_ID, "done": False})
     error = {"code": 3, "message": f"audio could not be decoded; key {API_KEY}"}
     api.get(f"{OPS}/operations/{OP_ID}").respond(200, json={"id": OP_ID, "done": True, "error": error})
+    delete = api.delete(f"{STT}/stt/v3/deleteRecognition").respond(200, json={})
     provider = SpeechKitProvider(SpeechKitSettings(api_key=SecretStr(API_KEY)), s3.settings(bucket), retry=FAST)
 
     rid = upload(sender)
@@ -183,6 +184,12 @@ async def test_speechkit_failed_operation_halts_provider_failed_without_secrets(
     rec = superuser.http.get(f"/api/collections/audio_records/records/{rid}").json()
     assert "INVALID_ARGUMENT (3): audio could not be decoded" in rec["halt_reason"]
     assert API_KEY not in rec["halt_reason"] and API_KEY not in json.dumps(events(superuser, rid))
+    # O6: a failed attempt's copies go at once: the upload and the results at SpeechKit.
+    assert s3.keys(bucket) == [] and delete.call_count == 1
+    [attempt] = superuser.http.get(
+        "/api/collections/recognition_attempts/records", params={"filter": f'record="{rid}"'}
+    ).json()["items"]
+    assert attempt["status"] == "failed" and attempt["copies_removed_at"] > 0
 
 
 async def test_openai_compatible_end_to_end(pb: PocketBaseServer, sender: Caller, api: respx.MockRouter) -> None:

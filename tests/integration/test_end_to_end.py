@@ -10,6 +10,7 @@ from typing import Any
 import anyio
 import pytest
 
+from sidecar.audio import AudioSpec
 from sidecar.service import default_steps, make_provider
 from testkit.pocketbase import Caller, PocketBaseServer
 from testkit.wer import wer
@@ -204,3 +205,38 @@ async def test_a_lost_operation_is_recognized_again_when_the_owner_sets_the_stag
             assert sender.http.get(f"/api/transcriber/records/{rid}").json()["text"] == "text of op-3"
     assert attempts() == ["op-1:failed", "op-2:superseded", "op-3:cleaned"]
     assert Expiring.starts == 3
+
+
+async def test_setting_the_stage_back_to_uploaded_normalizes_again(
+    pb: PocketBaseServer, sender: Caller, superuser: Caller
+) -> None:
+    """O9: a recording normalized for one provider can be redone for another; the old copy stays as history."""
+    from sidecar.providers.instant import InstantProvider
+
+    rid = sender.http.post("/api/transcriber/records", files={"file": ("s.ogg", SAMPLE.read_bytes())}).json()["id"]
+    url = f"/api/collections/audio_records/records/{rid}"
+
+    def normalized() -> list[dict[str, Any]]:
+        params = {"filter": f'record="{rid}" && role="normalized"', "sort": "created,@rowid"}
+        return list(superuser.http.get("/api/collections/files/records", params=params).json()["items"])
+
+    def owner_sets_stage(stage: str) -> None:
+        form = superuser.http.get(url).json() | {"state": stage}
+        assert superuser.http.patch(url, json=form).status_code == 200
+
+    def done() -> bool:
+        return bool(superuser.http.get(url).json()["state"] == "done")
+
+    wav = InstantProvider()  # reads PCM WAV
+    async with running_sidecar(pb, default_steps(), provider=wav, workers=1) as pool, pool_running(pool):
+        await eventually(done, within=60)
+    [first] = normalized()
+    assert first["format"] == "wav_pcm16" and not first["superseded"]
+
+    await anyio.to_thread.run_sync(owner_sets_stage, "uploaded")
+    opus = InstantProvider(audio_spec=AudioSpec("ogg_opus", bitrate=24000))  # another provider's input
+    async with running_sidecar(pb, default_steps(), provider=opus, workers=1) as pool, pool_running(pool):
+        await eventually(done, within=60)
+    old, new = normalized()
+    assert old["id"] == first["id"] and old["superseded"]  # kept as history
+    assert new["format"] == "ogg_opus" and not new["superseded"]

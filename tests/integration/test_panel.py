@@ -113,9 +113,10 @@ def test_stale_form_with_only_the_title_changed_keeps_the_workers_fields(
     assert rec["state"] == "normalized" and rec["title"] == "Renamed by the owner"
 
 
-def test_stale_form_cannot_put_back_an_old_stage(
+def test_a_stale_form_that_would_change_the_stage_is_refused_with_a_message(
     pb: PocketBaseServer, sender: Caller, service: Caller, superuser: Caller
 ) -> None:
+    """O8: not silently dropped (the panel would show success): refused, and the panel shows why."""
     rid = new_record(sender)
     form = open_form(superuser, rid)
     c = claim(service)
@@ -123,9 +124,15 @@ def test_stale_form_cannot_put_back_an_old_stage(
         f"/api/pipeline/records/{rid}/advance", json={"token": c["token"], "now": now_ms(), "to": "normalized"}
     )
     form["title"] = "t1"
-    saved = save_form(superuser, rid, form)  # carries state "uploaded" from when it opened
-    assert saved["state"] == "normalized" and saved["title"] == "t1"
-    assert events(superuser, rid)[-1]["kind"] == "note"
+    resp = superuser.http.patch(f"/api/collections/audio_records/records/{rid}", json=form)  # still says "uploaded"
+    assert resp.status_code == 400
+    assert "changed since you opened it" in resp.json()["message"] and "normalized" in resp.json()["message"]
+    rec = superuser.http.get(f"/api/collections/audio_records/records/{rid}").json()
+    assert rec["state"] == "normalized" and rec["title"] == "t0"  # nothing of the stale form landed
+    # Reopened, the same edit goes through.
+    fresh = open_form(superuser, rid)
+    fresh["title"] = "t1"
+    assert save_form(superuser, rid, fresh)["title"] == "t1"
 
 
 def test_the_owner_can_change_a_record_a_worker_keeps_claiming_and_postponing(

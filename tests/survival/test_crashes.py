@@ -189,6 +189,29 @@ def test_the_sidecar_rides_out_pocketbase_restarts(
     )
 
 
+def test_an_outage_is_logged_once_and_its_end_too(pb: PocketBaseServer, sender: Caller, tmp_path: Path) -> None:
+    """O2: three workers keep trying through six seconds without PocketBase and say so once, not at every try."""
+    env = worker_env(pb, tmp_path)
+    log = tmp_path / "worker.log"
+    worker = start_worker(env, log, wait_running=True)
+    try:
+        pb.restart(down_for=6)
+        sender = pb.caller("sender", "users", sender.email)
+        rid = sender.http.post("/api/transcriber/records", files={"file": ("a.wav", wav_bytes(0.5))}).json()["id"]
+        su = pb.superuser()
+        eventually_sync(
+            lambda: su.http.get(f"/api/collections/audio_records/records/{rid}").json()["state"] == "done",
+            within=60,
+        )
+        assert worker.poll() is None
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        worker.wait(30)
+    text = log.read_text()
+    assert text.count("PocketBase is unavailable") == 1, text[-3000:]
+    assert text.count("PocketBase is back after") == 1, text[-3000:]
+
+
 @pytest.mark.parametrize("stage", ["uploaded", "normalized", "submitted", "transcribed"])
 def test_sigterm_during_a_step_spends_no_attempt_and_the_work_resumes(
     pb: PocketBaseServer, sender: Caller, superuser: Caller, tmp_path: Path, stage: str

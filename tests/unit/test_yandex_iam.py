@@ -85,7 +85,9 @@ class FakeIam:
         assert header["kid"] == KEY_ID and claims["exp"] - claims["iat"] <= 3600
         self.issued.append(f"t1.token-{len(self.issued) + 1}")
         expires = datetime.fromtimestamp(claims["iat"], UTC) + timedelta(hours=12)
-        return httpx.Response(200, json={"iamToken": self.issued[-1], "expiresAt": expires.isoformat()})
+        # RFC 3339 with nanoseconds, as the IAM API writes it.
+        stamp = expires.strftime("%Y-%m-%dT%H:%M:%S.%f") + "123Z"
+        return httpx.Response(200, json={"iamToken": self.issued[-1], "expiresAt": stamp})
 
 
 @pytest.fixture

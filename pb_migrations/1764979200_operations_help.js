@@ -4,12 +4,12 @@
 
 const AFTER = {
   audio_records: {
-    state: "The stage: uploaded → normalized → submitted → transcribed → done. Changing it and saving restarts the " +
-      "record from that stage (claim released, attempts reset); the change is journalled. uploaded normalizes again " +
-      "(the earlier normalized file stays, marked superseded); normalized recognizes again.",
+    state: "The stage: uploaded → normalized → submitted → transcribed → done. Changing it and saving restarts " +
+      "the record from that stage, journalled: uploaded normalizes again (the old file kept, superseded), " +
+      "normalized recognizes again.",
     halted_at: "Set while the record is halted: the pipeline leaves it alone. Halt: pick any date, say why in " +
-      "halt_reason, save. Resume from the stage: clear the date, save. If the pipeline moved the record after this " +
-      "form was opened, the save is refused with a message: close the form, open the record again, redo the change.",
+      "halt_reason, save. Resume: clear the date, save. A form opened before the pipeline moved the record is " +
+      "refused: reopen the record.",
   },
 };
 

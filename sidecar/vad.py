@@ -51,8 +51,51 @@ def _options() -> object:
     return VadOptions(max_speech_duration_s=MAX_REGION_SECONDS, min_silence_duration_ms=160)
 
 
+# Digital silence (below -60 dBFS) holds no speech: stretches of it longer than
+# two seconds are not given to the model, which makes a long, mostly quiet
+# recording (a meeting's breaks, a test's gaps) cheap to search.
+_QUIET = 1e-3
+_TICK = SAMPLE_RATE // 10
+_QUIET_TICKS = 20
+_MARGIN = SAMPLE_RATE // 2
+
+
+def _loud_spans(audio: npt.NDArray[np.float32]) -> list[tuple[int, int]]:
+    """(start, end) of the parts of ``audio`` not inside a long digital silence."""
+    ticks = audio.size // _TICK
+    if ticks < _QUIET_TICKS:
+        return [(0, audio.size)]
+    peaks = np.abs(audio[: ticks * _TICK]).reshape(ticks, _TICK).max(axis=1)
+    loud = peaks >= _QUIET
+    spans: list[tuple[int, int]] = []
+    start: int | None = None
+    quiet_run = 0
+    for i, is_loud in enumerate(loud):
+        if is_loud:
+            if start is None:
+                start = i
+            quiet_run = 0
+        elif start is not None:
+            quiet_run += 1
+            if quiet_run >= _QUIET_TICKS:
+                spans.append((start * _TICK, (i - quiet_run + 1) * _TICK))
+                start, quiet_run = None, 0
+    if start is not None:
+        spans.append((start * _TICK, audio.size))
+    elif ticks * _TICK < audio.size:
+        spans.append((ticks * _TICK, audio.size))  # the last fraction of a tick, unmeasured
+    return [(max(a - _MARGIN, 0), min(b + _MARGIN, audio.size)) for a, b in spans]
+
+
 def find_speech(audio: npt.NDArray[np.float32], offset: int = 0) -> list[Region]:
     """The speech regions of ``audio`` (16 kHz mono float), shifted by ``offset`` samples."""
+    regions: list[Region] = []
+    for start, end in _loud_spans(audio):
+        regions.extend(_find_speech(audio[start:end], offset + start))
+    return regions
+
+
+def _find_speech(audio: npt.NDArray[np.float32], offset: int) -> list[Region]:
     if audio.size == 0:
         return []
     from faster_whisper.vad import get_speech_timestamps

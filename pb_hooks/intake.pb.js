@@ -13,6 +13,33 @@ routerAdd(
   $apis.bodyLimit((parseInt($os.getenv("TRANSCRIBER_INTAKE__MAX_UPLOAD_MB"), 10) || 1024) * 1024 * 1024 + 1024 * 1024),
 );
 
+// O12: the sender's own recordings, newest first, a page at a time (the poll body without the text).
+routerAdd(
+  "GET",
+  "/api/transcriber/records",
+  (e) => {
+    const records = require(`${__hooks}/lib/records.js`);
+    const respond = require(`${__hooks}/lib/respond.js`);
+    const query = e.request.url.query();
+    const page = parseInt(query.get("page") || "1", 10);
+    const perPage = parseInt(query.get("perPage") || "30", 10);
+    if (!(page >= 1 && page <= 1000000) || !(perPage >= 1 && perPage <= 500)) {
+      return respond.fail(e, 400, "bad_page", "page must be 1 or more and perPage from 1 to 500.");
+    }
+    const total = $app.countRecords("audio_records", $dbx.hashExp({ owner: e.auth.id }));
+    const rows = $app.findRecordsByFilter(
+      "audio_records", "owner = {:owner}", "-created,-id", perPage, (page - 1) * perPage, { owner: e.auth.id });
+    return e.json(200, {
+      page: page,
+      perPage: perPage,
+      totalItems: total,
+      totalPages: Math.ceil(total / perPage),
+      items: rows.map((r) => records.pollBody($app, r, false)),
+    });
+  },
+  $apis.requireAuth("users"),
+);
+
 routerAdd(
   "GET",
   "/api/transcriber/records/{id}",

@@ -18,7 +18,7 @@ routerAdd("POST", "/api/pipeline/claim", (e) => {
   });
 }, $apis.requireAuth("services"));
 
-const FENCED_OPS = ["advance", "postpone", "halt", "fail", "release", "extend"];
+const FENCED_OPS = ["advance", "postpone", "halt", "fail", "release", "extend", "progress"];
 for (const op of FENCED_OPS) {
   routerAdd("POST", "/api/pipeline/records/{id}/" + op, (e) => {
     const routes = require(`${__hooks}/lib/routes.js`);
@@ -35,6 +35,7 @@ for (const op of FENCED_OPS) {
       else if (name === "fail") queue.fail($app, id, token, now, routes.num(body, "retry_at"), text || "step failed");
       else if (name === "release") queue.release($app, id, token, now);
       else if (name === "extend") queue.extend($app, id, token, now, routes.num(body, "until"));
+      else if (name === "progress") queue.progress($app, id, token, now, routes.fraction(body, "progress"));
       return e.json(200, { ok: true });
     });
   }, $apis.requireAuth("services"));
@@ -61,6 +62,7 @@ routerAdd("POST", "/api/pipeline/records/{id}/files", (e) => {
       r.set("name", blobs[0].originalName);
       r.set("size", blobs[0].size);
       r.set("duration_ms", routes.optNum(body, "duration_ms"));
+      for (const f of ["piece", "pieces", "offset_ms", "speech_ms"]) r.set(f, routes.optNum(body, f));
       r.set("location", routes.optStr(body, "location", 2000) || "");
       r.set("blob", blobs[0]);
       tx.save(r);
@@ -88,6 +90,8 @@ routerAdd("POST", "/api/pipeline/records/{id}/attempts", (e) => {
       r.set("model", routes.optStr(body, "model", 200) || "");
       r.set("status", routes.optStr(body, "status", 50) || "started");
       r.set("audio_uri", routes.optStr(body, "audio_uri", 2000) || "");
+      r.set("piece", routes.optNum(body, "piece"));
+      r.set("offset_ms", routes.optNum(body, "offset_ms"));
       tx.save(r);
       return r;
     });

@@ -34,7 +34,7 @@ from av.audio.stream import AudioStream
 from av.container import InputContainer, OutputContainer
 
 from sidecar.outcome import HaltCode, PermanentError, TranscriberError
-from sidecar.pcm import quiet_cut
+from sidecar.pcm import PcmReader, quiet_cut
 
 __all__ = [
     "FORMATS",
@@ -59,8 +59,19 @@ class AudioSpec:
     sample_rate: int = 16000
     channels: int = 1
     bitrate: int | None = 32000  # for lossy formats, bits/s
-    max_bytes: int | None = None
-    max_duration: timedelta | None = None
+    max_bytes: int | None = None  # of one file (for a provider: of one piece)
+    max_duration: timedelta | None = None  # of the whole input: longer is too_long
+    max_piece: timedelta | None = None  # the longest piece a provider takes (sidecar.pieces)
+
+    def piece_seconds(self) -> float | None:
+        """The longest piece in seconds, from ``max_piece`` and, at this bitrate, ``max_bytes`` (with room)."""
+        caps = []
+        if self.max_piece is not None:
+            caps.append(self.max_piece.total_seconds())
+        if self.max_bytes is not None:
+            bytes_per_second = (self.bitrate or 16 * self.sample_rate * self.channels) / 8
+            caps.append(self.max_bytes * _RETRY_MARGIN / bytes_per_second)
+        return min(caps) if caps else None
 
 
 @dataclass(frozen=True)
@@ -192,6 +203,52 @@ def normalize(src: Path, dst: Path, spec: AudioSpec, *, cancel: threading.Event 
     finally:
         part.unlink(missing_ok=True)
     return Normalized(path=dst, format=spec.format, duration_ms=duration_ms, size=size)
+
+
+def encode_pcm(
+    pcm: PcmReader, start: int, end: int, dst: Path, spec: AudioSpec, *, cancel: threading.Event | None = None
+) -> Normalized:
+    """Samples ``start`` to ``end`` of a 16 kHz mono PCM file, written to ``dst`` in ``spec``'s form.
+
+    Read and encoded a few seconds at a time: memory stays flat whatever the piece's length.
+    ``dst`` appears only once it is complete.
+    """
+    target = FORMATS[spec.format]
+    rate = _encoder_rate(target, spec.sample_rate)
+    cancel = cancel or threading.Event()
+    part = dst.with_name(f".{dst.name}.part")
+    written = 0
+    try:
+        out = av.open(str(part), mode="w", format=target.container)
+        try:
+            stream = _add_output_stream(out, target, rate, spec.channels, spec.bitrate if target.lossy else None)
+            resampler = AudioResampler(format=target.sample_format, layout=_LAYOUTS[spec.channels], rate=rate)
+            time_base = Fraction(1, rate)
+            step = pcm.rate * 5
+            for at in range(start, end, step):
+                if cancel.is_set():
+                    raise NormalizeCancelled("normalization was cancelled")
+                block = pcm.read(at, min(at + step, end))
+                frame = AudioFrame.from_ndarray(block.reshape(1, -1), format="flt", layout="mono")
+                frame.sample_rate = pcm.rate
+                for converted in resampler.resample(frame):
+                    converted.pts, converted.time_base = written, time_base
+                    written += converted.samples
+                    out.mux(stream.encode(converted))
+            for converted in resampler.resample(None):
+                converted.pts, converted.time_base = written, time_base
+                written += converted.samples
+                out.mux(stream.encode(converted))
+            out.mux(stream.encode(None))
+        finally:
+            out.close()
+        size = part.stat().st_size
+        if spec.max_bytes is not None and size > spec.max_bytes:
+            raise _too_big(size, spec.max_bytes)
+        os.replace(part, dst)
+    finally:
+        part.unlink(missing_ok=True)
+    return Normalized(path=dst, format=spec.format, duration_ms=(end - start) * 1000 // pcm.rate, size=size)
 
 
 def pcm_chunks(

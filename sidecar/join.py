@@ -43,12 +43,18 @@ def join(pieces: Sequence[PieceResult]) -> Transcript:
                 hi = nxt.start
         bounds.append((lo, hi))
     segments: list[Segment] = []
+    texts: list[str] = []
     for transcript, (lo, hi) in zip(shifted, bounds, strict=True):
-        segments.extend(s for s in (_within(seg, lo, hi) for seg in transcript.segments) if s is not None)
+        kept = [s for s in (_within(seg, lo, hi) for seg in transcript.segments) if s is not None]
+        segments.extend(kept)
+        # A piece kept whole keeps the provider's own text (its punctuation and
+        # spacing may differ from its segments'); a trimmed one is its segments.
+        whole = kept == transcript.segments
+        texts.append(transcript.text.strip() if whole else " ".join(s.text for s in kept if s.text))
     languages = Counter(t.transcript.language for t in pieces if t.transcript.language)
     durations = [p.end for p in pieces]
     return Transcript(
-        text=" ".join(s.text for s in segments if s.text),
+        text=" ".join(t for t in texts if t),
         segments=segments,
         language=languages.most_common(1)[0][0] if languages else None,
         duration=max(durations) if durations else None,

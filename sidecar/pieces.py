@@ -11,8 +11,8 @@ never past the cap. Where no pause lies within reach, the pieces overlap
 (``sidecar.join``).
 
 The plan is made once, at normalize, and kept as the pieces' file rows, so a
-retry cuts the same way. A recording without speech has no pieces: nothing
-is sent to be recognized.
+retry cuts the same way. A piece without speech is kept but never sent to be
+recognized; a recording without speech is one such piece.
 """
 
 from __future__ import annotations
@@ -51,11 +51,18 @@ class Piece:
     def duration_ms(self) -> int:
         return (self.end - self.start) * 1000 // SAMPLE_RATE
 
+    def speech_ms(self, regions: Sequence[Region]) -> int:
+        """How much of ``regions`` lies in this piece (ms)."""
+        inside = sum(max(0, min(r.end, self.end) - max(r.start, self.start)) for r in regions)
+        return inside * 1000 // SAMPLE_RATE
+
 
 def plan(regions: Sequence[Region], total: int, limits: PieceLimits) -> list[Piece]:
     """The pieces of a recording of ``total`` samples whose speech is ``regions``."""
-    if not regions or total <= 0:
+    if total <= 0:
         return []
+    if not regions:
+        return [Piece(0, 0, total)]  # kept whole, never sent: there is nothing to recognize
     cap = int(limits.max_seconds * SAMPLE_RATE)
     if total <= cap:
         return [Piece(0, 0, total)]

@@ -98,6 +98,9 @@ class PocketBaseSettings(Section):
 
 class IntakeSettings(Section):
     max_upload_mb: int = Field(default=1024, ge=1)
+    # The longest recording accepted (the seeds' ceiling): longer halts too_long at normalize,
+    # found from the container's header before any decoding where it says.
+    max_duration: Duration = timedelta(hours=6)
 
 
 class MetricsSettings(Section):

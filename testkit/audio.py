@@ -464,3 +464,19 @@ def regenerate() -> None:
 if __name__ == "__main__":
     regenerate()
     sys.exit(0)
+
+
+def speech_wav_bytes(seconds: float = 1.0) -> bytes:
+    """A WAV of spoken words (a committed clip, repeated or cut to ``seconds``).
+
+    For tests whose pipeline must send something to a provider: voice activity
+    detection finds no speech in a tone, and a recording without speech is
+    never sent anywhere.
+    """
+    clip = _pcm(SPEECH_DIR / "fox.ogg")
+    n = round(seconds * _RATE)
+    samples = np.tile(clip, -(-n // len(clip)))[:n]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "speech.wav"
+        _write_wav(path, samples)
+        return path.read_bytes()

@@ -64,9 +64,9 @@ function stageValues(app) {
 // What a claimer may have back with the claim (the queue fields, never content: ST7).
 const CLAIMED_FIELDS = [
   "id", "owner", "title", "state", "state_entered_at", "halted_at", "halt_code", "attempts", "claim_token",
-  "claim_expires_at", "paused_until", "language_hint", "language",
+  "claim_expires_at", "paused_until", "language_hint", "language", "progress", "progress_at",
 ];
-const NUMERIC_FIELDS = ["state_entered_at", "attempts", "claim_expires_at", "paused_until"];
+const NUMERIC_FIELDS = ["state_entered_at", "attempts", "claim_expires_at", "paused_until", "progress", "progress_at"];
 
 // P1–P4: one UPDATE … WHERE id = (SELECT … ORDER BY available_at, id LIMIT 1)
 // inside a transaction. `leases` maps each claimable stage to its lease (ms);
@@ -133,6 +133,7 @@ const TRANSITIONS = {
   enter: (rec, now, a) => Object.assign({}, FREE, {
     state: a.to, state_entered_at: now, attempts: 0, paused_until: 0,
     queue_rev: rec.getInt("queue_rev") + 1, available_at: isTerminal(a.to) ? 0 : createdMs(rec),
+    progress: isTerminal(a.to) ? 1 : rec.getFloat("progress"),
   }),
   // P10: not a transition of the stage; its clock keeps running.
   pause: (rec, now, a) => Object.assign({}, FREE, { paused_until: a.until, attempts: 0, available_at: a.until }),
@@ -149,6 +150,11 @@ const TRANSITIONS = {
   }),
   // A long step still runs.
   extend: (rec, now, a) => ({ claim_expires_at: a.until, available_at: a.until }),
+  // LA4: how far recognition has come; it never goes back.
+  // Moving progress also tells the stall watchdog the step is alive (progress_at).
+  progress: (rec, now, a) => a.progress > rec.getFloat("progress")
+    ? { progress: a.progress, progress_at: now }
+    : { progress: rec.getFloat("progress") },
   // The owner clears the halt: the stage resumes with a fresh count and clock (ST6).
   resume: (rec, now) => Object.assign({}, FREE, {
     halted_at: "", halt_code: "", halt_reason: "", state_entered_at: now, paused_until: 0, attempts: 0,
@@ -158,6 +164,7 @@ const TRANSITIONS = {
   restart: (rec, now, a) => Object.assign({}, FREE, {
     state: a.to, state_entered_at: now, paused_until: 0, attempts: 0, queue_rev: rec.getInt("queue_rev") + 1,
     available_at: rec.getString("halted_at") !== "" || isTerminal(a.to) ? 0 : createdMs(rec),
+    progress: isTerminal(a.to) ? 1 : 0,  // the work starts over
   }),
 };
 
@@ -243,8 +250,12 @@ function extend(app, id, token, now, until) {
   fenced(app, id, token, now, "extend", { until: until }, null);
 }
 
+function progress(app, id, token, now, value) {
+  fenced(app, id, token, now, "progress", { progress: value }, null);
+}
+
 module.exports = {
   Fenced: Fenced, Invalid: Invalid, TERMINAL_STAGES: TERMINAL_STAGES, isTerminal: isTerminal, dbTime: dbTime,
   intArg: intArg, strArg: strArg, claim: claim, enqueue: enqueue, nextAvailableAt: nextAvailableAt, underFence: underFence,
-  fieldsOf: fieldsOf, writtenBefore: writtenBefore, advance: advance, postpone: postpone, halt: halt, fail: fail, release: release, extend: extend,
+  fieldsOf: fieldsOf, writtenBefore: writtenBefore, advance: advance, postpone: postpone, halt: halt, fail: fail, release: release, extend: extend, progress: progress,
 };

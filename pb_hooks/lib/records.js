@@ -6,15 +6,25 @@ function transcriptOf(app, recordId) {
   return rows.length > 0 ? rows[0] : null;
 }
 
-function pollBody(app, rec) {
+// LA4: 0..1 once recognition is under way (it never goes back), 1 when done, null before.
+function progressOf(rec) {
+  const state = rec.getString("state");
+  const p = rec.getFloat("progress");
+  if (state === "done") return 1;
+  if (p > 0 || state === "submitted" || state === "transcribed") return Math.round(p * 1000) / 1000;
+  return null;
+}
+
+// I2 (and, without `text`, each item of the list, O12).
+function pollBody(app, rec, withText) {
   const done = rec.getString("state") === "done";
   const halted = rec.getString("halted_at") !== "";
   let text = null;
-  if (done) {
+  if (done && withText !== false) {
     const t = transcriptOf(app, rec.id);
     text = t ? t.getString("content") : "";
   }
-  return {
+  const body = {
     id: rec.id,
     status: rec.getString("state"),
     halted: halted,
@@ -24,8 +34,11 @@ function pollBody(app, rec) {
     language: rec.getString("language") || null,
     created: respond.iso(rec.getString("created")),
     updated: respond.iso(rec.getString("updated")),
+    progress: progressOf(rec),
     text: text,
   };
+  if (withText === false) delete body.text;
+  return body;
 }
 
 // The sender's own record, or null: someone else's record and a missing id

@@ -102,10 +102,13 @@ class Runner:
             tries = record.attempts - 1
             reason = f"attempts exhausted: {tries} tries of step {stage.step} did not succeed (max {p.max_attempts})"
             return await self._settle(claimed, Halt(HaltCode.ATTEMPTS_EXHAUSTED, reason))
-        in_stage = timedelta(milliseconds=self.clock.now_ms() - record.state_entered_at)
+        # Stalled: no progress for longer than the limit, counted from entering the
+        # stage or from the last time a step reported progress (a six-hour
+        # recording recognized here may take longer than the limit, moving all along).
+        in_stage = timedelta(milliseconds=self.clock.now_ms() - max(record.state_entered_at, record.progress_at))
         limit = self.table.time_limit(stage)
         if in_stage > limit:
-            reason = f"stalled in {stage.name} for {_human(in_stage)} (limit {_human(limit)})"
+            reason = f"stalled in {stage.name}: no progress for {_human(in_stage)} (limit {_human(limit)})"
             return await self._settle(claimed, Halt(HaltCode.STALLED, reason))
         return await self._settle(claimed, await self._run_step(claimed, stage))
 

@@ -21,7 +21,17 @@ import stamina
 from sidecar.clock import Clock, SystemClock
 from sidecar.pocketbase import realtime
 from sidecar.storage.errors import AuthFailed, FencedOut, StorageError, StorageUnavailable
-from sidecar.storage.model import AttemptChange, AttemptRow, AudioRecord, Claim, Claimed, FileRow, NoWork, SweepItem
+from sidecar.storage.model import (
+    AttemptChange,
+    AttemptRow,
+    AudioRecord,
+    Claim,
+    Claimed,
+    FileRow,
+    NoWork,
+    PiecePlace,
+    SweepItem,
+)
 from sidecar.storage.transitions import Transition
 
 SERVICE_COLLECTION = "services"
@@ -250,8 +260,17 @@ class PocketBaseClient:
         return await self.request(method, path, **kw)
 
     async def attach_file(
-        self, claim: Claim, path: Path, *, role: str, format: str, duration_ms: int, location: str = ""
+        self,
+        claim: Claim,
+        path: Path,
+        *,
+        role: str,
+        format: str,
+        duration_ms: int,
+        location: str = "",
+        place: PiecePlace | None = None,
     ) -> FileRow:
+        place = place or PiecePlace.whole(duration_ms)
         key = _write_key()
 
         @_ride_out_restart
@@ -268,6 +287,10 @@ class PocketBaseClient:
                         "duration_ms": str(duration_ms),
                         "location": location,
                         "write_key": key,
+                        "piece": str(place.piece),
+                        "pieces": str(place.pieces),
+                        "offset_ms": str(place.offset_ms),
+                        "speech_ms": str(place.speech_ms),
                     },
                     files={"blob": (path.name, fh, "application/octet-stream")},
                     timeout_s=self._upload_timeout,
@@ -282,14 +305,22 @@ class PocketBaseClient:
             blob=data.get("blob", ""),
             duration_ms=duration_ms,
             location=location,
+            piece=place.piece,
+            pieces=place.pieces,
+            offset_ms=place.offset_ms,
+            speech_ms=place.speech_ms,
         )
 
-    async def create_attempt(self, claim: Claim, *, provider: str, model: str, audio_uri: str = "") -> str:
+    async def create_attempt(
+        self, claim: Claim, *, provider: str, model: str, audio_uri: str = "", piece: int = 0, offset_ms: int = 0
+    ) -> str:
         body = {
             "token": claim.token,
             "provider": provider,
             "model": model,
             "audio_uri": audio_uri,
+            "piece": piece,
+            "offset_ms": offset_ms,
             "write_key": _write_key(),
         }
         resp = await self._write("POST", f"/api/pipeline/records/{claim.id}/attempts", json=body)

@@ -38,6 +38,9 @@ class StartRequest:
     duration_ms: int
     attempt_key: str  # unique, stable across retries of the same attempt
     language: str | None = None  # the sender's hint (a code of sidecar.languages); None: the provider's setting
+    # A provider that recognizes as it goes reports how many seconds of the audio
+    # it has recognized (from any thread); the step turns that into progress (LA4).
+    report: Callable[[float], None] | None = None
 
 
 @dataclass(frozen=True)

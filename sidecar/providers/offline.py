@@ -30,8 +30,9 @@ import os
 import tempfile
 import threading
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +54,8 @@ from sidecar.transcript import Transcript
 __all__ = ["OfflineProvider", "RecognitionCancelled", "vote_language"]
 
 SAMPLE_RATE = vad.SAMPLE_RATE
+# The longest piece of a recording recognized in one go.
+PIECE = timedelta(hours=1)
 # Speech is found a block at a time: ten minutes of samples is 38 MB.
 BLOCK_SECONDS = 600.0
 # Regions are decoded in groups of at most this much speech (memory, and how
@@ -82,8 +85,9 @@ class OfflineProvider:
     @property
     def audio_spec(self) -> AudioSpec:
         # 16 kHz mono PCM: exactly what the model reads (no resampling), and a
-        # file any stretch of which can be read by seeking.
-        return AudioSpec(format="wav_pcm16", sample_rate=SAMPLE_RATE, channels=1, bitrate=None)
+        # file any stretch of which can be read by seeking. Pieces of an hour:
+        # a crash or a stop costs at most one hour's recognition.
+        return AudioSpec(format="wav_pcm16", sample_rate=SAMPLE_RATE, channels=1, bitrate=None, max_piece=PIECE)
 
     async def find_started(self, attempt_key: str, audio_uri: str) -> str | None:
         return None  # nothing outlives a start here, so there is nothing to find
@@ -91,7 +95,9 @@ class OfflineProvider:
     async def start(self, request: StartRequest, on_progress: OnProgress) -> Started:
         # on_progress is deliberately not called: a stored operation id would
         # suggest a result to poll for, and the offline provider has none.
-        raw = await run_in_thread(lambda cancel: self.recognize(request.audio, cancel, language=request.language))
+        raw = await run_in_thread(
+            lambda cancel: self.recognize(request.audio, cancel, language=request.language, report=request.report)
+        )
         return Started(operation_id=f"offline-{request.attempt_key}", raw=raw)
 
     async def poll(self, operation_id: str) -> Polled:
@@ -132,7 +138,14 @@ class OfflineProvider:
         threads = self._settings.threads or (os.cpu_count() or 1)
         return load_model(ref, self._settings.compute_type, threads)
 
-    def recognize(self, audio: Path, cancel: threading.Event, *, language: str | None = None) -> bytes:
+    def recognize(
+        self,
+        audio: Path,
+        cancel: threading.Event,
+        *,
+        language: str | None = None,
+        report: Callable[[float], None] | None = None,
+    ) -> bytes:
         """Recognize ``audio``: the JSON of a ``Transcript`` (segments with word timings, the language used)."""
         _check(cancel)
         model = self.load()
@@ -141,7 +154,10 @@ class OfflineProvider:
             chosen = self._language(model, pcm, regions, language)
             segments: list[dict[str, Any]] = []
             for group in _groups(regions, int(GROUP_SECONDS * SAMPLE_RATE)):
-                segments.extend(self._decode(model, pcm, group, chosen, cancel))
+                for segment in self._decode(model, pcm, group, chosen, cancel):
+                    segments.append(segment)
+                    if report is not None:
+                        report(segment["end"])
         document = {
             "text": " ".join(s["text"] for s in segments if s["text"]),
             "language": chosen,

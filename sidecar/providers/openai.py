@@ -95,8 +95,9 @@ class OpenAIProvider:
     @property
     def audio_spec(self) -> AudioSpec:
         # Every listed server reads Ogg/Opus; 16 kHz mono at 24 kbit/s keeps
-        # speech clear and fits about 2 h 20 min under the 25 MiB cap (normalize
-        # lowers the bitrate for longer audio, or halts too_long).
+        # words as clear as the original (lower bitrates measurably lose some).
+        # The 25 MiB cap then holds about 2 h 10 min: longer recordings are cut
+        # into pieces that fit (AudioSpec.piece_seconds).
         return AudioSpec(format="ogg_opus", sample_rate=16000, channels=1, bitrate=24000, max_bytes=MAX_BYTES)
 
     async def find_started(self, attempt_key: str, audio_uri: str) -> str | None:

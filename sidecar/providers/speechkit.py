@@ -75,6 +75,8 @@ log = logging.getLogger("transcriber.speechkit")
 WHO = "SpeechKit"
 MAX_BYTES = 1_000_000_000  # 1 GB per file in a bucket (A.8)
 MAX_DURATION = timedelta(hours=4)  # A.8
+# Pieces stay this far under the cap, whatever the container's duration rounding.
+PIECE_MARGIN = timedelta(minutes=10)
 # A 429 is a quota (RESOURCE_EXHAUSTED), not a burst limit: waiting seconds does not help.
 QUOTA_WAIT = timedelta(minutes=5)
 # How long a record waits before asking again after our credentials were refused.
@@ -125,14 +127,15 @@ class SpeechKitProvider:
     @property
     def audio_spec(self) -> AudioSpec:
         # Opus in Ogg is read without rate restrictions (A.9); 16 kHz mono at
-        # 32 kbit/s keeps speech intact and 4 h of it near 60 MB.
+        # 32 kbit/s keeps speech intact and 4 h of it near 60 MB. Longer
+        # recordings are cut into pieces under SpeechKit's 4-hour cap.
         return AudioSpec(
             format="ogg_opus",
             sample_rate=16000,
             channels=1,
             bitrate=32000,
             max_bytes=MAX_BYTES,
-            max_duration=MAX_DURATION,
+            max_piece=MAX_DURATION - PIECE_MARGIN,
         )
 
     # --- submit ----------------------------------------------------------------

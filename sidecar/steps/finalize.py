@@ -1,6 +1,10 @@
-"""finalize (stage ``transcribed``): the raw response → ``texts`` (transcript + timed segments).
+"""finalize (stage ``transcribed``): every piece's raw response → one transcript in ``texts`` (LA2).
 
-Then any provider-side copy (uploaded audio, stored results) is removed.
+Each piece's result is parsed by the provider that made it, shifted by the
+piece's place in the recording and joined (``sidecar.join``: every word
+once where pieces overlap). A recording without speech gets an empty
+transcript. Then the provider-side copies (uploaded audio, stored results)
+are removed.
 """
 
 from __future__ import annotations
@@ -8,33 +12,50 @@ from __future__ import annotations
 import logging
 
 from sidecar import languages
+from sidecar.join import PieceResult, join
 from sidecar.outcome import Advance, HaltCode, Outcome, PermanentError
-from sidecar.steps.attempts import REDO_HINT, current_attempt, fail_attempt, remove_copies
+from sidecar.steps import attempts
 from sidecar.steps.base import StepContext
 from sidecar.storage.model import AttemptStatus
+from sidecar.transcript import Transcript
 
 log = logging.getLogger("transcriber.finalize")
 
+REPOLL_HINT = "set the stage to 'submitted' in the panel to recognize that piece again (the other pieces are kept)"
+
 
 async def run(ctx: StepContext) -> Outcome:
-    attempt = await current_attempt(ctx)
-    if attempt is None or not attempt.raw_response:
-        raise PermanentError(HaltCode.PROVIDER_FAILED, f"no recognition result to finalize; {REDO_HINT}")
-    provider = ctx.provider_for(attempt.provider)
-    raw = await ctx.session.raw_response(attempt)
-    try:
-        transcript = provider.parse(raw)
-    except PermanentError as exc:
-        raise await fail_attempt(ctx, attempt, exc) from exc
+    recording = await attempts.recording(ctx)
+    results: list[PieceResult] = []
+    for piece in recording.speech:
+        attempt = piece.attempt
+        if attempt is None or not piece.recognized:
+            raise PermanentError(HaltCode.PROVIDER_FAILED, f"{piece.label} has no recognition result; {REPOLL_HINT}")
+        raw = await ctx.session.raw_response(attempt)
+        try:
+            transcript = ctx.provider_for(attempt.provider).parse(raw)
+        except PermanentError as exc:
+            failed = PermanentError(exc.code, f"{piece.label}: {exc}")
+            raise await attempts.fail_attempt(ctx, attempt, failed, REPOLL_HINT) from exc
+        start = piece.file.offset_ms / 1000
+        results.append(PieceResult(start, start + piece.file.duration_ms / 1000, transcript))
+    joined = join(results).model_copy(update={"duration": recording.duration_ms / 1000})
+    await _store(ctx, joined)
+    # A leftover copy is not worth the transcript: a failed removal is noted and left to the sweep.
+    for piece in recording.speech:
+        assert piece.attempt is not None
+        if await attempts.remove_copies(ctx, piece.attempt):
+            await ctx.session.update_attempt(piece.attempt.id, status=AttemptStatus.CLEANED)
+        else:
+            log.warning("record %s: provider-side copies not removed; the sweep will try again", ctx.record.id)
+    found = f", language {joined.language}" if joined.language else ""
+    pieces = f" from {len(results)} pieces" if len(results) > 1 else ""
+    return Advance(f"transcript of {len(joined.text)} characters, {len(joined.segments)} segments{pieces}{found}")
+
+
+async def _store(ctx: StepContext, transcript: Transcript) -> None:
     segments = [s.model_dump(exclude_none=True) for s in transcript.segments]
     await ctx.session.put_text("transcript", transcript.text, segments, language=languages.code_of(transcript.language))
     if not transcript.text.strip():
         # L5: silence, noise or a clip too short to hold a word is not a failure.
         await ctx.session.note("no speech found: the transcript is empty")
-    # A leftover copy is not worth the transcript: a failed removal is noted and left to the sweep.
-    if await remove_copies(ctx, attempt):
-        await ctx.session.update_attempt(attempt.id, status=AttemptStatus.CLEANED)
-    else:
-        log.warning("record %s: provider-side copies not removed; the sweep will try again", ctx.record.id)
-    found = f", language {transcript.language}" if transcript.language else ""
-    return Advance(f"transcript of {len(transcript.text)} characters, {len(transcript.segments)} segments{found}")

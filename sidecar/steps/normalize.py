@@ -1,37 +1,117 @@
-"""normalize (stage ``uploaded``): the original → the provider's input format.
+"""normalize (stage ``uploaded``): the original → the pieces the provider reads (LA1, LA2).
 
-The original is never replaced: the result is a new ``files`` row with role
-``normalized``. Decoding runs in a thread, in constant memory, and stops
-promptly when the step is cancelled.
+The original is decoded once to 16 kHz mono PCM (a temporary file: memory
+stays flat whatever the length), longer than ``[intake] max_duration`` is
+too_long (from the container's header when it says, before any decoding).
+Voice activity detection finds the speech; the piece plan cuts the recording
+where the provider's cap requires, in pauses; each piece is encoded in the
+provider's format and stored as its own ``files`` row (role ``normalized``,
+its place in the recording, how much speech it holds). The original is never
+replaced. A retry finds the pieces already stored and adds only the missing
+ones (the plan comes out the same on the same audio).
 """
 
 from __future__ import annotations
 
-from sidecar import audio
+import itertools
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from sidecar import audio, vad
+from sidecar.audio import AudioSpec
 from sidecar.outcome import Advance, HaltCode, Outcome, PermanentError
+from sidecar.pcm import PcmReader
+from sidecar.pieces import PieceLimits, plan
 from sidecar.steps.base import StepContext
-from sidecar.storage.model import FileRole
+from sidecar.storage.model import FileRole, FileRow, PiecePlace
 from sidecar.threads import run_in_thread
+
+# Speech is searched for a block at a time (ten minutes is 38 MB of samples).
+BLOCK_SECONDS = 600.0
+_PCM = AudioSpec(format="wav_pcm16", sample_rate=16000, channels=1, bitrate=None)
+
+
+@dataclass(frozen=True)
+class Cut:
+    """One piece, ready to store."""
+
+    path: Path
+    format: str
+    duration_ms: int
+    place: PiecePlace
 
 
 async def run(ctx: StepContext) -> Outcome:
-    done = await ctx.session.files(FileRole.NORMALIZED)
-    if done:
-        # A previous attempt stored the result and died before advancing.
-        return Advance(f"normalized audio already stored ({done[-1].format})")
+    stored = await ctx.session.files(FileRole.NORMALIZED)
+    if stored and _complete(stored):
+        # A previous attempt stored every piece and died before advancing.
+        return Advance(f"normalized audio already stored ({len(stored)} piece(s), {stored[0].format})")
 
     originals = await ctx.session.files(FileRole.ORIGINAL)
     if not originals or not originals[0].blob:
         raise PermanentError(HaltCode.UNSUPPORTED_MEDIA, "the record has no original file")
-    original = originals[0]
     src = ctx.workdir / "original"
-    await ctx.session.download(original, src)
+    await ctx.session.download(originals[0], src)
 
-    spec = ctx.provider.audio_spec
-    dst = ctx.workdir / f"normalized.{audio.FORMATS[spec.format].extension}"
+    spec, limit = ctx.provider.audio_spec, ctx.settings.intake.max_duration
     # In a thread, stopped promptly (and waited for) if the step is cancelled.
-    result = await run_in_thread(lambda cancel: audio.normalize(src, dst, spec, cancel=cancel))
-    row = await ctx.session.attach_file(
-        result.path, role=FileRole.NORMALIZED, format=result.format, duration_ms=result.duration_ms
+    cuts = await run_in_thread(lambda cancel: cut(src, ctx.workdir, spec, limit, cancel))
+    have = {f.piece for f in stored}
+    for c in cuts:
+        if c.place.piece not in have:
+            await ctx.session.attach_file(
+                c.path, role=FileRole.NORMALIZED, format=c.format, duration_ms=c.duration_ms, place=c.place
+            )
+    total_ms = sum(c.duration_ms for c in cuts) - _overlap_ms(cuts)
+    speech_s = sum(c.place.speech_ms for c in cuts) / 1000
+    return Advance(
+        f"normalized to {cuts[0].format}: {total_ms / 1000:.1f} s in {len(cuts)} piece(s), {speech_s:.1f} s of speech"
     )
-    return Advance(f"normalized to {row.format}, {result.duration_ms / 1000:.1f} s, {result.size} bytes")
+
+
+def cut(src: Path, workdir: Path, spec: AudioSpec, limit: timedelta, cancel: threading.Event) -> list[Cut]:
+    """The original as pieces in ``spec``'s form (blocking: run it in a thread)."""
+    full = audio.normalize(
+        src, workdir / "full.wav", AudioSpec(**{**_PCM.__dict__, "max_duration": limit}), cancel=cancel
+    )
+    with PcmReader(full.path) as pcm:
+        regions, total = vad.find_speech_in_blocks(_watched(pcm.blocks(BLOCK_SECONDS), cancel))
+        if not regions:
+            # Nothing to recognize: kept whole as it is, never sent anywhere.
+            return [Cut(full.path, _PCM.format, full.duration_ms, PiecePlace(0, 1, 0, 0))]
+        seconds = spec.piece_seconds()
+        pieces = plan(regions, total, PieceLimits(max_seconds=seconds or float(total)))
+        cuts = []
+        for p in pieces:
+            place = PiecePlace(p.index, len(pieces), p.offset_ms, p.speech_ms(regions))
+            if len(pieces) == 1 and (spec.format, spec.sample_rate, spec.channels) == ("wav_pcm16", 16000, 1):
+                cuts.append(Cut(full.path, spec.format, full.duration_ms, place))  # already what the provider reads
+                continue
+            dst = workdir / f"piece-{p.index}.{audio.FORMATS[spec.format].extension}"
+            made = audio.encode_pcm(pcm, p.start, p.end, dst, spec, cancel=cancel)
+            cuts.append(Cut(made.path, spec.format, made.duration_ms, place))
+        return cuts
+
+
+def _watched(blocks: Iterator[npt.NDArray[np.float32]], cancel: threading.Event) -> Iterator[npt.NDArray[np.float32]]:
+    for block in blocks:
+        if cancel.is_set():
+            raise audio.NormalizeCancelled("normalization was cancelled")
+        yield block
+
+
+def _complete(stored: list[FileRow]) -> bool:
+    return {f.piece for f in stored} == set(range(stored[0].pieces))
+
+
+def _overlap_ms(cuts: list[Cut]) -> int:
+    overlap = 0
+    for a, b in itertools.pairwise(cuts):
+        overlap += max(0, a.place.offset_ms + a.duration_ms - b.place.offset_ms)
+    return overlap

@@ -1,34 +1,73 @@
-"""poll (stage ``submitted``): ask the provider; not ready → postpone; ready → keep the raw response.
+"""poll (stage ``submitted``): ask the provider about every piece not yet in; when all are, move on.
 
-The provider that started the attempt is the one asked, whatever the
-configuration says now. A poll that cannot reach its outcome (the provider
-or the network failing) spends an attempt like any failed step (O10); the
-operation id stays, so a record halted for it is resumed by polling again,
-paying nothing. Our own credentials being refused postpones instead
-(``CredentialsRefused``, O5): that is not the recording's fault.
+Each piece's result is stored the moment it is ready, so nothing asked for
+is asked for again. The provider that started an attempt is the one asked,
+whatever the configuration says now. A piece whose operation is lost for good
+(failed at the provider, results expired) is marked failed and the record
+halts; clearing the halt starts that piece alone again (LA3), the others kept.
+A poll that cannot reach its outcome (the provider or the network failing)
+spends an attempt like any failed step (O10); our own credentials being
+refused postpones instead (``CredentialsRefused``, O5).
+
+Progress (LA4) is pieces in / pieces to recognize.
 """
 
 from __future__ import annotations
 
-from sidecar.outcome import Advance, HaltCode, Outcome, PermanentError, Postpone
-from sidecar.steps.attempts import REDO_HINT, current_attempt, fail_attempt
+from sidecar.outcome import Advance, Outcome, PermanentError, Postpone
+from sidecar.providers.base import Polled
+from sidecar.steps import attempts
+from sidecar.steps.attempts import RETRY_PIECE_HINT, PieceWork
 from sidecar.steps.base import StepContext
+from sidecar.steps.progress import ProgressWriter
 from sidecar.storage.model import AttemptStatus
 
 
 async def run(ctx: StepContext) -> Outcome:
-    attempt = await current_attempt(ctx)
+    recording = await attempts.recording(ctx)
+    if not recording.speech:
+        return Advance("no speech found: nothing to poll")
+    progress = ProgressWriter(ctx, recording.duration_ms)
+    waiting: list[Polled] = []
+    ready = 0
+    try:
+        for piece in recording.speech:
+            polled = await _ask(ctx, piece)
+            if polled.ready:
+                ready += 1
+            else:
+                waiting.append(polled)
+    finally:
+        await progress.write(ready / len(recording.speech))
+    total = len(recording.speech)
+    if not waiting:
+        return Advance(f"all {total} piece result(s) stored")
+    asked = [p.retry_in for p in waiting if p.retry_in is not None]
+    return Postpone(min(asked) if asked else None, f"{ready} of {total} piece(s) recognized; waiting on the provider")
+
+
+async def _ask(ctx: StepContext, piece: PieceWork) -> Polled:
+    """Whether the piece's result is stored now (the raw bytes are not carried), else when to ask again."""
+    if piece.recognized:
+        return _STORED
+    attempt = piece.attempt
     if attempt is None or not attempt.operation_id:
-        raise PermanentError(HaltCode.PROVIDER_FAILED, f"no started recognition to poll; {REDO_HINT}")
-    if attempt.raw_response:
-        return Advance("result already stored")
+        # Its earlier attempt failed and the owner cleared the halt, or a try died
+        # before the provider answered: start it (resuming, never paying twice).
+        attempt = await attempts.start(ctx, piece)
+        if attempt.raw_response:
+            return _STORED
     provider = ctx.provider_for(attempt.provider)
     try:
         polled = await provider.poll(attempt.operation_id)
     except PermanentError as exc:
-        # The operation is lost for good (failed, results expired): resuming must not poll it again.
-        raise await fail_attempt(ctx, attempt, exc) from exc
+        raise await attempts.fail_attempt(
+            ctx, attempt, PermanentError(exc.code, f"{piece.label}: {exc}"), RETRY_PIECE_HINT
+        ) from exc
     if not polled.ready or polled.raw is None:
-        return Postpone(polled.retry_in, f"{attempt.provider} operation {attempt.operation_id} not ready")
+        return Polled(ready=False, retry_in=polled.retry_in)
     await ctx.session.update_attempt(attempt.id, raw_response=polled.raw, status=AttemptStatus.READY)
-    return Advance(f"{attempt.provider} result stored ({len(polled.raw)} bytes)")
+    return _STORED
+
+
+_STORED = Polled(ready=True)

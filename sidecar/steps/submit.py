@@ -1,68 +1,43 @@
-"""submit (stage ``normalized``): start recognition, paying at most once (P18).
+"""submit (stage ``normalized``): start recognition of every piece with speech, paying at most once (P18, LA3).
 
-The ``recognition_attempts`` row is created before the provider is called,
-and the audio location and operation id are stored the moment the provider
-reports them. A repeated submit finds the attempt row: if it holds an
-operation id, nothing is started again; if not, the provider is asked whether
-an operation for this attempt already began. The window that remains (a hard
-kill between the provider's answer and storing its id) is documented in
-docs/architecture.md.
+Each piece has its own ``recognition_attempts`` row, created before the
+provider is called (``attempts.start``). A repeated submit skips every piece
+whose attempt holds an operation id, and resumes the others. A provider that
+answers at once (the offline engine) recognizes the pieces one after another
+here, its progress written as it goes; a crash costs at most the piece under
+way. The window that remains (a hard kill between the provider's answer and
+storing its id) is documented in docs/architecture.md.
 """
 
 from __future__ import annotations
 
-from sidecar.outcome import Advance, HaltCode, Outcome, PermanentError
-from sidecar.providers.base import StartRequest
-from sidecar.steps.attempts import current_attempt
+from sidecar.outcome import Advance, Outcome
+from sidecar.steps import attempts
 from sidecar.steps.base import StepContext
-from sidecar.storage.model import AttemptStatus, FileRole
+from sidecar.steps.progress import ProgressWriter
 
 
 async def run(ctx: StepContext) -> Outcome:
+    recording = await attempts.recording(ctx, to_start=True)
+    if not recording.speech:
+        return Advance("no speech found: nothing to recognize")
     provider = ctx.provider
-    attempt = await current_attempt(ctx, to_start=True)
-    if attempt is not None and attempt.operation_id:
-        return Advance(f"{attempt.provider} operation {attempt.operation_id} already started; not started again")
-
-    if attempt is None or attempt.provider != provider.name:
-        attempt_id = await ctx.session.create_attempt(provider=provider.name, model=provider.model)
-        audio_uri = ""
-    else:
-        attempt_id = attempt.id
-        audio_uri = attempt.audio_uri
-        found = await provider.find_started(attempt_id, audio_uri)
-        if found:
-            await ctx.session.update_attempt(attempt_id, operation_id=found, status=AttemptStatus.RUNNING)
-            return Advance(f"found operation {found} started by an earlier try; not started again")
-
-    normalized = await ctx.session.files(FileRole.NORMALIZED)
-    if not normalized:
-        raise PermanentError(HaltCode.UNSUPPORTED_MEDIA, "no normalized audio to submit")
-    row = normalized[-1]
-    path = ctx.workdir / f"audio.{row.blob.rsplit('.', 1)[-1] if '.' in row.blob else 'bin'}"
-    await ctx.session.download(row, path)
-
-    async def remember(field: str, value: str) -> None:
-        if field == "operation_id":
-            await ctx.session.update_attempt(attempt_id, operation_id=value, status=AttemptStatus.RUNNING)
-        elif field == "audio_uri":
-            await ctx.session.update_attempt(attempt_id, audio_uri=value)
-
-    request = StartRequest(
-        audio=path,
-        format=row.format,
-        duration_ms=row.duration_ms,
-        attempt_key=attempt_id,
-        language=ctx.record.language_hint or None,
-    )
-    started = await provider.start(request, remember)
-    await ctx.session.update_attempt(
-        attempt_id,
-        operation_id=started.operation_id,
-        audio_uri=started.audio_uri or None,
-        status=AttemptStatus.READY if started.raw is not None else AttemptStatus.RUNNING,
-        raw_response=started.raw,
-    )
-    if started.raw is not None:
-        return Advance(f"{provider.name} recognized the audio at once")
-    return Advance(f"{provider.name} operation {started.operation_id} started")
+    started = at_once = 0
+    progress = ProgressWriter(ctx, recording.duration_ms)
+    async with progress.running():
+        for piece in recording.speech:
+            if piece.attempt is not None and piece.attempt.operation_id:
+                if piece.recognized:
+                    progress.reached(piece.file.offset_ms + piece.file.duration_ms)
+                continue  # started by an earlier try: never paid for twice
+            row = await attempts.start(ctx, piece, progress.reporter(piece.file.offset_ms))
+            started += 1
+            if row.raw_response:
+                at_once += 1
+                progress.reached(piece.file.offset_ms + piece.file.duration_ms)
+    total = len(recording.speech)
+    kept = total - started
+    earlier = f"; {kept} started by an earlier try, not started again" if kept else ""
+    if at_once:
+        return Advance(f"{provider.name} recognized {at_once} of {total} piece(s) at once{earlier}")
+    return Advance(f"{provider.name}: {started} of {total} piece(s) started{earlier}")

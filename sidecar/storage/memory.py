@@ -38,9 +38,10 @@ from sidecar.storage.model import (
     FileRole,
     FileRow,
     NoWork,
+    PiecePlace,
     SweepItem,
 )
-from sidecar.storage.transitions import Enter, Extend, Halt, Pause, Release, Retry, Transition
+from sidecar.storage.transitions import Enter, Extend, Halt, Pause, Progress, Release, Retry, Transition
 
 __all__ = ["Event", "InMemoryStorage", "Row"]
 
@@ -76,6 +77,8 @@ class Row:
     queue_rev: int = 0
     language_hint: str = ""
     language: str = ""
+    progress: float = 0.0
+    progress_at: int = 0
 
     def view(self) -> AudioRecord:
         return AudioRecord.model_validate(self.__dict__)
@@ -153,6 +156,7 @@ class InMemoryStorage:
         before = row.state
         row.state = stage
         row.state_entered_at = self.clock.now_ms()
+        row.progress = 1.0 if stage in self.terminal else 0.0
         self._release_for_owner(row)
         for attempt in self._attempts.values():
             if attempt.row.record == record_id and attempt.row.status not in (
@@ -220,6 +224,8 @@ class InMemoryStorage:
             self._release(row)
             row.queue_rev += 1
             row.available_at = 0 if change.stage in self.terminal else row.created_ms
+            if change.stage in self.terminal:
+                row.progress = 1.0
             self._journal(row, "stage_entered", change.note or f"entered {change.stage}", "worker")
         elif isinstance(change, Pause):
             if change.until_ms <= now:
@@ -243,6 +249,9 @@ class InMemoryStorage:
             if change.until_ms <= now:
                 raise StorageError("'until' must be later than 'now'", status=400)
             row.claim_expires_at = row.available_at = change.until_ms
+        elif isinstance(change, Progress):
+            if change.value > row.progress:
+                row.progress, row.progress_at = change.value, now
         self._changed_now()
 
     async def get_record(self, record_id: str) -> AudioRecord:
@@ -297,16 +306,30 @@ class InMemoryStorage:
             on_change()
 
     async def attach_file(
-        self, claim: Claim, path: Path, *, role: str, format: str, duration_ms: int, location: str = ""
+        self,
+        claim: Claim,
+        path: Path,
+        *,
+        role: str,
+        format: str,
+        duration_ms: int,
+        location: str = "",
+        place: PiecePlace | None = None,
     ) -> FileRow:
         await anyio.lowlevel.checkpoint()
         data = await anyio.Path(path).read_bytes()
         self._fenced(claim)
-        return self._store_file(
+        row = self._store_file(
             claim.id, role, path.name, data, format=format, duration_ms=duration_ms, location=location
         )
+        place = place or PiecePlace.whole(duration_ms)
+        for name in ("piece", "pieces", "offset_ms", "speech_ms"):
+            setattr(row, name, getattr(place, name))
+        return row.model_copy()
 
-    async def create_attempt(self, claim: Claim, *, provider: str, model: str, audio_uri: str = "") -> str:
+    async def create_attempt(
+        self, claim: Claim, *, provider: str, model: str, audio_uri: str = "", piece: int = 0, offset_ms: int = 0
+    ) -> str:
         await anyio.lowlevel.checkpoint()
         self._fenced(claim)
         row = AttemptRow(
@@ -315,6 +338,8 @@ class InMemoryStorage:
             provider=provider,
             model=model,
             audio_uri=audio_uri,
+            piece=piece,
+            offset_ms=offset_ms,
             status=AttemptStatus.STARTED,
             created=self._stamp(),
         )

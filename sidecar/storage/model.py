@@ -21,6 +21,7 @@ __all__ = [
     "FileRole",
     "FileRow",
     "NoWork",
+    "PiecePlace",
     "SweepItem",
 ]
 
@@ -69,6 +70,8 @@ class AudioRecord(BaseModel):
     paused_until: int = 0
     language_hint: str = ""  # the sender's hint at intake ("": none)
     language: str = ""  # found by recognition
+    progress: float = 0.0  # 0..1, how far recognition has come
+    progress_at: int = 0  # when it last moved (ms); a step still making progress is not stalled
 
 
 @dataclass(frozen=True)
@@ -99,6 +102,25 @@ class FileRow(BaseModel):
     size: int = 0
     duration_ms: int = 0
     superseded: bool = False  # an older normalized copy kept as history (the owner set the stage back)
+    piece: int = 0  # a normalized file is one piece of the recording ...
+    pieces: int = 1  # ... of this many
+    offset_ms: int = 0  # where it starts in the recording
+    speech_ms: int = 0  # how much speech it holds; 0: never sent to be recognized
+
+
+@dataclass(frozen=True)
+class PiecePlace:
+    """Where a normalized piece lies in its recording."""
+
+    piece: int = 0
+    pieces: int = 1
+    offset_ms: int = 0
+    speech_ms: int = 0
+
+    @classmethod
+    def whole(cls, duration_ms: int) -> PiecePlace:
+        """The whole recording as one piece, all of it to be recognized (a file stored without a plan)."""
+        return cls(speech_ms=duration_ms)
 
 
 @dataclass(frozen=True)
@@ -124,6 +146,8 @@ class AttemptRow(BaseModel):
     status: str = ""
     raw_response: str = ""
     created: str = ""
+    piece: int = 0  # the piece of the recording this attempt recognizes
+    offset_ms: int = 0
     copies_removed_at: int = 0  # when the provider-side copies were removed; 0: not yet
     copies_error: str = ""  # why they could not be removed yet
 

@@ -21,7 +21,17 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from sidecar.clock import Clock
-from sidecar.storage.model import AttemptChange, AttemptRow, AudioRecord, Claim, Claimed, FileRow, NoWork, SweepItem
+from sidecar.storage.model import (
+    AttemptChange,
+    AttemptRow,
+    AudioRecord,
+    Claim,
+    Claimed,
+    FileRow,
+    NoWork,
+    PiecePlace,
+    SweepItem,
+)
 from sidecar.storage.transitions import Transition
 
 __all__ = ["Storage"]
@@ -71,10 +81,20 @@ class Storage(Protocol):
     # -- fenced writes of a step's results ----------------------------------------
 
     async def attach_file(
-        self, claim: Claim, path: Path, *, role: str, format: str, duration_ms: int, location: str = ""
+        self,
+        claim: Claim,
+        path: Path,
+        *,
+        role: str,
+        format: str,
+        duration_ms: int,
+        location: str = "",
+        place: PiecePlace | None = None,
     ) -> FileRow: ...
 
-    async def create_attempt(self, claim: Claim, *, provider: str, model: str, audio_uri: str = "") -> str: ...
+    async def create_attempt(
+        self, claim: Claim, *, provider: str, model: str, audio_uri: str = "", piece: int = 0, offset_ms: int = 0
+    ) -> str: ...
 
     async def update_attempt(self, claim: Claim, attempt_id: str, change: AttemptChange) -> None: ...
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from sidecar.storage.model import AttemptChange, AttemptRow, AttemptStatus, AudioRecord, Claim, FileRow
+from sidecar.storage.model import AttemptChange, AttemptRow, AttemptStatus, AudioRecord, Claim, FileRow, PiecePlace
 from sidecar.storage.protocol import Storage
+from sidecar.storage.transitions import Progress
 
 __all__ = ["ClaimSession"]
 
@@ -40,13 +41,21 @@ class ClaimSession:
 
     # -- fenced writes ------------------------------------------------------------
 
-    async def attach_file(self, path: Path, *, role: str, format: str, duration_ms: int, location: str = "") -> FileRow:
+    async def attach_file(
+        self, path: Path, *, role: str, format: str, duration_ms: int, place: PiecePlace | None = None
+    ) -> FileRow:
         return await self._storage.attach_file(
-            self.claim, path, role=role, format=format, duration_ms=duration_ms, location=location
+            self.claim, path, role=role, format=format, duration_ms=duration_ms, place=place
         )
 
-    async def create_attempt(self, *, provider: str, model: str, audio_uri: str = "") -> str:
-        return await self._storage.create_attempt(self.claim, provider=provider, model=model, audio_uri=audio_uri)
+    async def create_attempt(self, *, provider: str, model: str, piece: int = 0, offset_ms: int = 0) -> str:
+        return await self._storage.create_attempt(
+            self.claim, provider=provider, model=model, piece=piece, offset_ms=offset_ms
+        )
+
+    async def progress(self, value: float) -> None:
+        """How far recognition has come (0..1); storage keeps the highest value."""
+        await self._storage.settle(self.claim, Progress(value))
 
     async def update_attempt(
         self,

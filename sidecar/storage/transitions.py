@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 from sidecar.outcome import HaltCode
 
-__all__ = ["Enter", "Extend", "Halt", "Pause", "Release", "Retry", "Transition"]
+__all__ = ["Enter", "Extend", "Halt", "Pause", "Progress", "Release", "Retry", "Transition"]
 
 
 @dataclass(frozen=True)
@@ -85,4 +85,15 @@ class Extend:
         return {"until": self.until_ms}
 
 
-Transition = Enter | Pause | Halt | Retry | Release | Extend
+@dataclass(frozen=True)
+class Progress:
+    """How far recognition has come, 0..1 (LA4); storage keeps the highest value reported."""
+
+    op: ClassVar[str] = "progress"
+    value: float
+
+    def body(self) -> dict[str, Any]:
+        return {"progress": max(0.0, min(1.0, round(self.value, 4)))}
+
+
+Transition = Enter | Pause | Halt | Retry | Release | Extend | Progress

@@ -153,11 +153,15 @@ def test_the_configured_language_is_used_when_no_hint_is_given(tmp_path: Path) -
 
 
 def test_a_minute_of_silence_before_russian_speech(provider: OfflineProvider, tmp_path: Path) -> None:
-    audio = compose_wav([60.0, SPEECH_RU / "park.ogg", SPEECH_RU / "train.ogg"], tmp_path / "late.wav")
+    # Every Russian clip (about 90 words: a WER that two clips' 18 words cannot measure steadily).
+    parts: list[Path | float] = [60.0]
+    for name in CLIPS_RU:
+        parts += [SPEECH_RU / name, 0.6]
+    audio = compose_wav(parts, tmp_path / "late.wav")
     document = _recognize(provider, audio)
     assert document["language"] == "ru"
-    e, n = word_errors(CLIPS_RU["park.ogg"] + " " + CLIPS_RU["train.ogg"], document["text"])
-    assert e / n <= 0.3, document["text"]
+    e, n = word_errors(" ".join(CLIPS_RU.values()), document["text"])
+    assert e / n <= 0.2, document["text"]
     assert document["segments"][0]["start"] >= 59.0  # times are the recording's own
 
 

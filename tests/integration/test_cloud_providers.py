@@ -161,7 +161,7 @@ async def test_speechkit_end_to_end_pays_once_and_leaves_nothing_behind(
     assert s3.keys(bucket) == []  # the upload is removed after finalize
     journal = events(superuser, rid)
     assert any("worker killed" in e["outcome_text"] for e in journal)
-    assert any("already started; not started again" in e["outcome_text"] for e in journal)
+    assert any("started by an earlier try, not started again" in e["outcome_text"] for e in journal)
     assert API_KEY not in json.dumps(journal)
     srt = sender.http.get(f"/api/transcriber/records/{rid}/transcript", params={"format": "srt"}).text
     assert "00:00:00,000 --> " in srt and CLIP_TEXT in srt

@@ -148,7 +148,7 @@ async def test_a_lost_operation_is_recognized_again_when_the_owner_sets_the_stag
     from sidecar.outcome import HaltCode, PermanentError
     from sidecar.providers.base import OnProgress, Polled, Started, StartRequest
     from sidecar.transcript import Segment, Transcript
-    from testkit.media import wav_bytes
+    from testkit.audio import speech_wav_bytes
     from tests.support.fakes import StubProvider
 
     class Expiring(StubProvider):
@@ -166,7 +166,7 @@ async def test_a_lost_operation_is_recognized_again_when_the_owner_sets_the_stag
             t = Transcript(text=f"text of {operation_id}", segments=[Segment(start=0, end=1, text="x")])
             return Polled(ready=True, raw=t.model_dump_json().encode())
 
-    rid = sender.http.post("/api/transcriber/records", files={"file": ("a.wav", wav_bytes(0.5))}).json()["id"]
+    rid = sender.http.post("/api/transcriber/records", files={"file": ("a.wav", speech_wav_bytes(1.0))}).json()["id"]
     url = f"/api/collections/audio_records/records/{rid}"
 
     def owner_sets(**changes: Any) -> None:
@@ -192,7 +192,7 @@ async def test_a_lost_operation_is_recognized_again_when_the_owner_sets_the_stag
                 return found
 
             halted = await until(lambda r: r["halted_at"])
-            assert halted["halt_code"] == "results_expired" and "set the stage to 'normalized'" in halted["halt_reason"]
+            assert halted["halt_code"] == "results_expired" and "clear the halt" in halted["halt_reason"]
             assert await anyio.to_thread.run_sync(attempts) == ["op-1:failed"]  # never polled again
             await anyio.to_thread.run_sync(lambda: owner_sets(state="normalized", halted_at=""))
             done = await until(lambda r: r["state"] == "done" or r["halted_at"])

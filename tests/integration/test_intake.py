@@ -36,6 +36,7 @@ def test_upload_creates_record_and_original_and_answers_the_poll_body(
         "halt_code",
         "title",
         "language",
+        "progress",
         "created",
         "updated",
         "text",

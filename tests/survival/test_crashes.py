@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from testkit.media import wav_bytes
+from testkit.audio import speech_wav_bytes
 from testkit.pocketbase import Caller, PocketBaseServer
 from tests.support.waiting import eventually_sync
 
@@ -103,7 +103,7 @@ def test_sigkill_at_random_points_loses_nothing_and_finishes_nothing_twice(
 ) -> None:
     rng = random.Random(20261129)
     uploaded = [
-        sender.http.post("/api/transcriber/records", files={"file": ("a.wav", wav_bytes(1.0))}).json()["id"]
+        sender.http.post("/api/transcriber/records", files={"file": ("a.wav", speech_wav_bytes(1.0))}).json()["id"]
         for _ in range(8)
     ]
     env = worker_env(
@@ -122,7 +122,9 @@ def test_sigkill_at_random_points_loses_nothing_and_finishes_nothing_twice(
     while (kills < 20 or not every_stage <= set(stages_hit)) and kills < 80:
         if settled(superuser):  # keep records in flight
             uploaded += [
-                sender.http.post("/api/transcriber/records", files={"file": ("a.wav", wav_bytes(1.0))}).json()["id"]
+                sender.http.post("/api/transcriber/records", files={"file": ("a.wav", speech_wav_bytes(1.0))}).json()[
+                    "id"
+                ]
                 for _ in range(3)
             ]
         proc = start_worker(env, log)
@@ -171,7 +173,9 @@ def test_the_sidecar_rides_out_pocketbase_restarts(
         for _ in range(5):
             for _ in range(2):
                 uploaded.append(
-                    sender.http.post("/api/transcriber/records", files={"file": ("a.wav", wav_bytes(0.5))}).json()["id"]
+                    sender.http.post(
+                        "/api/transcriber/records", files={"file": ("a.wav", speech_wav_bytes(0.5))}
+                    ).json()["id"]
                 )
             time.sleep(0.4)
             pb.restart()
@@ -197,7 +201,9 @@ def test_an_outage_is_logged_once_and_its_end_too(pb: PocketBaseServer, sender: 
     try:
         pb.restart(down_for=6)
         sender = pb.caller("sender", "users", sender.email)
-        rid = sender.http.post("/api/transcriber/records", files={"file": ("a.wav", wav_bytes(0.5))}).json()["id"]
+        rid = sender.http.post("/api/transcriber/records", files={"file": ("a.wav", speech_wav_bytes(0.5))}).json()[
+            "id"
+        ]
         su = pb.superuser()
         eventually_sync(
             lambda: su.http.get(f"/api/collections/audio_records/records/{rid}").json()["state"] == "done",
@@ -217,7 +223,7 @@ def test_sigterm_during_a_step_spends_no_attempt_and_the_work_resumes(
     pb: PocketBaseServer, sender: Caller, superuser: Caller, tmp_path: Path, stage: str
 ) -> None:
     step = {"uploaded": "NORMALIZE", "normalized": "SUBMIT", "submitted": "POLL", "transcribed": "FINALIZE"}[stage]
-    rid = sender.http.post("/api/transcriber/records", files={"file": ("a.wav", wav_bytes(0.5))}).json()["id"]
+    rid = sender.http.post("/api/transcriber/records", files={"file": ("a.wav", speech_wav_bytes(0.5))}).json()["id"]
     env = worker_env(pb, tmp_path, **{f"TEST_DELAY_{step}": "60", "TEST_READY_AFTER": "0"})
     log = tmp_path / "worker.log"
     worker = start_worker(env, log)

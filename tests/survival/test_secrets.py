@@ -14,7 +14,7 @@ from pydantic import SecretStr
 from sidecar.outcome import HaltCode, PermanentError, RetryableError
 from sidecar.providers.base import OnProgress, Started, StartRequest
 from sidecar.service import default_steps, pipeline
-from testkit.media import wav_bytes
+from testkit.audio import speech_wav_bytes
 from testkit.pocketbase import Caller, PocketBaseServer
 from tests.support.fakes import StubProvider
 from tests.support.sidecar import pool_running
@@ -60,7 +60,7 @@ async def test_planted_secrets_never_leave(
     settings.speechkit.iam_token = SecretStr(IAM)
     settings.pipeline.retry_delay = timedelta(0)
     settings.pipeline.workers = 1
-    rid = sender.http.post("/api/transcriber/records", files={"file": ("a.wav", wav_bytes(0.5))}).json()["id"]
+    rid = sender.http.post("/api/transcriber/records", files={"file": ("a.wav", speech_wav_bytes(0.5))}).json()["id"]
 
     async with pipeline(settings, steps=default_steps(), provider=LeakyProvider()) as pool:
         async with pool_running(pool):

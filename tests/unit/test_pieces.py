@@ -26,7 +26,9 @@ def speech_every(seconds: float, total: float, *, talk: float, gap: float) -> li
 def test_a_recording_within_the_cap_is_one_piece_and_silence_is_none() -> None:
     regions = [Region(S, 2 * S)]
     assert plan(regions, 3600 * S, PieceLimits(max_seconds=4 * 3600)) == [Piece(0, 0, 3600 * S)]
-    assert plan([], 3600 * S, PieceLimits(max_seconds=60)) == []
+    assert plan([], 3600 * S, PieceLimits(max_seconds=60)) == [Piece(0, 0, 3600 * S)]  # kept, never sent
+    assert Piece(0, 0, 3600 * S).speech_ms([]) == 0
+    assert Piece(0, S, 3 * S).speech_ms(regions) == 1000
 
 
 @pytest.mark.parametrize(("hours", "cap_hours"), [(6, 4), (6, 2.2), (6, 2), (6, 1), (6.5, 2)])

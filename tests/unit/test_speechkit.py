@@ -293,8 +293,12 @@ def test_the_language_found_is_read_from_the_stream() -> None:
 async def test_audio_spec_declares_the_documented_caps(provider: SpeechKitProvider) -> None:
     spec = provider.audio_spec
     assert spec.format == "ogg_opus" and spec.channels == 1
-    assert spec.max_duration == MAX_DURATION == timedelta(hours=4)
+    # Each piece stays under the per-operation caps (LA1): 4 hours, 1 GB.
+    assert MAX_DURATION == timedelta(hours=4)
+    assert spec.max_piece is not None and spec.max_piece < MAX_DURATION
     assert spec.max_bytes == MAX_BYTES <= 1024**3
+    seconds = spec.piece_seconds()
+    assert seconds is not None and seconds * (spec.bitrate or 0) / 8 < MAX_BYTES
 
 
 async def test_no_credentials_fails_before_uploading(s3: S3Server, bucket: str, audio: Path) -> None:

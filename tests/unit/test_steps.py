@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import tempfile
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
@@ -26,6 +28,12 @@ async def submitted(storage: InMemoryStorage, provider: str = "stub") -> str:
     for to in ("normalized", "submitted"):
         got = await storage.claim({"uploaded": timedelta(minutes=5), "normalized": timedelta(minutes=5)})
         assert isinstance(got, Claimed)
+        if to == "normalized":
+            with tempfile.TemporaryDirectory() as tmp:
+                (Path(tmp) / "audio.wav").write_bytes(b"RIFF")
+                await storage.attach_file(
+                    got.claim, Path(tmp) / "audio.wav", role="normalized", format="wav_pcm16", duration_ms=1000
+                )
         if to == "submitted":
             aid = await storage.create_attempt(got.claim, provider=provider, model="m")
             await storage.update_attempt(got.claim, aid, AttemptChange("op-1", status=AttemptStatus.RUNNING))

@@ -480,3 +480,52 @@ def speech_wav_bytes(seconds: float = 1.0) -> bytes:
         path = Path(tmp) / "speech.wav"
         _write_wav(path, samples)
         return path.read_bytes()
+
+
+def clip_text(path: Path) -> str:
+    """What is said in a committed clip."""
+    return (RU_CLIPS if path.parent == RU_SPEECH_DIR else CLIPS)[path.name]
+
+
+@dataclass(frozen=True)
+class Placed:
+    """A clip placed in a long recording: what is said, from when (seconds)."""
+
+    at: float
+    text: str
+
+
+def long_recording(dst: Path, seconds: float, clips: list[tuple[float, Path]]) -> list[Placed]:
+    """A long FLAC: digital silence with each clip at its time (sorted, not overlapping).
+
+    Silence costs almost nothing in FLAC, so a six-hour recording is a few MB
+    and written in seconds; what is said where comes back for checking.
+    """
+    samples = {path: (_pcm(path) * 32767).astype(np.int16) for _, path in clips}
+    placed: list[Placed] = []
+    block = 10 * _RATE
+    with av.open(str(dst), mode="w", format="flac") as out:
+        stream = out.add_stream("flac", rate=_RATE)
+        stream.layout = "mono"
+        pts = 0
+
+        def emit(chunk: np.ndarray) -> None:
+            nonlocal pts
+            for i in range(0, len(chunk), block):
+                frame = AudioFrame.from_ndarray(chunk[i : i + block].reshape(1, -1), format="s16", layout="mono")
+                frame.sample_rate = _RATE
+                frame.pts = pts
+                frame.time_base = Fraction(1, _RATE)
+                pts += frame.samples
+                out.mux(stream.encode(frame))
+
+        for at, path in sorted(clips):
+            start = round(at * _RATE)
+            if start < pts:
+                raise ValueError(f"{path.name} at {at} s overlaps the clip before it")
+            emit(np.zeros(start - pts, np.int16))
+            placed.append(Placed(pts / _RATE, clip_text(path)))
+            emit(samples[path])
+        emit(np.zeros(max(0, round(seconds * _RATE) - pts), np.int16))
+        out.mux(stream.encode(None))
+    return placed

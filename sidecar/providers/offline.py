@@ -24,6 +24,7 @@ is ever stored on a provider's side and ``poll`` is never needed.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -61,6 +62,8 @@ BLOCK_SECONDS = 600.0
 # Regions are decoded in groups of at most this much speech (memory, and how
 # often a cancellation is noticed between groups).
 GROUP_SECONDS = 600.0
+# Words this far apart in one decoded segment were in different speech regions.
+SPLIT_PAUSE = 2.0
 # The engine crashed on pieces of 160–319 samples (faster-whisper 1.2.1): a
 # group shorter than a second is padded with silence up to one.
 MIN_SAMPLES = SAMPLE_RATE
@@ -203,16 +206,49 @@ class OfflineProvider:
                 if cancel.is_set():
                     segments.close()
                     raise RecognitionCancelled("recognition was cancelled")
-                yield {
-                    "start": _r(segment.start),
-                    "end": _r(segment.end),
-                    "text": segment.text.strip(),
-                    "words": [{"start": _r(w.start), "end": _r(w.end), "word": w.word} for w in segment.words or ()],
-                }
+                yield from split_at_pauses(
+                    {
+                        "start": _r(segment.start),
+                        "end": _r(segment.end),
+                        "text": segment.text.strip(),
+                        "words": [
+                            {"start": _r(w.start), "end": _r(w.end), "word": w.word} for w in segment.words or ()
+                        ],
+                    }
+                )
         except TranscriberError:
             raise
         except Exception as e:
             raise _engine_failure(e) from e
+
+
+def split_at_pauses(segment: dict[str, Any], pause: float = SPLIT_PAUSE) -> Iterator[dict[str, Any]]:
+    """A segment cut where its words are ``pause`` seconds or more apart.
+
+    Speech regions are decoded joined, so one segment can span two regions
+    minutes apart in the recording; as a subtitle cue it would stay on screen
+    through the silence between them.
+    """
+    words = segment["words"]
+    if len(words) < 2 or all(b["start"] - a["end"] < pause for a, b in itertools.pairwise(words)):
+        yield segment
+        return
+    run = [words[0]]
+    for a, b in itertools.pairwise(words):
+        if b["start"] - a["end"] >= pause:
+            yield _segment_of(run)
+            run = []
+        run.append(b)
+    yield _segment_of(run)
+
+
+def _segment_of(words: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "start": words[0]["start"],
+        "end": words[-1]["end"],
+        "text": "".join(w["word"] for w in words).strip(),
+        "words": words,
+    }
 
 
 def vote_language(model: Any, pcm: PcmReader, regions: Sequence[vad.Region], *, windows: int = VOTE_WINDOWS) -> str:

@@ -175,3 +175,33 @@ def test_a_300_mb_upload_is_accepted(pb: PocketBaseServer, sender: Caller, super
     assert resp.status_code == 201, resp.text
     row = superuser.http.get("/api/collections/files/records").json()["items"][0]
     assert row["size"] == big.stat().st_size
+
+
+def test_a_sender_lists_their_own_recordings_newest_first_and_never_anothers(
+    pb: PocketBaseServer, sender: Caller, other_sender: Caller
+) -> None:
+    """O12: the list route pages the caller's own records, each the poll body without the text."""
+    mine = [upload(sender, wav_bytes(), title=f"mine {i}").json()["id"] for i in range(3)]
+    theirs = [upload(other_sender, wav_bytes(), title=f"theirs {i}").json()["id"] for i in range(2)]
+
+    first = sender.http.get("/api/transcriber/records", params={"page": 1, "perPage": 2})
+    assert first.status_code == 200, first.text
+    body = first.json()
+    assert (body["page"], body["perPage"], body["totalItems"], body["totalPages"]) == (1, 2, 3, 2)
+    second = sender.http.get("/api/transcriber/records", params={"page": 2, "perPage": 2}).json()
+    listed = [item["id"] for item in body["items"] + second["items"]]
+    assert listed == mine[::-1]  # newest first
+    item = body["items"][0]
+    assert "text" not in item and item["title"] == "mine 2" and item["status"] == "uploaded"
+    assert set(item) == {"id", "status", "halted", "halted_at", "halt_code", "title", "language", "progress"} | {
+        "created",
+        "updated",
+    }
+
+    others = other_sender.http.get("/api/transcriber/records").json()
+    assert [i["id"] for i in others["items"]] == theirs[::-1] and others["totalItems"] == 2
+
+    for bad in ({"page": 0}, {"perPage": 501}, {"page": "x"}):
+        resp = sender.http.get("/api/transcriber/records", params=bad)
+        assert resp.status_code == 400 and resp.json()["code"] == "bad_page", (bad, resp.text)
+    assert httpx.get(f"{pb.url}/api/transcriber/records").status_code == 401

@@ -351,3 +351,30 @@ async def test_an_outcome_that_cannot_be_written_is_labelled_so(
         assert metrics.labels(stage="uploaded", outcome="unwritten")._value.get() == 1
         assert metrics.labels(stage="uploaded", outcome="fenced_out")._value.get() == 0
     assert storage.row(rid).claim_token == got.claim.token  # nothing written: the lease runs out
+
+
+async def test_progress_that_moves_keeps_the_watchdog_quiet_and_progress_that_stops_does_not(
+    storage: InMemoryStorage, clock: FakeClock
+) -> None:
+    """A six-hour recording may take longer than the stage's limit; only a stop in progress is a stall."""
+    rid = storage.add_record()
+    done = 0.0
+
+    async def recognizing(ctx: StepContext) -> Outcome:
+        await ctx.session.progress(done)
+        return Postpone(timedelta(seconds=10), "recognizing")
+
+    async with twin_sidecar(storage, steps(poll=recognizing), foreign_work_limit=1800) as pool:
+        await move_to(pool, storage, rid, "submitted")
+        for _ in range(12):  # two hours in all, four times the limit, moving every ten minutes
+            done += 0.05
+            assert await pool.runner.run(await claim(pool)) is Verdict.POSTPONED
+            clock.advance(600)
+        row = storage.row(rid)
+        assert row.halted_at == "" and abs(row.progress - 0.6) < 1e-9
+        for _ in range(3):  # the same value again is no progress
+            assert await pool.runner.run(await claim(pool)) is Verdict.POSTPONED
+            clock.advance(600)
+        assert await pool.runner.run(await claim(pool)) is Verdict.HALTED
+    row = storage.row(rid)
+    assert row.halt_code == "stalled" and "no progress for" in row.halt_reason

@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 
 from sidecar.clock import FakeClock
-from sidecar.outcome import CredentialsRefused, RetryableError, Verdict
+from sidecar.outcome import CredentialsRefused, HaltCode, PermanentError, RetryableError, Verdict
 from sidecar.providers.base import Polled
 from sidecar.service import default_steps
 from sidecar.storage.memory import InMemoryStorage
-from sidecar.storage.model import AttemptChange, AttemptStatus, Claimed
+from sidecar.providers.base import OnProgress, Started, StartRequest
+from sidecar.storage.model import AttemptChange, AttemptStatus, Claimed, PiecePlace
 from sidecar.storage.transitions import Enter
 from sidecar.transcript import Segment, Transcript
 from tests.support.fakes import StubProvider
@@ -106,3 +107,74 @@ async def test_credentials_refused_while_polling_postpone_and_tell_the_owner(
     [attempt] = await storage.attempts_of(rid)
     assert attempt.status == AttemptStatus.RUNNING and attempt.operation_id == "op-1"
     assert refused == 3
+
+
+async def pieces_submitted(storage: InMemoryStorage, pieces: int) -> str:
+    """A record cut into ``pieces`` pieces of a minute, each started (operations op-0, op-1, ...)."""
+    rid = storage.add_record()
+    got = await storage.claim({"uploaded": timedelta(minutes=5)})
+    assert isinstance(got, Claimed)
+    with tempfile.TemporaryDirectory() as tmp:
+        for i in range(pieces):
+            (Path(tmp) / f"p{i}.wav").write_bytes(b"RIFF")
+            place = PiecePlace(i, pieces, 60_000 * i, 50_000)
+            await storage.attach_file(
+                got.claim,
+                Path(tmp) / f"p{i}.wav",
+                role="normalized",
+                format="wav_pcm16",
+                duration_ms=60_000,
+                place=place,
+            )
+    await storage.settle(got.claim, Enter("normalized"))
+    got = await storage.claim({"normalized": timedelta(minutes=5)})
+    assert isinstance(got, Claimed)
+    for i in range(pieces):
+        aid = await storage.create_attempt(got.claim, provider="stub", model="m", piece=i, offset_ms=60_000 * i)
+        await storage.update_attempt(got.claim, aid, AttemptChange(f"op-{i}", status=AttemptStatus.RUNNING))
+    await storage.settle(got.claim, Enter("submitted"))
+    return rid
+
+
+async def test_a_failed_piece_is_recognized_again_alone_and_the_others_are_kept(
+    storage: InMemoryStorage, clock: FakeClock
+) -> None:
+    """LA3: the piece whose operation was lost halts the record; clearing the halt starts that piece only."""
+    polls: list[str] = []
+    starts: list[str] = []
+
+    class OnePieceLost(StubProvider):
+        async def start(self, request: StartRequest, on_progress: OnProgress) -> Started:
+            starts.append(request.audio.name)
+            return Started("op-again")
+
+        async def poll(self, operation_id: str) -> Polled:
+            polls.append(operation_id)
+            if operation_id == "op-1":
+                raise PermanentError(HaltCode.RESULTS_EXPIRED, "results of op-1 are gone")
+            said = f"said in {operation_id}"
+            raw = Transcript(text=said, segments=[Segment(start=1, end=2, text=said)]).model_dump_json()
+            return Polled(ready=True, raw=raw.encode())
+
+    rid = await pieces_submitted(storage, 3)
+    async with twin_sidecar(storage, default_steps(), provider=OnePieceLost()) as pool:
+
+        async def run() -> Verdict:
+            got = await storage.claim(pool.runner.table.leases())
+            assert isinstance(got, Claimed)
+            return await pool.runner.run(got)
+
+        assert await run() is Verdict.HALTED
+        row = storage.row(rid)
+        assert row.halt_code == "results_expired" and "piece 2 of 3" in row.halt_reason
+        assert "clear the halt" in row.halt_reason
+        by_piece = {a.piece: a for a in await storage.attempts_of(rid)}
+        assert by_piece[0].status == AttemptStatus.READY and by_piece[1].status == AttemptStatus.FAILED
+
+        storage.owner_resume(rid)
+        assert await run() is Verdict.ADVANCED  # submitted → transcribed
+        assert await run() is Verdict.ADVANCED  # transcribed → done
+    assert len(starts) == 1  # only the lost piece was paid for again
+    assert sorted(polls) == ["op-0", "op-1", "op-2", "op-again"]  # the pieces in hand never asked again
+    assert storage.texts[(rid, "transcript")].content == "said in op-0 said in op-again said in op-2"
+    assert storage.row(rid).state == "done"

@@ -101,6 +101,9 @@ class IntakeSettings(Section):
     # The longest recording accepted (the seeds' ceiling): longer halts too_long at normalize,
     # found from the container's header before any decoding where it says.
     max_duration: Duration = timedelta(hours=6)
+    # The longest an upload may take (PocketBase's read timeout for a request):
+    # 1 GB in three hours is a line of 0.8 Mbit/s. Headers still have 30 s.
+    read_timeout: Duration = Field(default=timedelta(hours=3), gt=timedelta(0))
 
 
 class MetricsSettings(Section):

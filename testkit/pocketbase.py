@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 
 import httpx
@@ -194,13 +195,17 @@ def _prepared_template() -> Path:
 
 
 @contextmanager
-def running_pocketbase(tmp: Path, *, max_upload_mb: int = 1024) -> Iterator[PocketBaseServer]:
+def running_pocketbase(
+    tmp: Path, *, max_upload_mb: int = 1024, read_timeout: timedelta | None = None
+) -> Iterator[PocketBaseServer]:
     """A fresh PocketBase with the project's migrations and hooks on a free port, data under ``tmp``."""
     port = free_port()
     data_dir = tmp / "pb_data"
     shutil.copytree(_prepared_template(), data_dir)
     settings = test_settings(data_dir, port)
     settings.intake.max_upload_mb = max_upload_mb
+    if read_timeout is not None:
+        settings.intake.read_timeout = read_timeout
     account = process.service_account(settings, create=False)
     log_path = tmp / "pocketbase.log"
     proc = _spawn(settings, settings.pocketbase.url, log_path)

@@ -101,6 +101,8 @@ def environment(settings: Settings) -> dict[str, str]:
     """The process environment for PocketBase: hooks read the same setting names."""
     env = dict(os.environ)
     env["TRANSCRIBER_INTAKE__MAX_UPLOAD_MB"] = str(settings.intake.max_upload_mb)
+    # In milliseconds: the hooks cannot parse "3h", and one number serves both halves.
+    env["TRANSCRIBER_INTAKE__READ_TIMEOUT_MS"] = str(int(settings.intake.read_timeout.total_seconds() * 1000))
     return env
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -9,7 +12,7 @@ import httpx
 import pytest
 
 from testkit.media import CONTAINER_HEADS, wav_bytes
-from testkit.pocketbase import Caller, PocketBaseServer
+from testkit.pocketbase import Caller, PocketBaseServer, running_pocketbase
 
 
 def upload(caller: Caller, content: bytes, name: str = "voice.wav", **data: str) -> httpx.Response:
@@ -124,7 +127,6 @@ def test_two_files_are_refused(pb: PocketBaseServer, sender: Caller, superuser: 
 
 
 def test_over_the_size_limit_is_refused_with_413(tmp_path: Path) -> None:
-    from testkit.pocketbase import running_pocketbase
 
     with running_pocketbase(tmp_path / "small", max_upload_mb=1) as small:
         s = small.new_sender()
@@ -205,3 +207,38 @@ def test_a_sender_lists_their_own_recordings_newest_first_and_never_anothers(
         resp = sender.http.get("/api/transcriber/records", params=bad)
         assert resp.status_code == 400 and resp.json()["code"] == "bad_page", (bad, resp.text)
     assert httpx.get(f"{pb.url}/api/transcriber/records").status_code == 401
+
+
+def _trickled(data: bytes, seconds: float) -> Iterator[bytes]:
+    """``data`` sent evenly over ``seconds`` (a slow line)."""
+    step = max(1, len(data) // 40)
+    for i in range(0, len(data), step):
+        time.sleep(seconds / 40)
+        yield data[i : i + step]
+
+
+@pytest.mark.parametrize(("read_timeout", "accepted"), [(8.0, True), (2.0, False)])
+def test_a_slow_upload_completes_within_the_read_timeout(tmp_path: Path, read_timeout: float, accepted: bool) -> None:
+    """LA6: the whole request may take up to ``[intake] read_timeout`` (5 minutes shortened to seconds here)."""
+    with running_pocketbase(tmp_path / "pb", read_timeout=timedelta(seconds=read_timeout)) as server:
+        sender = server.new_sender()
+        boundary = "transcriber-slow-upload"
+        body = (
+            (
+                f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="slow.wav"\r\n'
+                f"Content-Type: audio/wav\r\n\r\n"
+            ).encode()
+            + wav_bytes(2.0)
+            + f"\r\n--{boundary}--\r\n".encode()
+        )
+        headers = {"Content-Type": f"multipart/form-data; boundary={boundary}", "Content-Length": str(len(body))}
+        try:
+            resp = sender.http.post(
+                "/api/transcriber/records", content=_trickled(body, 4.0), headers=headers, timeout=30
+            )
+        except httpx.TransportError:
+            resp = None
+        if accepted:
+            assert resp is not None and resp.status_code == 201, resp and resp.text
+        else:  # cut off mid-body: the setting is what let the slower one through
+            assert resp is None or resp.status_code >= 400

@@ -10,10 +10,9 @@ import pytest
 
 from sidecar.clock import FakeClock
 from sidecar.outcome import CredentialsRefused, HaltCode, PermanentError, RetryableError, Verdict
-from sidecar.providers.base import Polled
+from sidecar.providers.base import OnProgress, Polled, Started, StartRequest
 from sidecar.service import default_steps
 from sidecar.storage.memory import InMemoryStorage
-from sidecar.providers.base import OnProgress, Started, StartRequest
 from sidecar.storage.model import AttemptChange, AttemptStatus, Claimed, PiecePlace
 from sidecar.storage.transitions import Enter
 from sidecar.transcript import Segment, Transcript

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 from rich.console import Console
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, Progress, SpinnerColumn, TaskProgressColumn, TextColumn, TimeElapsedColumn
 
 
 class SenderError(Exception):
@@ -56,10 +57,18 @@ def transcribe_file(
         rec_id = resp.json()["id"]
 
         deadline = time.monotonic() + timeout
+        wait = poll_every
         with Progress(
-            SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console, transient=True
+            SpinnerColumn(),
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TaskProgressColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
         ) as progress:
             task = progress.add_task(f"{file.name}: uploaded", total=None)
+            last: dict[str, object] = {}
             while True:
                 poll = http.get(f"/api/transcriber/records/{rec_id}")
                 if poll.status_code != 200:
@@ -67,12 +76,20 @@ def transcribe_file(
                 body = poll.json()
                 if body["halted"]:
                     raise SenderError(f"recording {rec_id} halted: {body['halt_code']}", exit_code=3)
-                progress.update(task, description=f"{file.name}: {body['status']}")
+                description, completed = shown(file.name, body)
+                # Unknown progress (null) is a pulsing bar; known, a filling one.
+                progress.update(task, description=description, total=1.0 if completed is not None else None)
+                if completed is not None:
+                    progress.update(task, completed=completed)
                 if body["status"] == "done":
                     break
                 if time.monotonic() > deadline:
                     raise SenderError(f"gave up waiting after {timeout:.0f} s (status {body['status']})", exit_code=4)
-                time.sleep(poll_every)
+                # A long recording is polled less often while nothing changes (up to every 5 s).
+                changed = {k: body.get(k) for k in ("status", "progress")} != last
+                last = {k: body.get(k) for k in ("status", "progress")}
+                wait = poll_every if changed else min(wait * 1.5, max(poll_every, 5.0))
+                time.sleep(wait)
 
         if fmt == "txt":
             return str(body["text"] or "")
@@ -80,3 +97,11 @@ def transcribe_file(
         if out.status_code != 200:
             raise SenderError(f"export failed ({out.status_code}): {_error(out)}")
         return out.text
+
+
+def shown(name: str, body: dict[str, Any]) -> tuple[str, float | None]:
+    """The line shown while waiting on a poll body: its stage, and how far recognition has come (0..1)."""
+    fraction = body.get("progress")
+    if not isinstance(fraction, (int, float)) or isinstance(fraction, bool):
+        return f"{name}: {body['status']}", None
+    return f"{name}: {body['status']}", min(max(float(fraction), 0.0), 1.0)

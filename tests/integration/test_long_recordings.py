@@ -79,13 +79,20 @@ def api(pb: PocketBaseServer) -> Iterator[respx.MockRouter]:
 
 
 async def transcribe(
-    pb: PocketBaseServer, provider: Any, sender: Caller, audio: Path, *, within: float = 900
+    pb: PocketBaseServer,
+    provider: Any,
+    sender: Caller,
+    audio: Path,
+    *,
+    within: float = 900,
+    seen: list[float] | None = None,
 ) -> dict[str, Any]:
+    """The recording uploaded and run to its end; ``seen`` collects the progress the poll showed."""
     data = await anyio.Path(audio).read_bytes()
     resp = sender.http.post("/api/transcriber/records", files={"file": (audio.name, data)})
     assert resp.status_code == 201, resp.text
     rid = resp.json()["id"]
-    seen: list[float] = []
+    seen = [] if seen is None else seen
 
     def settled() -> dict[str, Any] | None:
         body = dict(sender.http.get(f"/api/transcriber/records/{rid}").json())
@@ -253,10 +260,12 @@ async def test_six_hours_on_the_offline_engine_every_phrase_once(
 ) -> None:
     audio, placed = russian_meeting
     provider = OfflineProvider(OfflineSettings())
+    seen: list[float] = []
     try:
-        body = await transcribe(pb, provider, sender, audio)
+        body = await transcribe(pb, provider, sender, audio, seen=seen)
     finally:
         await provider.aclose()
+    assert any(0 < p < 1 for p in seen)  # LA4: the offline engine reports as it goes
 
     pieces = pieces_of(superuser, body["id"])
     assert len(pieces) >= 6 and all(p["duration_ms"] <= 3600_000 for p in pieces)  # memory bounded by the piece

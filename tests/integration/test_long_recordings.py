@@ -12,15 +12,11 @@ and every piece is paid for once, even when a worker dies in the middle.
 
 from __future__ import annotations
 
-import itertools
-import json
-import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx
 import pytest
 import respx
 from pydantic import SecretStr
@@ -33,10 +29,10 @@ from sidecar.providers.speechkit import SpeechKitProvider
 from sidecar.service import default_steps
 from sidecar.settings import OfflineSettings, OpenAISettings, SpeechKitSettings
 from testkit.audio import RU_SPEECH_DIR, SPEECH_DIR, Placed, long_recording
+from testkit.fake_cloud import OPENAI_MAX_BYTES, SPEECHKIT_MAX_SECONDS, FakeOpenAI, FakeSpeechKit, Listener
 from testkit.pocketbase import Caller, PocketBaseServer
 from testkit.s3 import S3Server
 from testkit.wer import word_errors
-from tests.support.fake_listener import Heard, Listener
 from tests.support.sidecar import pool_running, running_sidecar
 from tests.support.waiting import eventually
 
@@ -44,14 +40,9 @@ pytestmark = pytest.mark.anyio
 
 SIX_HOURS = 6 * 3600.0
 CLIPS = sorted(SPEECH_DIR.glob("*.ogg")) + sorted(RU_SPEECH_DIR.glob("*.ogg"))
-STT = "https://stt.api.cloud.yandex.net"
-OPS = "https://operation.api.cloud.yandex.net"
 WHISPER = "http://whisper.local:8000/v1"
 FAST = RetryPolicy(attempts=3, wait_initial=0.001, wait_max=0.001, wait_jitter=0)
 PIPELINE: dict[str, Any] = {"workers": 1, "poll_delay": 0.05, "idle_poll": 0.1, "retry_delay": 0}
-SPEECHKIT_MAX_SECONDS = 4 * 3600
-SPEECHKIT_MAX_BYTES = 1024**3
-OPENAI_MAX_BYTES = 25 * 1024 * 1024
 
 
 @pytest.fixture(scope="module")
@@ -127,52 +118,6 @@ def paid_calls(su: Caller, rid: str) -> list[dict[str, Any]]:
     return list(su.http.get("/api/collections/recognition_attempts/records", params=params).json()["items"])
 
 
-class FakeSpeechKit:
-    """recognizeFileAsync → operations → getRecognition → deleteRecognition, with SpeechKit's caps."""
-
-    def __init__(self, api: respx.MockRouter, s3: S3Server, bucket: str, listener: Listener) -> None:
-        self.s3, self.bucket, self.listener = s3, bucket, listener
-        self.results: dict[str, list[Heard]] = {}
-        self.refused: list[str] = []
-        self._ids = itertools.count(1)
-        self.start = api.post(f"{STT}/stt/v3/recognizeFileAsync").mock(side_effect=self._start)
-        api.get(url__regex=rf"^{re.escape(OPS)}/operations/").mock(side_effect=self._operation)
-        api.get(f"{STT}/stt/v3/getRecognition").mock(side_effect=self._results)
-        api.delete(f"{STT}/stt/v3/deleteRecognition").respond(200, json={})
-
-    def _start(self, request: httpx.Request) -> httpx.Response:
-        uri = json.loads(request.content)["uri"]
-        data = self.s3.read(self.bucket, uri.split(f"/{self.bucket}/", 1)[1])
-        seconds, heard = self.listener.hear(data)
-        if len(data) > SPEECHKIT_MAX_BYTES or seconds > SPEECHKIT_MAX_SECONDS:
-            self.refused.append(uri)
-            return httpx.Response(400, json={"code": 3, "message": "audio is longer than 4 hours or larger than 1 GB"})
-        op = f"e03long{next(self._ids):013d}"
-        self.results[op] = heard
-        return httpx.Response(200, json={"id": op, "description": "STT v3 async recognition", "done": False})
-
-    def _operation(self, request: httpx.Request) -> httpx.Response:
-        op = request.url.path.rsplit("/", 1)[1]
-        return httpx.Response(200, json={"id": op, "done": op in self.results})
-
-    def _results(self, request: httpx.Request) -> httpx.Response:
-        heard = self.results[request.url.params["operationId"]]
-        return httpx.Response(200, content="\n".join(_utterance(i, h) for i, h in enumerate(heard)).encode())
-
-
-def _utterance(index: int, h: Heard) -> str:
-    start, end = str(round(h.start * 1000)), str(round(h.end * 1000))
-    alternative = {"words": [], "text": h.text, "startTimeMs": start, "endTimeMs": end, "confidence": 0}
-    cursors = {"receivedDataMs": end, "finalTimeMs": end, "finalIndex": str(index), "eouTimeMs": end}
-    raw = alternative | {"text": h.text.lower().rstrip(".?")}
-    refinement = {"finalIndex": str(index), "normalizedText": {"alternatives": [alternative]}}
-    # As SpeechKit sends an utterance: the raw final, then its normalized text.
-    return "\n".join(
-        json.dumps({"result": {"audioCursors": cursors, key: value, "channelTag": "0"}})
-        for key, value in (("final", {"alternatives": [raw]}), ("finalRefinement", refinement))
-    )
-
-
 class DiesAfterStartingPieceTwo(SpeechKitProvider):
     """The worker dies once, right after the second piece's operation id reached PocketBase."""
 
@@ -225,31 +170,14 @@ async def test_six_hours_on_an_openai_compatible_server_in_bodies_under_25_mb(
     pb: PocketBaseServer, sender: Caller, superuser: Caller, api: respx.MockRouter, meeting: tuple[Path, list[Placed]]
 ) -> None:
     audio, placed = meeting
-    listener = Listener(CLIPS)
-    sizes: list[int] = []
-
-    def transcription(request: httpx.Request) -> httpx.Response:
-        sizes.append(len(request.content))
-        if len(request.content) > OPENAI_MAX_BYTES:
-            return httpx.Response(413, json={"error": {"message": "Request Entity Too Large"}})
-        _, heard = listener.hear(_file_part(request))
-        segments = [
-            {"id": i, "seek": 0, "start": h.start, "end": h.end, "text": " " + h.text, "tokens": []}
-            for i, h in enumerate(heard)
-        ]
-        text = " ".join(h.text for h in heard)
-        return httpx.Response(
-            200, json={"task": "transcribe", "language": "english", "duration": 0, "text": text, "segments": segments}
-        )
-
-    route = api.post(f"{WHISPER}/audio/transcriptions").mock(side_effect=transcription)
+    fake = FakeOpenAI(api, WHISPER, Listener(CLIPS))
     provider = OpenAIProvider(OpenAISettings(base_url=WHISPER, model="whisper-1"), retry=FAST)
 
     body = await transcribe(pb, provider, sender, audio)
 
     pieces = pieces_of(superuser, body["id"])
     assert len(pieces) >= 3  # 6 h at 24 kbit/s is 65 MB: at least three bodies
-    assert route.call_count == len(pieces) and max(sizes) <= OPENAI_MAX_BYTES
+    assert fake.route.call_count == len(pieces) and max(fake.sizes) <= OPENAI_MAX_BYTES
     assert [c["piece"] for c in paid_calls(superuser, body["id"])] == list(range(len(pieces)))
     assert_every_phrase_once(sender, body["id"], placed)
 
@@ -277,13 +205,3 @@ async def test_six_hours_on_the_offline_engine_every_phrase_once(
         assert errors / words <= 0.7, (p, near)  # heard there (base mishears a word or two of some clips)
     errors, words = word_errors(" ".join(p.text for p in placed), " ".join(s["text"] for s in doc["segments"]))
     assert errors / words <= 0.2  # nothing invented in six hours of silence
-
-
-def _file_part(request: httpx.Request) -> bytes:
-    """The ``file`` part of a multipart body."""
-    boundary = request.headers["content-type"].split("boundary=", 1)[1].encode()
-    for part in request.content.split(b"--" + boundary):
-        head, _, data = part.partition(b"\r\n\r\n")
-        if b'name="file"' in head:
-            return data.removesuffix(b"\r\n")
-    raise AssertionError("no file part")

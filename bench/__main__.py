@@ -1,4 +1,4 @@
-"""``bench/run [--quick] [--only PF1,PF3] [--results FILE]``: the performance figures PF1–PF7.
+"""``bench/run [--quick] [--only PF1,PF3] [--results FILE]``: the performance figures PF1–PF8.
 
 Each figure is printed as one line as soon as it is measured, then all of
 them are written to bench/results.md as a Markdown table. A figure whose
@@ -29,6 +29,7 @@ MODULES = [
     ("PF5", "bench.pf5_normalize", "normalize throughput vs bare PyAV"),
     ("PF6", "bench.pf6_offline", "offline RTF and WER"),
     ("PF7", "bench.pf7_upload_rss", "PocketBase RSS during a 1 GiB upload"),
+    ("PF8", "bench.pf8_long", "six-hour recordings per provider vs one minute"),
 ]
 
 HEADER = ["id", "measure", "value", "reference (same run)", "ratio", "goal", "result", "notes"]

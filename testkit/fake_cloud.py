@@ -11,6 +11,7 @@ transcript.
 
 from __future__ import annotations
 
+import http.server
 import io
 import itertools
 import json
@@ -122,15 +123,24 @@ OPENAI_MAX_BYTES = 25 * 1024 * 1024  # per request body
 class FakeSpeechKit:
     """recognizeFileAsync → operations → getRecognition → deleteRecognition, with SpeechKit's caps."""
 
-    def __init__(self, api: respx.MockRouter, s3: S3Server, bucket: str, listener: Listener) -> None:
+    def __init__(
+        self,
+        api: respx.MockRouter,
+        s3: S3Server,
+        bucket: str,
+        listener: Listener,
+        *,
+        stt: str = STT,
+        ops: str = OPS,
+    ) -> None:
         self.s3, self.bucket, self.listener = s3, bucket, listener
         self.results: dict[str, list[Heard]] = {}
         self.refused: list[str] = []
         self._ids = itertools.count(1)
-        self.start = api.post(f"{STT}/stt/v3/recognizeFileAsync").mock(side_effect=self._start)
-        api.get(url__regex=rf"^{re.escape(OPS)}/operations/").mock(side_effect=self._operation)
-        api.get(f"{STT}/stt/v3/getRecognition").mock(side_effect=self._results)
-        api.delete(f"{STT}/stt/v3/deleteRecognition").respond(200, json={})
+        self.start = api.post(f"{stt}/stt/v3/recognizeFileAsync").mock(side_effect=self._start)
+        api.get(url__regex=rf"^{re.escape(ops)}/operations/").mock(side_effect=self._operation)
+        api.get(f"{stt}/stt/v3/getRecognition").mock(side_effect=self._results)
+        api.delete(f"{stt}/stt/v3/deleteRecognition").respond(200, json={})
 
     def _start(self, request: httpx.Request) -> httpx.Response:
         uri = json.loads(request.content)["uri"]
@@ -195,3 +205,47 @@ def _file_part(request: httpx.Request) -> bytes:
         if b'name="file"' in head:
             return data.removesuffix(b"\r\n")
     raise AssertionError("no file part")
+
+
+# --- the fakes as a service of their own (for measuring the worker alone) -------------
+
+
+def serve(port: int, s3_endpoint: str, bucket: str, clips: list[Path]) -> None:
+    """Both fakes behind one local HTTP server until killed: SpeechKit at ``/`` (its STT and
+    operation URLs), the OpenAI-compatible API at ``/v1``."""
+    from testkit.s3 import connect
+
+    base = f"http://127.0.0.1:{port}"
+    api = respx.MockRouter(assert_all_mocked=True, assert_all_called=False)
+    listener = Listener(clips)
+    FakeSpeechKit(api, connect(s3_endpoint), bucket, listener, stt=base, ops=base)
+    FakeOpenAI(api, f"{base}/v1", listener)
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def _answer(self) -> None:
+            size = int(self.headers.get("Content-Length") or 0)
+            request = httpx.Request(
+                self.command, base + self.path, headers=dict(self.headers), content=self.rfile.read(size)
+            )
+            response = api.handler(request)
+            body = response.read()
+            self.send_response(response.status_code)
+            for key, value in response.headers.items():
+                if key.lower() not in ("content-length", "transfer-encoding"):
+                    self.send_header(key, value)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_GET = do_POST = do_DELETE = _answer
+
+        def log_message(self, format: str, *args: Any) -> None:
+            return None
+
+    http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
+
+
+if __name__ == "__main__":
+    import sys
+
+    serve(int(sys.argv[1]), sys.argv[2], sys.argv[3], [Path(p) for p in sys.argv[4:]])

@@ -32,8 +32,9 @@ from sidecar.steps.base import StepContext
 from sidecar.storage.model import FileRole, FileRow, PiecePlace
 from sidecar.threads import run_in_thread
 
-# Speech is searched for a block at a time (ten minutes is 38 MB of samples).
-BLOCK_SECONDS = 600.0
+# Speech is searched for a block at a time: two minutes is 7.7 MB of samples
+# (ten made the search itself the largest thing a six-hour recording held).
+BLOCK_SECONDS = 120.0
 _PCM = AudioSpec(format="wav_pcm16", sample_rate=16000, channels=1, bitrate=None)
 
 

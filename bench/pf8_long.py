@@ -1,0 +1,175 @@
+"""PF8: six-hour recordings through each provider vs one minute of the same speech.
+
+The recordings are digital silence with the ten Russian clips placed in it:
+one minute (the clips close together) and six hours (one clip every 36
+minutes), FLAC. Each run is a fresh Python process hosting the workers (one
+worker) and, for the cloud providers, the fakes of tests/integration
+(testkit.fake_cloud: SpeechKit refusing > 4 h, OpenAI-compatible refusing
+> 25 MB, an in-process S3); PocketBase is its own process. The figure is that
+process's peak RSS (VmHWM), six hours against one minute; the offline engine
+is real, and its word error rate on the six hours is set against the minute's.
+
+``python -m bench.pf8_long PROVIDER SECONDS OUT.json`` is one run.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from bench.common import CACHE, ROOT, Figure, cleanup, scratch
+
+PROVIDERS = ("offline", "speechkit", "openai")
+SIX_HOURS = 6 * 3600
+ONE_MINUTE = 60
+
+
+def recording(seconds: int) -> tuple[Path, list[Any]]:
+    from testkit.audio import RU_SPEECH_DIR, long_recording
+
+    clips = sorted(RU_SPEECH_DIR.glob("*.ogg"))
+    step = max((seconds - 10) / len(clips), 5.3)  # the longest clip is 5.2 s
+    CACHE.mkdir(parents=True, exist_ok=True)
+    path = CACHE / f"pf8-{seconds}s.flac"
+    placed = long_recording(path, seconds, [(5 + step * i, clip) for i, clip in enumerate(clips)])
+    return path, placed
+
+
+def one(provider_name: str, seconds: int, work: Path) -> dict[str, Any]:
+    """One run: PocketBase, S3 and the fake cloud as processes of their own, the workers in this one."""
+    from pydantic import SecretStr
+
+    from sidecar.providers.offline import OfflineProvider
+    from sidecar.providers.openai import OpenAIProvider
+    from sidecar.providers.speechkit import SpeechKitProvider
+    from sidecar.settings import OfflineSettings, OpenAISettings, SpeechKitSettings
+    from testkit.audio import RU_SPEECH_DIR
+    from testkit.pocketbase import free_port, running_pocketbase
+    from testkit.s3 import running_s3, wait_listening
+    from testkit.wer import word_errors
+
+    audio, placed = recording(seconds)
+    with running_pocketbase(work) as pb, running_s3(own_process=True) as s3:
+        bucket = s3.new_bucket()
+        port = free_port()
+        clips = [str(p) for p in sorted(RU_SPEECH_DIR.glob("*.ogg"))]
+        fakes = subprocess.Popen(
+            [sys.executable, "-m", "testkit.fake_cloud", str(port), s3.endpoint_url, bucket, *clips]
+        )
+        try:
+            wait_listening(port, fakes)
+            base = f"http://127.0.0.1:{port}"
+            provider: Any
+            if provider_name == "speechkit":
+                key = SecretStr("AQVN-bench")
+                provider = SpeechKitProvider(
+                    SpeechKitSettings(api_key=key, stt_url=base, operation_url=base), s3.settings(bucket)
+                )
+            elif provider_name == "openai":
+                provider = OpenAIProvider(OpenAISettings(base_url=f"{base}/v1"))
+            else:
+                provider = OfflineProvider(OfflineSettings())
+            sender = pb.new_sender()
+            t0 = time.perf_counter()
+            resp = sender.http.post("/api/transcriber/records", files={"file": (audio.name, audio.read_bytes())})
+            resp.raise_for_status()
+            rid = resp.json()["id"]
+            body = anyio.run(_until_settled, pb, provider, sender, rid)
+            took = time.perf_counter() - t0
+            params = {"filter": f'record="{rid}" && role="normalized"'}
+            pieces = pb.superuser().http.get("/api/collections/files/records", params=params).json()["totalItems"]
+        finally:
+            fakes.terminate()
+            fakes.wait(10)
+    if body.get("halted"):
+        raise RuntimeError(f"{provider_name} {seconds} s halted: {body['halt_code']}")
+    errors, words = word_errors(" ".join(p.text for p in placed), body["text"] or "")
+    return {
+        "hwm_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "seconds": took,
+        "pieces": pieces,
+        "wer": errors / words,
+    }
+
+
+async def _until_settled(pb: Any, provider: Any, sender: Any, rid: str) -> dict[str, Any]:
+    """The record's poll body once done or halted, one worker running in this process."""
+    from sidecar.service import default_steps, pipeline
+
+    settings = pb.settings.model_copy(deep=True)
+    settings.pipeline.workers = 1
+    stop = anyio.Event()
+    async with pipeline(settings, steps=default_steps(), provider=provider) as pool:
+        async with anyio.create_task_group() as tg:
+            await tg.start(pool.run, stop)
+            while True:
+                body: dict[str, Any] = await anyio.to_thread.run_sync(
+                    lambda: sender.http.get(f"/api/transcriber/records/{rid}").json()
+                )
+                if body["status"] == "done" or body["halted"]:
+                    break
+                await anyio.sleep(0.5)
+            stop.set()
+    return body
+
+
+def _measure(provider: str, seconds: int) -> dict[str, Any]:
+    work = scratch(f"pf8-{provider}-{seconds}")
+    out = work / "result.json"
+    try:
+        subprocess.run(
+            [sys.executable, "-m", "bench.pf8_long", provider, str(seconds), str(out)],
+            cwd=ROOT,
+            check=True,
+            timeout=3600,
+            stdout=subprocess.DEVNULL,
+        )
+        return dict(json.loads(out.read_text()))
+    finally:
+        cleanup(work)
+
+
+def run(quick: bool) -> list[Figure]:
+    figures = []
+    for provider in PROVIDERS:
+        short = _measure(provider, ONE_MINUTE)
+        long = _measure(provider, SIX_HOURS)
+        ratio = long["hwm_mb"] / short["hwm_mb"]
+        note = (
+            f"{long['pieces']} pieces vs {short['pieces']}; upload → done {long['seconds']:.0f} s vs "
+            f"{short['seconds']:.0f} s"
+        )
+        if provider == "offline":
+            gap = long["wer"] - short["wer"]
+            note += f"; WER {long['wer']:.3f} vs {short['wer']:.3f} (gap {gap:+.3f}, goal ≤ 0.01)"
+        else:
+            note += "; the fake service and S3 run as processes of their own"
+        figures.append(
+            Figure(
+                f"PF8.{provider}",
+                f"peak RSS (VmHWM) of the worker process, 6 h recording, {provider}",
+                long["hwm_mb"],
+                "MB",
+                "≤ 1.3×",
+                ratio <= 1.3 and (provider != "offline" or long["wer"] - short["wer"] <= 0.01),
+                reference=short["hwm_mb"],
+                ref_label="1 min of the same speech",
+                ratio=ratio,
+                note=note,
+            )
+        )
+    return figures
+
+
+if __name__ == "__main__":
+    name, length, target = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3])
+    (target.parent / "data").mkdir(exist_ok=True)
+    result = one(name, length, target.parent / "data")
+    target.write_text(json.dumps(result))

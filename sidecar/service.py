@@ -42,7 +42,7 @@ def make_provider(settings: Settings, name: str | None = None) -> Provider:
     if name == "offline":
         from sidecar.providers.offline import OfflineProvider
 
-        return OfflineProvider(settings.offline)
+        return OfflineProvider(settings.offline, workers=settings.pipeline.workers)
     if name == "instant":
         from sidecar.providers.instant import InstantProvider
 

@@ -134,8 +134,11 @@ class OfflineSettings(Section):
     model: str = "base"  # a bundled model (base, tiny.en), a local model directory, or a model name
     language: Language = AUTO  # auto: found by voting over the recording's speech
     compute_type: str = "int8"
+    # 0: the cores shared among the workers (workers × threads ≤ cores).
     threads: int = Field(default=0, ge=0)
     beam_size: int = Field(default=5, ge=1)
+    # 30-second windows decoded at once; 1 decodes them one after another.
+    batch_size: int = Field(default=4, ge=1, le=64)
     cache_dir: str = ""  # where base's two parts are joined once; default $XDG_CACHE_HOME/transcriber
 
 

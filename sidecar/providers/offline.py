@@ -46,6 +46,7 @@ from sidecar import vad
 from sidecar.languages import AUTO, code_of
 from sidecar.outcome import HaltCode, PermanentError, RetryableError, TranscriberError
 from sidecar.pcm import PcmReader, is_pcm16_mono
+from sidecar.providers import offline_batches
 from sidecar.providers.base import AudioSpec, OnProgress, Polled, Started, StartRequest
 from sidecar.providers.whisper_models import BUNDLED, DEFAULT_MODEL, ModelLoadError, load_model, model_directory
 from sidecar.settings import OfflineSettings
@@ -81,9 +82,12 @@ class OfflineProvider:
 
     name = "offline"
 
-    def __init__(self, settings: OfflineSettings) -> None:
+    def __init__(self, settings: OfflineSettings, *, workers: int = 1) -> None:
         self._settings = settings
         self.model = settings.model or DEFAULT_MODEL
+        # Every worker of this process may be decoding at once, each on its share of the cores.
+        self._replicas = max(1, workers)
+        self.threads = threads_for(settings.threads, self._replicas, os.cpu_count() or 1)
 
     @property
     def audio_spec(self) -> AudioSpec:
@@ -137,9 +141,7 @@ class OfflineProvider:
                 raise ModelLoadError(f"the offline model directory {candidate} does not exist")
             else:
                 ref = name  # a model name; faster-whisper fetches it from the hub
-        # 0: one thread per core here (CTranslate2's own default assumes 4).
-        threads = self._settings.threads or (os.cpu_count() or 1)
-        return load_model(ref, self._settings.compute_type, threads)
+        return load_model(ref, self._settings.compute_type, self.threads, self._replicas)
 
     def recognize(
         self,
@@ -156,11 +158,11 @@ class OfflineProvider:
             regions, frames = vad.find_speech_in_blocks(_watched(pcm.blocks(BLOCK_SECONDS), cancel))
             chosen = self._language(model, pcm, regions, language)
             segments: list[dict[str, Any]] = []
-            for group in _groups(regions, int(GROUP_SECONDS * SAMPLE_RATE)):
-                for segment in self._decode(model, pcm, group, chosen, cancel):
-                    segments.append(segment)
-                    if report is not None:
-                        report(segment["end"])
+            for segment in self._segments(model, pcm, regions, chosen, cancel):
+                segments.extend(split_at_pauses(segment))
+                if report is not None:
+                    report(segment["end"])
+            _check(cancel)
         document = {
             "text": " ".join(s["text"] for s in segments if s["text"]),
             "language": chosen,
@@ -181,6 +183,29 @@ class OfflineProvider:
             return vote_language(model, pcm, regions)
         except Exception as e:
             raise _engine_failure(e) from e
+
+    def _segments(
+        self, model: Any, pcm: PcmReader, regions: Sequence[vad.Region], language: str | None, cancel: threading.Event
+    ) -> Iterator[dict[str, Any]]:
+        """The recording's segments in its own times: batched (T1), or one window after another."""
+        if self._settings.batch_size > 1:
+            try:
+                yield from offline_batches.decode(
+                    model,
+                    pcm,
+                    offline_batches.windows(regions),
+                    language=language,
+                    beam_size=self._settings.beam_size,
+                    batch_size=self._settings.batch_size,
+                    cancel=cancel,
+                )
+            except TranscriberError:
+                raise
+            except Exception as e:
+                raise _engine_failure(e) from e
+            return
+        for group in _groups(regions, int(GROUP_SECONDS * SAMPLE_RATE)):
+            yield from self._decode(model, pcm, group, language, cancel)
 
     def _decode(
         self, model: Any, pcm: PcmReader, group: Sequence[vad.Region], language: str | None, cancel: threading.Event
@@ -206,20 +231,21 @@ class OfflineProvider:
                 if cancel.is_set():
                     segments.close()
                     raise RecognitionCancelled("recognition was cancelled")
-                yield from split_at_pauses(
-                    {
-                        "start": _r(segment.start),
-                        "end": _r(segment.end),
-                        "text": segment.text.strip(),
-                        "words": [
-                            {"start": _r(w.start), "end": _r(w.end), "word": w.word} for w in segment.words or ()
-                        ],
-                    }
-                )
+                yield {
+                    "start": _r(segment.start),
+                    "end": _r(segment.end),
+                    "text": segment.text.strip(),
+                    "words": [{"start": _r(w.start), "end": _r(w.end), "word": w.word} for w in segment.words or ()],
+                }
         except TranscriberError:
             raise
         except Exception as e:
             raise _engine_failure(e) from e
+
+
+def threads_for(threads: int, workers: int, cores: int) -> int:
+    """The decoding threads per worker: as set, or (0) the cores shared among the workers, at least one."""
+    return threads or max(1, cores // max(1, workers))
 
 
 def split_at_pauses(segment: dict[str, Any], pause: float = SPLIT_PAUSE) -> Iterator[dict[str, Any]]:

@@ -248,19 +248,22 @@ def model_directory(name: str, cache_dir: str = "") -> Path:
 
 # One loaded model per (path or name, compute type, threads), shared by every
 # provider instance of the process: loading costs hundreds of megabytes.
-_models: dict[tuple[str, str, int], Any] = {}
+_models: dict[tuple[str, str, int, int], Any] = {}
 _models_lock = threading.Lock()
 
 
-def load_model(ref: str, compute_type: str, threads: int) -> Any:
-    key = (ref, compute_type, threads)
+def load_model(ref: str, compute_type: str, threads: int, replicas: int = 1) -> Any:
+    """The model, loaded once per process for these settings; ``replicas`` calls may decode at once."""
+    key = (ref, compute_type, threads, replicas)
     with _models_lock:
         model = _models.get(key)
         if model is None:
             from faster_whisper import WhisperModel
 
             try:
-                model = WhisperModel(ref, device="cpu", compute_type=compute_type, cpu_threads=threads)
+                model = WhisperModel(
+                    ref, device="cpu", compute_type=compute_type, cpu_threads=threads, num_workers=replicas
+                )
             except Exception as e:
                 raise ModelLoadError(f"cannot load the offline model {ref!r}: {e}") from e
             _models[key] = model

@@ -16,7 +16,7 @@ import pytest
 
 from sidecar.audio import normalize
 from sidecar.outcome import HaltCode, PermanentError, RetryableError
-from sidecar.providers import offline, whisper_models
+from sidecar.providers import offline, offline_batches, whisper_models
 from sidecar.providers.base import Provider, StartRequest
 from sidecar.providers.instant import InstantProvider
 from sidecar.providers.offline import OfflineProvider
@@ -254,33 +254,38 @@ def test_a_block_ending_in_a_sliver_of_samples(
 # --- the engine's own failures ------------------------------------------------------
 
 
-def test_an_engine_error_on_the_input_is_permanent(provider: OfflineProvider, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("batch_size", [1, 4])
+def test_an_engine_error_on_the_input_is_permanent(batch_size: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    import faster_whisper
+
+    provider = OfflineProvider(OfflineSettings(batch_size=batch_size))
     model = provider.load()
 
-    def broken(*args: Any, **kwargs: Any) -> Any:
-        raise IndexError("boolean index did not match indexed array along axis 0")
+    def fail_with(error: Exception) -> None:
+        def broken(*args: Any, **kwargs: Any) -> Any:
+            raise error
 
-    monkeypatch.setattr(model, "transcribe", broken)
+        monkeypatch.setattr(model, "transcribe", broken)  # sequential decoding
+        monkeypatch.setattr(faster_whisper.BatchedInferencePipeline, "transcribe", broken)  # batched
+
+    fail_with(IndexError("boolean index did not match indexed array along axis 0"))
     with pytest.raises(PermanentError) as caught:
         _recognize(provider, SPEECH / "fox.ogg", language="en")
     assert caught.value.code is HaltCode.PROVIDER_FAILED
     assert "IndexError" in str(caught.value) and "not retried" in str(caught.value)
 
-    def exhausted(*args: Any, **kwargs: Any) -> Any:
-        raise RuntimeError("std::bad_alloc")
-
-    monkeypatch.setattr(model, "transcribe", exhausted)
+    fail_with(RuntimeError("std::bad_alloc"))
     with pytest.raises(RetryableError):
         _recognize(provider, SPEECH / "fox.ogg", language="en")
 
 
 def test_cancellation_stops_recognition(provider: OfflineProvider, tmp_path: Path) -> None:
     names = [SPEECH / name for name in CLIPS]
-    short = concat_to_wav(names, tmp_path / "short.wav", repeat=2)
-    long = concat_to_wav(names, tmp_path / "long.wav", repeat=14)
-    assert decode_info(long).seconds > 250
+    short = concat_to_wav(names, tmp_path / "short.wav", repeat=4)
+    long = concat_to_wav(names, tmp_path / "long.wav", repeat=28)
+    assert decode_info(long).seconds > 500
     # The reference, measured here and now (a loaded machine slows both alike):
-    # recognizing a seventh of the long file, about two 30-second windows.
+    # recognizing a seventh of the long file, about one batch of 30-second windows.
     t0 = time.perf_counter()
     anyio.run(provider.start, _request(short, language="en"), _no_progress)
     reference = time.perf_counter() - t0
@@ -288,13 +293,13 @@ def test_cancellation_stops_recognition(provider: OfflineProvider, tmp_path: Pat
     async def main() -> float:
         with anyio.move_on_after(1.0):
             await provider.start(_request(long, language="en"), _no_progress)
-            raise AssertionError("four minutes of speech recognized within a second")
+            raise AssertionError("nine minutes of speech recognized within a second")
         return time.perf_counter()
 
     started = time.perf_counter()
     ended = anyio.run(main)
-    # The event is checked between segments, and segments come a 30-second window
-    # at a time, so the stop lands within a window or so of the cancel; running to
+    # The event is checked between segments, and segments come a batch of windows
+    # at a time, so the stop lands within a batch or so of the cancel; running to
     # the end would take about seven references.
     assert ended - started < 1.0 + 2 * reference, (ended - started, reference)
 
@@ -330,12 +335,16 @@ def test_unreadable_audio_is_unsupported(provider: OfflineProvider, tmp_path: Pa
     assert caught.value.code is HaltCode.UNSUPPORTED_MEDIA
 
 
+@pytest.mark.parametrize("batch_size", [1, 4])
 def test_long_audio_is_recognized_in_groups_with_true_times(
-    provider: OfflineProvider, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    batch_size: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # blocks of 15 s and groups of 10 s of speech over a ~50 s file: several of each
+    # blocks of 15 s and groups of 10 s of speech (or two windows) over a ~50 s file: several of each
+    provider = OfflineProvider(OfflineSettings(batch_size=batch_size))
     monkeypatch.setattr(offline, "BLOCK_SECONDS", 15.0)
     monkeypatch.setattr(offline, "GROUP_SECONDS", 10.0)
+    monkeypatch.setattr(offline_batches, "GROUP", 2)
+    monkeypatch.setattr(offline_batches, "WINDOW", 10 * 16000)
     names = list(CLIPS)
     long = concat_to_wav([SPEECH / n for n in names], tmp_path / "long.wav", repeat=2, gap=1.5)
     total = decode_info(long).seconds
@@ -345,6 +354,9 @@ def test_long_audio_is_recognized_in_groups_with_true_times(
     assert errors / n <= 0.15, t.text
     starts = [s.start for s in t.segments]
     assert starts == sorted(starts)
+    words = [w for s in t.segments for w in s.words or []]
+    assert all(0 <= w.start <= w.end <= total for w in words)
+    assert [w.start for w in words] == sorted(w.start for w in words)
     assert t.segments[-1].end > 30.0  # times past the first groups carry their offset
     assert t.duration == pytest.approx(total, abs=0.05)
 
@@ -481,3 +493,39 @@ def test_instant_provider_answers_at_once() -> None:
     assert instant.audio_spec.format == "wav_pcm16"
     with pytest.raises(PermanentError):
         anyio.run(instant.poll, "instant-k-1")
+
+
+# --- batched decoding (T1, T2) ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("clip", "text"), [(SPEECH / "clocks.ogg", CLIPS["clocks.ogg"]), (SPEECH_RU / "park.ogg", CLIPS_RU["park.ogg"])]
+)
+def test_one_window_at_a_time_and_batched_hear_the_same_words(clip: Path, text: str) -> None:
+    """``batch_size`` is honoured both ways, and the two decodings agree on a clean clip."""
+    heard = {}
+    for batch_size in (1, 4):
+        p = OfflineProvider(OfflineSettings(batch_size=batch_size))
+        heard[batch_size] = _recognize(p, clip)["text"]
+    e1, n = word_errors(text, heard[1])
+    e4, _ = word_errors(text, heard[4])
+    assert abs(e1 - e4) / n <= 0.02 + 1e-9, heard
+    assert e4 / n <= 0.2, heard
+
+
+def test_windows_merge_regions_within_thirty_seconds_of_the_recording() -> None:
+    from sidecar.vad import Region
+
+    second = 16000
+    regions = [Region(0, 5 * second), Region(6 * second, 20 * second), Region(29 * second, 31 * second)]
+    regions += [Region(40 * second, 41 * second), Region(100 * second, 140 * second)]
+    spans = offline_batches.windows(regions)
+    assert [(w.start // second, w.end // second) for w in spans] == [(0, 20), (29, 41), (100, 130), (130, 140)]
+
+
+@pytest.mark.parametrize(
+    ("threads", "workers", "cores", "expected"), [(0, 2, 2, 1), (0, 1, 2, 2), (0, 4, 2, 1), (0, 2, 8, 4), (3, 2, 2, 3)]
+)
+def test_threads_are_the_cores_shared_among_the_workers(threads: int, workers: int, cores: int, expected: int) -> None:
+    assert offline.threads_for(threads, workers, cores) == expected
+    assert threads or workers * expected <= cores or expected == 1

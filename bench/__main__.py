@@ -1,4 +1,4 @@
-"""``bench/run [--quick] [--only PF1,PF3] [--results FILE]``: the performance figures PF1–PF8.
+"""``bench/run [--quick] [--only PF1,PF3] [--results FILE]``: the performance figures PF1–PF9.
 
 Each figure is printed as one line as soon as it is measured, then all of
 them are written to bench/results.md as a Markdown table. A figure whose
@@ -30,6 +30,7 @@ MODULES = [
     ("PF6", "bench.pf6_offline", "offline RTF and WER"),
     ("PF7", "bench.pf7_upload_rss", "PocketBase RSS during a 1 GiB upload"),
     ("PF8", "bench.pf8_long", "six-hour recordings per provider vs one minute"),
+    ("PF9", "bench.pf9_batched", "batched offline decoding vs bare faster-whisper"),
 ]
 
 HEADER = ["id", "measure", "value", "reference (same run)", "ratio", "goal", "result", "notes"]

@@ -43,7 +43,18 @@ def recording(seconds: int) -> tuple[Path, list[Any]]:
 
 
 def one(provider_name: str, seconds: int, work: Path) -> dict[str, Any]:
-    """One run: PocketBase, S3 and the fake cloud as processes of their own, the workers in this one."""
+    """One run of PF8: the synthetic recording of ``seconds``, its words checked."""
+    from testkit.wer import word_errors
+
+    audio, placed = recording(seconds)
+    result = through_pipeline(provider_name, audio, work)
+    errors, words = word_errors(" ".join(p.text for p in placed), result.pop("text"))
+    return result | {"wer": errors / words}
+
+
+def through_pipeline(provider_name: str, audio: Path, work: Path) -> dict[str, Any]:
+    """``audio`` uploaded and run to done: PocketBase, S3 and the fake cloud as processes of their own,
+    one worker in this one. Its peak RSS, the time from upload to done, the pieces, the text."""
     from pydantic import SecretStr
 
     from sidecar.providers.offline import OfflineProvider
@@ -53,9 +64,7 @@ def one(provider_name: str, seconds: int, work: Path) -> dict[str, Any]:
     from testkit.audio import RU_SPEECH_DIR
     from testkit.pocketbase import free_port, running_pocketbase
     from testkit.s3 import running_s3, wait_listening
-    from testkit.wer import word_errors
 
-    audio, placed = recording(seconds)
     with running_pocketbase(work) as pb, running_s3(own_process=True) as s3:
         bucket = s3.new_bucket()
         port = free_port()
@@ -89,13 +98,12 @@ def one(provider_name: str, seconds: int, work: Path) -> dict[str, Any]:
             fakes.terminate()
             fakes.wait(10)
     if body.get("halted"):
-        raise RuntimeError(f"{provider_name} {seconds} s halted: {body['halt_code']}")
-    errors, words = word_errors(" ".join(p.text for p in placed), body["text"] or "")
+        raise RuntimeError(f"{provider_name} on {audio.name} halted: {body['halt_code']}")
     return {
         "hwm_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "seconds": took,
         "pieces": pieces,
-        "wer": errors / words,
+        "text": body["text"] or "",
     }
 
 

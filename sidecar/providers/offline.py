@@ -14,9 +14,12 @@ Recognition, in a worker thread:
    probabilities over up to five windows of speech spread through the file:
    a recording that opens with silence, music or a minute of another
    language is still found right.
-3. **Decoding**: the regions, joined into groups of bounded length (memory
-   stays flat in the recording's length), each group decoded with word
-   timestamps and mapped back to the recording's own times.
+3. **Decoding**: the regions, merged into windows of up to 30 seconds of the
+   recording, decoded ``[offline] batch_size`` windows at a time
+   (``offline_batches``; memory bounded by a group of windows, whatever the
+   length), with word timestamps, in the recording's own times. With
+   ``batch_size = 1`` the regions are joined into groups and decoded one
+   window after another instead.
 
 Recognition is synchronous: ``start`` returns the whole result, so nothing
 is ever stored on a provider's side and ``poll`` is never needed.

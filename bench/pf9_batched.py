@@ -1,0 +1,165 @@
+"""PF9: batched offline decoding, side by side with bare faster-whisper.
+
+The same recordings of known text — the committed clips joined in shuffled
+rounds with half-second pauses, Russian and English, 10 minutes (2 in a quick
+run) and 1 hour (full run only) — each recognized three ways, each in a
+fresh process (its peak RSS is the figure):
+
+* **pipeline**: uploaded and run to done through PocketBase and one worker
+  with the offline provider on its defaults (voice activity detection, the
+  language vote, batched decoding);
+* **bare sequential**: ``WhisperModel.transcribe`` on the whole file (beam 5,
+  word timestamps, no conditioning on previous text, the language given);
+* **bare batched**: ``BatchedInferencePipeline(model).transcribe`` with the
+  same batch size and threads as the pipeline (its own VAD, the language
+  given).
+
+Goals (SPEC T3): pipeline ≤ 1.1× bare batched and ≤ 0.6× bare sequential in
+time; WER ≤ sequential's + 0.01; the worker's peak RSS ≤ 1.0 GB and flat from
+10 minutes to an hour.
+
+``python -m bench.pf9_batched MODE AUDIO LANGUAGE OUT.json`` is one run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.common import CACHE, ROOT, Figure, cleanup, scratch
+from bench.pf6_offline import _clips, _concat
+
+MODES = ("pipeline", "sequential", "batched")
+
+
+def recording(language: str, minutes: int) -> tuple[Path, str]:
+    """The clips of ``language`` normalized and joined into ``minutes`` of speech; its text."""
+    from sidecar.audio import AudioSpec, normalize
+
+    CACHE.mkdir(parents=True, exist_ok=True)
+    path = CACHE / f"pf9-{language}-{minutes}m.wav"
+    text_path = path.with_suffix(".txt")
+    if path.is_file() and text_path.is_file():
+        return path, text_path.read_text(encoding="utf-8")
+    spec = AudioSpec(format="wav_pcm16", sample_rate=16000, channels=1, bitrate=None)
+    work = scratch(f"pf9-clips-{language}")
+    try:
+        parts = [(normalize(src, work / f"{i}.wav", spec).path, text) for i, (src, text) in enumerate(_clips(language))]
+        _seconds, text = _concat(parts, path, minutes * 60.0, seed=9)
+    finally:
+        cleanup(work)
+    text_path.write_text(text, encoding="utf-8")
+    return path, text
+
+
+def one(mode: str, audio: Path, language: str, work: Path) -> dict[str, Any]:
+    """One run in this process: seconds, peak RSS (MB), the text heard."""
+    import resource
+
+    if mode == "pipeline":
+        from bench.pf8_long import through_pipeline
+
+        result = through_pipeline("offline", audio, work)
+        return {"seconds": result["seconds"], "hwm_mb": result["hwm_mb"], "text": result["text"]}
+
+    from faster_whisper import BatchedInferencePipeline
+    from faster_whisper.audio import decode_audio
+
+    from sidecar.providers.offline import OfflineProvider
+    from sidecar.settings import OfflineSettings
+
+    settings = OfflineSettings()
+    provider = OfflineProvider(settings)
+    model = provider.load()  # the same weights and threads as the pipeline's
+    t0 = time.perf_counter()
+    samples = decode_audio(str(audio))
+    options: dict[str, Any] = {"language": language, "beam_size": settings.beam_size, "word_timestamps": True}
+    if mode == "sequential":
+        segments, _ = model.transcribe(samples, condition_on_previous_text=False, **options)
+    else:
+        segments, _ = BatchedInferencePipeline(model).transcribe(samples, batch_size=settings.batch_size, **options)
+    text = " ".join(s.text.strip() for s in segments)
+    took = time.perf_counter() - t0
+    return {"seconds": took, "hwm_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "text": text}
+
+
+def _measure(mode: str, audio: Path, language: str) -> dict[str, Any]:
+    work = scratch(f"pf9-{mode}")
+    out = work / "result.json"
+    try:
+        subprocess.run(
+            [sys.executable, "-m", "bench.pf9_batched", mode, str(audio), language, str(out)],
+            cwd=ROOT,
+            check=True,
+            timeout=7200,
+            stdout=subprocess.DEVNULL,
+        )
+        return dict(json.loads(out.read_text()))
+    finally:
+        cleanup(work)
+
+
+def run(quick: bool) -> list[Figure]:
+    from sidecar.providers.offline import threads_for
+    from sidecar.settings import OfflineSettings, PipelineSettings
+    from testkit.wer import word_errors
+
+    settings = OfflineSettings()
+    threads = threads_for(settings.threads, PipelineSettings().workers, os.cpu_count() or 1)
+    lengths = [2] if quick else [10, 60]
+    figures: list[Figure] = []
+    rss: dict[int, float] = {}
+    for minutes in lengths:
+        for language in ("ru", "en"):
+            audio, reference = recording(language, minutes)
+            got = {mode: _measure(mode, audio, language) for mode in MODES}
+            wer = {m: word_errors(reference, r["text"]) for m, r in got.items()}
+            rate = {m: e / max(n, 1) for m, (e, n) in wer.items()}
+            t = {m: r["seconds"] for m, r in got.items()}
+            rss[minutes] = max(rss.get(minutes, 0.0), got["pipeline"]["hwm_mb"])
+            vs_batched, vs_sequential = t["pipeline"] / t["batched"], t["pipeline"] / t["sequential"]
+            figures.append(
+                Figure(
+                    f"PF9.{language}.{minutes}m",
+                    f"offline upload → done, {minutes} min {language}, batch {settings.batch_size}, "
+                    f"{threads} thread(s) per worker",
+                    t["pipeline"],
+                    "s",
+                    "≤ 1.1× bare batched, ≤ 0.6× bare sequential, WER ≤ sequential + 0.01",
+                    vs_batched <= 1.1 and vs_sequential <= 0.6 and rate["pipeline"] <= rate["sequential"] + 0.01,
+                    reference=t["batched"],
+                    ref_label="bare batched",
+                    ratio=vs_batched,
+                    note=f"bare sequential {t['sequential']:.1f} s (pipeline {vs_sequential:.2f}× of it); "
+                    f"WER pipeline {rate['pipeline']:.3f}, batched {rate['batched']:.3f}, "
+                    f"sequential {rate['sequential']:.3f}; peak RSS pipeline {got['pipeline']['hwm_mb']:.0f} MB, "
+                    f"batched {got['batched']['hwm_mb']:.0f} MB, sequential {got['sequential']['hwm_mb']:.0f} MB",
+                )
+            )
+    longest, shortest = max(rss), min(rss)
+    figures.append(
+        Figure(
+            "PF9.rss",
+            f"worker peak RSS (VmHWM), offline pipeline, {longest} min",
+            rss[longest],
+            "MB",
+            "≤ 1,000 MB and flat",
+            rss[longest] <= 1000 and rss[longest] <= 1.1 * rss[shortest],
+            reference=rss[shortest],
+            ref_label=f"{shortest} min",
+            ratio=rss[longest] / rss[shortest],
+        )
+    )
+    return figures
+
+
+if __name__ == "__main__":
+    mode, audio_path, lang, target = sys.argv[1], Path(sys.argv[2]), sys.argv[3], Path(sys.argv[4])
+    (target.parent / "data").mkdir(exist_ok=True)
+    result = one(mode, audio_path, lang, target.parent / "data")
+    target.write_text(json.dumps(result, ensure_ascii=False))

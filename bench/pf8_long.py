@@ -86,12 +86,7 @@ def through_pipeline(provider_name: str, audio: Path, work: Path) -> dict[str, A
             else:
                 provider = OfflineProvider(OfflineSettings())
             sender = pb.new_sender()
-            t0 = time.perf_counter()
-            resp = sender.http.post("/api/transcriber/records", files={"file": (audio.name, audio.read_bytes())})
-            resp.raise_for_status()
-            rid = resp.json()["id"]
-            body = anyio.run(_until_settled, pb, provider, sender, rid)
-            took = time.perf_counter() - t0
+            body, took, rid = anyio.run(_until_settled, pb, provider, sender, audio)
             params = {"filter": f'record="{rid}" && role="normalized"'}
             pieces = pb.superuser().http.get("/api/collections/files/records", params=params).json()["totalItems"]
         finally:
@@ -107,25 +102,36 @@ def through_pipeline(provider_name: str, audio: Path, work: Path) -> dict[str, A
     }
 
 
-async def _until_settled(pb: Any, provider: Any, sender: Any, rid: str) -> dict[str, Any]:
-    """The record's poll body once done or halted, one worker running in this process."""
+async def _until_settled(pb: Any, provider: Any, sender: Any, audio: Path) -> tuple[dict[str, Any], float, str]:
+    """With one worker running here (its model loaded, as ``serve`` does at start): ``audio``
+    uploaded, and its poll body once done or halted, the seconds from upload to then, its id."""
     from sidecar.service import default_steps, pipeline
 
     settings = pb.settings.model_copy(deep=True)
     settings.pipeline.workers = 1
     stop = anyio.Event()
+    data = await anyio.Path(audio).read_bytes()
     async with pipeline(settings, steps=default_steps(), provider=provider) as pool:
         async with anyio.create_task_group() as tg:
             await tg.start(pool.run, stop)
+            t0 = time.perf_counter()
+
+            def upload() -> str:
+                resp = sender.http.post("/api/transcriber/records", files={"file": (audio.name, data)})
+                resp.raise_for_status()
+                return str(resp.json()["id"])
+
+            rid = await anyio.to_thread.run_sync(upload)
             while True:
                 body: dict[str, Any] = await anyio.to_thread.run_sync(
                     lambda: sender.http.get(f"/api/transcriber/records/{rid}").json()
                 )
                 if body["status"] == "done" or body["halted"]:
                     break
-                await anyio.sleep(0.5)
+                await anyio.sleep(0.2)
+            took = time.perf_counter() - t0
             stop.set()
-    return body
+    return body, took, rid
 
 
 def _measure(provider: str, seconds: int) -> dict[str, Any]:

@@ -127,6 +127,10 @@ async def pipeline(
     )
     try:
         await _connect_patiently(storage, clock)
+        warm = getattr(current, "warm", None)
+        if warm is not None and settings.pipeline.workers > 0:
+            # A model loads before the first claim, not during the first recording's lease.
+            await warm()
         yield WorkerPool(runner, workers=settings.pipeline.workers)
     finally:
         with anyio.CancelScope(shield=True):

@@ -61,8 +61,8 @@ __all__ = ["OfflineProvider", "RecognitionCancelled", "vote_language"]
 SAMPLE_RATE = vad.SAMPLE_RATE
 # The longest piece of a recording recognized in one go.
 PIECE = timedelta(hours=1)
-# Speech is found a block at a time: ten minutes of samples is 38 MB.
-BLOCK_SECONDS = 600.0
+# Speech is found a block at a time: two minutes of samples is 7.7 MB.
+BLOCK_SECONDS = 120.0
 # Regions are decoded in groups of at most this much speech (memory, and how
 # often a cancellation is noticed between groups).
 GROUP_SECONDS = 600.0
@@ -98,6 +98,10 @@ class OfflineProvider:
         # file any stretch of which can be read by seeking. Pieces of an hour:
         # a crash or a stop costs at most one hour's recognition.
         return AudioSpec(format="wav_pcm16", sample_rate=SAMPLE_RATE, channels=1, bitrate=None, max_piece=PIECE)
+
+    async def warm(self) -> None:
+        """Loads the model (verifying it first) before any work arrives."""
+        await run_in_thread(lambda _cancel: self.load())
 
     async def find_started(self, attempt_key: str, audio_uri: str) -> str | None:
         return None  # nothing outlives a start here, so there is nothing to find

@@ -30,8 +30,8 @@ from sidecar.pcm import PcmReader
 
 SAMPLE_RATE = vad.SAMPLE_RATE
 WINDOW = 30 * SAMPLE_RATE
-# Windows decoded per call (and held as samples at once): 16 × 30 s is 31 MB.
-GROUP = 16
+# Windows decoded per call (held as samples and features at once): 8 × 30 s is 15 MB.
+GROUP = 8
 # The engine crashed on windows of 160–319 samples (faster-whisper 1.2.1):
 # a window shorter than a second is padded with silence up to one.
 MIN_SAMPLES = SAMPLE_RATE

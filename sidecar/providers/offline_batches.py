@@ -92,7 +92,8 @@ def decode(
         for segment in segments:
             if cancel.is_set():
                 return
-            i = max(0, bisect.bisect_right(starts, segment.start + 1e-6) - 1)
+            # By the segment's middle: its start is rounded to 1 ms and may fall just before its window's.
+            i = max(0, bisect.bisect_right(starts, (segment.start + segment.end) / 2 + 0.005) - 1)
             at, _size, window = placed[i]
             shift = (window.start - at) / SAMPLE_RATE
             edge = window.end / SAMPLE_RATE

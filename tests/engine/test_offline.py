@@ -529,3 +529,19 @@ def test_windows_merge_regions_within_thirty_seconds_of_the_recording() -> None:
 def test_threads_are_the_cores_shared_among_the_workers(threads: int, workers: int, cores: int, expected: int) -> None:
     assert offline.threads_for(threads, workers, cores) == expected
     assert threads or workers * expected <= cores or expected == 1
+
+
+def test_windows_apart_keep_their_own_times(provider: OfflineProvider, tmp_path: Path) -> None:
+    """Batched windows are decoded back to back; each segment goes back to where its window lies."""
+    parts: list[Path | float] = [1.0, SPEECH_RU / "book.ogg", 40.0, SPEECH_RU / "coffee.ogg", 40.0]
+    parts += [SPEECH_RU / "dacha.ogg", 3.0]
+    wav = compose_wav(parts, tmp_path / "apart.wav")
+    document = _recognize(provider, wav)
+    said = {s["text"][:12]: (s["start"], s["end"]) for s in document["segments"]}
+    book, coffee, dacha = (decode_info(SPEECH_RU / n).seconds for n in ("book.ogg", "coffee.ogg", "dacha.ogg"))
+    expected = [1.0, 1.0 + book + 40.0, 1.0 + book + 40.0 + coffee + 40.0]
+    starts = sorted(start for start, _end in said.values())
+    assert len(starts) == 3, document["segments"]
+    for got, want in zip(starts, expected, strict=True):
+        assert want - 0.5 <= got <= want + 1.5, (starts, expected)
+    assert max(end for _start, end in said.values()) <= expected[-1] + dacha + 0.5  # nothing past the last word

@@ -7,6 +7,7 @@ import wave
 from pathlib import Path
 from typing import Any
 
+import faster_whisper
 import pytest
 
 from sidecar.providers import offline
@@ -166,7 +167,8 @@ async def test_an_engine_failure_on_the_input_halts_at_once(
     def crash(*args: Any, **kwargs: Any) -> Any:
         raise IndexError("boolean index did not match indexed array along axis 0")
 
-    monkeypatch.setattr(model, "transcribe", crash)
+    monkeypatch.setattr(model, "transcribe", crash)  # one window at a time
+    monkeypatch.setattr(faster_whisper.BatchedInferencePipeline, "transcribe", crash)  # batched (the default)
     rid = upload(sender, SPEECH / "fox.ogg")
     await run_until_settled(pb, superuser, [rid])
 

@@ -9,8 +9,10 @@ halt reason.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterable
+from urllib.parse import quote, quote_plus
 
 __all__ = ["Scrub", "redact", "register_secrets", "scrubber", "short"]
 
@@ -48,7 +50,7 @@ def register_secrets(values: Iterable[str | None]) -> None:
 
 def redact(text: str) -> str:
     for secret in sorted(_secrets, key=len, reverse=True):
-        text = text.replace(secret, "[redacted]")
+        text = _without(text, secret)
     for pattern, repl in _PATTERNS:
         text = pattern.sub(repl, text)
     return text
@@ -60,12 +62,56 @@ def scrubber(secrets: Iterable[str | None]) -> Scrub:
 
     def scrub(text: str) -> str:
         for secret in known:
-            text = text.replace(secret, "[redacted]")
+            text = _without(text, secret)
         return redact(text)
 
     return scrub
 
 
 def short(text: str) -> str:
-    text = " ".join(text.split())
+    """A message bounded for a halt reason, secrets removed first (a cut must never split one past finding)."""
+    text = " ".join(redact(text).split())
     return text if len(text) <= _MESSAGE_CHARS else text[: _MESSAGE_CHARS - 1] + "…"
+
+
+# A cut (a bounded message, a line break) can leave part of a key: this many of
+# its characters, at its start or its end, are taken for it.
+_PARTIAL = 8
+
+
+def _without(text: str, secret: str) -> str:
+    """``text`` with ``secret`` removed: whole, URL-encoded, broken by whitespace, or a cut-off start or end."""
+    for form in {secret, quote(secret, safe=""), quote_plus(secret)}:
+        text = text.replace(form, "[redacted]")
+    if len(secret) < 2 * _PARTIAL:
+        return text
+    text = _split_pattern(secret).sub("[redacted]", text)
+    return _partials(text, secret)
+
+
+@functools.lru_cache(maxsize=256)
+def _split_pattern(secret: str) -> re.Pattern[str]:
+    """The secret with whitespace (a line break, a wrapped column) anywhere inside it."""
+    return re.compile(r"\s*".join(re.escape(c) for c in secret))
+
+
+def _partials(text: str, secret: str) -> str:
+    """Any run of at least ``_PARTIAL`` characters matching the secret's start, or its end."""
+    head, tail = secret[:_PARTIAL], secret[-_PARTIAL:]
+    start = text.find(head)
+    while start != -1:
+        n = _PARTIAL
+        while start + n < len(text) and n < len(secret) and text[start + n] == secret[n]:
+            n += 1
+        text = text[:start] + "[redacted]" + text[start + n :]
+        start = text.find(head, start + len("[redacted]"))
+    # The end of a key whose start was cut off (the first characters of a window).
+    start = text.find(tail)
+    while start != -1:
+        n = _PARTIAL
+        while start - 1 >= 0 and n < len(secret) and text[start - 1] == secret[-n - 1]:
+            start -= 1
+            n += 1
+        text = text[:start] + "[redacted]" + text[start + n :]
+        start = text.find(tail, start + len("[redacted]"))
+    return text

@@ -208,7 +208,7 @@ def _message(resp: httpx.Response) -> str:
     try:
         body = json.loads(resp.content)
     except (ValueError, UnicodeDecodeError):
-        return short(resp.text[:300]) if resp.content else ""
+        return short(resp.text) if resp.content else ""
     if not isinstance(body, dict):
         return short(str(body))
     error = body.get("error")

@@ -398,7 +398,7 @@ def _describe(resp: httpx.Response) -> str:
     status = _jsonstatus_text(resp)
     if status is not None:
         return status_text(status)
-    return short(resp.text[:300]) if resp.content else ""
+    return short(resp.text) if resp.content else ""
 
 
 def _expired(operation_id: str, detail: str) -> PermanentError:

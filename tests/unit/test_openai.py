@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import anyio
 import httpx
@@ -358,3 +359,36 @@ async def test_a_corrupt_stored_body_halts(provider: OpenAIProvider) -> None:
     with pytest.raises(PermanentError) as e:
         provider.parse(b"not json")
     assert e.value.code == HaltCode.PROVIDER_FAILED
+
+
+LONG_KEY = "sk-proj-" + "Ab3dE5gH7jK9mN1pQ3sT5vW7yZ9bC1eF3hJ5kL7nP9rS1uV3x"  # 51 characters, as the probe's
+SLASHED_KEY = "k3y/With+Slashes=And/Plus+Signs/Q9w8e7r6t5y4u3i2"  # what URL encoding changes
+
+
+@pytest.mark.parametrize(
+    ("body", "shape"),
+    [
+        ({"error": {"message": "x" * 460 + f" your key is {LONG_KEY}"}}, "a long message ending in the key"),
+        ("<html><body>" + "y" * 270 + f" {LONG_KEY}</body></html>", "a non-JSON body cut inside the key"),
+        ({"error": {"message": f"bad key {LONG_KEY[:20]}\n{LONG_KEY[20:]} refused"}}, "the key across a newline"),
+        ({"error": {"message": f"see https://x.example/?q={quote(SLASHED_KEY, safe='')}"}}, "the key URL-encoded"),
+    ],
+)
+async def test_no_part_of_the_key_survives_a_cut_message(
+    api: respx.MockRouter, audio: Path, body: Any, shape: str
+) -> None:
+    """H1: the key is removed before any bound is applied, and in its split or encoded forms."""
+    key = SLASHED_KEY if "encoded" in shape else LONG_KEY
+    provider = make(api_key=SecretStr(key))
+    if isinstance(body, str):
+        api.post(URL).respond(400, text=body)
+    else:
+        api.post(URL).respond(400, json=body)
+    with pytest.raises(PermanentError) as e:
+        await provider.start(_request(audio), _no_progress)
+    reason = str(e.value)
+    flat = "".join(reason.split())
+    for form in (key, quote(key, safe="")):  # no run of 8 or more of its characters, anywhere
+        runs = {form[i : i + 8] for i in range(len(form) - 7)}
+        assert not any(run in flat for run in runs), (shape, reason)
+    await provider.aclose()

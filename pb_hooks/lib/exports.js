@@ -2,8 +2,8 @@
 //
 // Subtitle players are strict, and segments come from several providers: the
 // cues are put in time order, empty ones dropped, none ends before it starts,
-// each is one line (a blank line would end it), and a cue's text can never
-// read as a timing line ("-->") or, in WebVTT, as markup.
+// each is one line (a blank line would end it), every time is finite, and a
+// cue's text can never read as a timing line ("-->") or as markup.
 
 function stamp(sec, sep) {
   const ms = Math.max(0, Math.round(Number(sec) * 1000) || 0);
@@ -26,14 +26,29 @@ function oneLine(text) {
   return String(text || "").split(/\s+/).filter((w) => w !== "").join(" ");
 }
 
-// [{start, end, text}] in seconds: sorted by start, non-empty, end >= start.
+// The latest time a cue may name (about 2,777 hours): a stored 1e300 cannot
+// become a stamp no player reads.
+const MAX_SECONDS = 1e7;
+
+// A time in seconds if it is a finite number, clamped to [0, MAX_SECONDS]; else null.
+function seconds(v) {
+  const n = Number(v);
+  return typeof v !== "boolean" && v !== null && v !== "" && isFinite(n) ? Math.min(Math.max(0, n), MAX_SECONDS) : null;
+}
+
+// [{start, end, text}] in seconds: sorted by start, non-empty, end >= start,
+// every time finite (a cue without a usable start follows the one before it).
 function cues(segs) {
   const out = [];
+  let previous = 0;
   for (const s of segs) {
     const text = oneLine(s && s.text);
     if (!text) continue;
-    const start = Math.max(0, Number(s.start) || 0);
-    out.push({ start: start, end: Math.max(start, Number(s.end) || 0), text: text });
+    const given = seconds(s.start);
+    const start = given === null ? previous : given;
+    const end = Math.max(start, seconds(s.end) === null ? start : seconds(s.end));
+    previous = end;
+    out.push({ start: start, end: end, text: text });
   }
   // Array.prototype.sort is stable: equal starts keep the provider's order.
   return out.sort((a, b) => a.start - b.start);
@@ -42,7 +57,9 @@ function cues(segs) {
 function toSrt(segs) {
   return cues(segs)
     .map((c, i) => (i + 1) + "\n" + stamp(c.start, ",") + " --> " + stamp(c.end, ",") + "\n" +
-      c.text.split("-->").join("->") + "\n")
+      // SRT has no escapes, and players render <font>, <b>, even what looks like a tag:
+      // angle brackets become look-alikes, which also defuses "-->".
+      c.text.split("<").join("‹").split(">").join("›") + "\n")
     .join("\n");
 }
 

@@ -3,6 +3,7 @@ valid rendering passes. The segments are written the way finalize writes them.""
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from typing import Any
@@ -126,7 +127,10 @@ def test_hours_beyond_99_and_rounding(pb: PocketBaseServer, sender: Caller, serv
 
 def test_markup_and_arrows_cannot_break_cues(pb: PocketBaseServer, sender: Caller, service: Caller) -> None:
     hostile = [seg(0, 1, "a --> b <i>c</i> & d")]
-    assert parse_srt(export(sender, service, hostile, "srt"))[0][3] == "a -> b <i>c</i> & d"
+    assert parse_srt(export(sender, service, hostile, "srt"))[0][3] == "a --› b ‹i›c‹/i› & d"
+    script = [seg(0, 1, '<font color="red">x</font><script>alert(1)</script>')]
+    srt = export(sender, service, script, "srt")
+    assert "<" not in srt and ">" not in srt.replace("-->", "")
     assert parse_vtt(export(sender, service, hostile, "vtt"))[0][2] == "a --&gt; b &lt;i&gt;c&lt;/i&gt; &amp; d"
 
 
@@ -137,10 +141,30 @@ def test_empty_transcript(pb: PocketBaseServer, sender: Caller, service: Caller)
 
 
 def test_txt_is_the_text_and_json_keeps_the_segments(pb: PocketBaseServer, sender: Caller, service: Caller) -> None:
-    import json
 
     assert export(sender, service, SAMPLE, "txt", content="Hello there. General Kenobi.") == (
         "Hello there. General Kenobi."
     )
     body = json.loads(export(sender, service, SAMPLE, "json", content="Hello there."))
     assert body == {"text": "Hello there.", "language": None, "segments": SAMPLE}
+
+
+def test_times_that_are_not_finite_never_reach_a_cue(pb: PocketBaseServer, sender: Caller, service: Caller) -> None:
+    """H8: a stored 1e300, a string or a null cannot make "Infinity:NaN" or a giant stamp.
+
+    (A 1e400, Infinity once parsed, is refused by the fenced route itself: 400.)"""
+    segments = [
+        seg(0.0, 1.0, "fine"),
+        {"start": "later", "end": None, "text": "no usable time"},
+        seg(2.0, 1e300, "ends absurdly late"),
+        seg(1e300, 3.0, "starts absurdly late"),
+    ]
+    for fmt in ("srt", "vtt"):
+        raw = export(sender, service, segments, fmt)
+        assert "Infinity" not in raw and "NaN" not in raw and "e+" not in raw
+        cues = [c[1:] for c in parse_srt(raw)] if fmt == "srt" else parse_vtt(raw)
+        assert sorted(c[2] for c in cues) == ["ends absurdly late", "fine", "no usable time", "starts absurdly late"]
+        by_text = {c[2]: c[:2] for c in cues}
+        assert by_text["no usable time"] == (1.0, 1.0)  # follows the cue before it
+        assert by_text["starts absurdly late"][0] == 1e7  # a start past any stamp is the last one
+        assert all(0 <= start <= end <= 1e7 for start, end, _ in cues)

@@ -1,16 +1,28 @@
 /// <reference path="../pb_data/types.d.ts" />
 // Console commands used by `transcriber` to bootstrap accounts without a
 // running server (they work on the data directory directly, like
-// `pocketbase superuser upsert`).
+// `pocketbase superuser upsert`). The password comes from the environment
+// (TRANSCRIBER_ACCOUNT_PASSWORD), never from the command line: anyone on the
+// host can read command lines in `ps`.
+
+function passwordFromEnv() {
+  const password = $os.getenv("TRANSCRIBER_ACCOUNT_PASSWORD");
+  if (!password) {
+    console.error("the password is read from TRANSCRIBER_ACCOUNT_PASSWORD, which is empty");
+    $os.exit(2);
+  }
+  return password;
+}
 
 $app.rootCmd.addCommand(new Command({
-  use: "service-upsert EMAIL PASSWORD",
-  short: "Create or update the sidecar's service account",
+  use: "service-upsert EMAIL",
+  short: "Create or update the sidecar's service account (password from TRANSCRIBER_ACCOUNT_PASSWORD)",
   run: (cmd, args) => {
-    if (args.length !== 2) {
-      console.error("usage: service-upsert EMAIL PASSWORD");
+    if (args.length !== 1) {
+      console.error("usage: service-upsert EMAIL");
       $os.exit(2);
     }
+    const password = passwordFromEnv();
     const col = $app.findCollectionByNameOrId("services");
     let rec;
     try {
@@ -20,8 +32,8 @@ $app.rootCmd.addCommand(new Command({
       rec.setEmail(args[0]);
       rec.set("name", "sidecar");
     }
-    if (rec.isNew() || !rec.validatePassword(args[1])) {
-      rec.setPassword(args[1]);
+    if (rec.isNew() || !rec.validatePassword(password)) {
+      rec.setPassword(password);
     }
     rec.setVerified(true);
     $app.save(rec);
@@ -30,13 +42,14 @@ $app.rootCmd.addCommand(new Command({
 }));
 
 $app.rootCmd.addCommand(new Command({
-  use: "user-add EMAIL PASSWORD",
-  short: "Create a sender account",
+  use: "user-add EMAIL",
+  short: "Create a sender account (password from TRANSCRIBER_ACCOUNT_PASSWORD)",
   run: (cmd, args) => {
-    if (args.length !== 2) {
-      console.error("usage: user-add EMAIL PASSWORD");
+    if (args.length !== 1) {
+      console.error("usage: user-add EMAIL");
       $os.exit(2);
     }
+    const password = passwordFromEnv();
     let exists = false;
     try {
       $app.findAuthRecordByEmail("users", args[0]);
@@ -48,7 +61,7 @@ $app.rootCmd.addCommand(new Command({
     }
     const rec = new Record($app.findCollectionByNameOrId("users"));
     rec.setEmail(args[0]);
-    rec.setPassword(args[1]);
+    rec.setPassword(password);
     rec.setVerified(true);
     try {
       $app.save(rec);
@@ -57,5 +70,29 @@ $app.rootCmd.addCommand(new Command({
       $os.exit(1);
     }
     console.log("sender created: " + args[0]);
+  },
+}));
+
+$app.rootCmd.addCommand(new Command({
+  use: "owner-upsert EMAIL",
+  short: "Create or update the owner's superuser account (password from TRANSCRIBER_ACCOUNT_PASSWORD)",
+  run: (cmd, args) => {
+    if (args.length !== 1) {
+      console.error("usage: owner-upsert EMAIL");
+      $os.exit(2);
+    }
+    const password = passwordFromEnv();
+    let rec;
+    try {
+      rec = $app.findAuthRecordByEmail("_superusers", args[0]);
+    } catch (_) {
+      rec = new Record($app.findCollectionByNameOrId("_superusers"));
+      rec.setEmail(args[0]);
+    }
+    if (rec.isNew() || !rec.validatePassword(password)) {
+      rec.setPassword(password);
+    }
+    $app.save(rec);
+    console.log("superuser ready: " + args[0]);
   },
 }));

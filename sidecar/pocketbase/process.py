@@ -106,14 +106,26 @@ def environment(settings: Settings) -> dict[str, str]:
     return env
 
 
-def _run(settings: Settings, *args: str) -> str:
+# H5: a password never rides on a command line (anyone on the host can read
+# those in `ps`): the account commands read it from this variable.
+PASSWORD_ENV = "TRANSCRIBER_ACCOUNT_PASSWORD"  # noqa: S105 (a variable name, not a password)
+# Everything PocketBase creates (databases with password hashes and token
+# keys, stored audio) is readable by this user only.
+UMASK = 0o077
+
+
+def _run(settings: Settings, *args: str, password: str | None = None) -> str:
+    env = environment(settings)
+    if password is not None:
+        env[PASSWORD_ENV] = password
     proc = subprocess.run(
         [*_base_args(settings), *args],
         capture_output=True,
         text=True,
-        env=environment(settings),
+        env=env,
         timeout=120,
         check=False,
+        umask=UMASK,
     )
     if proc.returncode != 0:
         what = args[0] if args else "pocketbase"
@@ -124,18 +136,24 @@ def _run(settings: Settings, *args: str) -> str:
 
 def prepare(settings: Settings) -> ServiceAccount:
     """Applies migrations and ensures the service user (and superuser, if configured). Idempotent."""
-    settings.pocketbase.data_dir.mkdir(parents=True, exist_ok=True)
+    private_dir(settings.pocketbase.data_dir)
     _run(settings, "migrate", "up")
     account = service_account(settings, create=True)
-    _run(settings, "service-upsert", "--", account.email, account.password)
+    _run(settings, "service-upsert", "--", account.email, password=account.password)
     pb = settings.pocketbase
     if pb.superuser_email and pb.superuser_password:
-        _run(settings, "superuser", "upsert", "--", pb.superuser_email, pb.superuser_password.get_secret_value())
+        _run(settings, "owner-upsert", "--", pb.superuser_email, password=pb.superuser_password.get_secret_value())
     return account
 
 
 def add_user(settings: Settings, email: str, password: str) -> None:
-    _run(settings, "user-add", "--", email, password)
+    _run(settings, "user-add", "--", email, password=password)
+
+
+def private_dir(path: Path) -> None:
+    """The data directory, created (or narrowed) to this user only: 0700."""
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path.chmod(0o700)
 
 
 def serve_args(settings: Settings, http: str | None = None) -> list[str]:
@@ -149,7 +167,8 @@ def serve_args(settings: Settings, http: str | None = None) -> list[str]:
 
 
 def start(settings: Settings, http: str | None = None, **popen: object) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(serve_args(settings, http), env=environment(settings), **popen)  # type: ignore[call-overload,no-any-return]
+    private_dir(settings.pocketbase.data_dir)
+    return subprocess.Popen(serve_args(settings, http), env=environment(settings), umask=UMASK, **popen)  # type: ignore[call-overload,no-any-return]
 
 
 def wait_healthy(url: str, proc: subprocess.Popen[bytes] | None = None, timeout: float = 30.0) -> None:

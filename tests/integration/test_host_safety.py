@@ -69,3 +69,16 @@ def test_passwords_never_ride_on_a_command_line_and_the_data_is_private(
     for path in data.rglob("*"):
         mode = stat.S_IMODE(path.stat().st_mode)
         assert mode & 0o077 == 0, f"{path.relative_to(data)} is {oct(mode)}"
+
+
+@pytest.mark.parametrize("collection", ["users", "_superusers"])
+def test_a_burst_of_wrong_passwords_is_refused_with_429(collection: str, tmp_path: Path) -> None:
+    """H2: PocketBase's rate limiter is on for logins (by migration), the owner's login included."""
+    from testkit.pocketbase import running_pocketbase
+
+    with running_pocketbase(tmp_path) as pb:
+        email = pb.new_sender().email if collection == "users" else pb.superuser_email
+        url = f"{pb.url}/api/collections/{collection}/auth-with-password"
+        codes = [httpx.post(url, json={"identity": email, "password": f"guess-{i}"}).status_code for i in range(40)]
+    assert codes[0] == 400  # a wrong password, answered as such
+    assert 429 in codes and codes.count(400) <= 21, codes  # at most the rule's 20 per 10 s get through

@@ -120,7 +120,9 @@ def transcribe(
     password: Annotated[str | None, typer.Option("--password", envvar="TRANSCRIBER_PASSWORD")] = None,
     fmt: Annotated[str, typer.Option("--format", help="txt, srt, vtt or json")] = "txt",
     title: Annotated[str | None, typer.Option("--title")] = None,
-    timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait for the transcript.")] = 3600,
+    timeout: Annotated[
+        float, typer.Option("--timeout", help="Seconds to wait for the transcript (a six-hour meeting may take hours).")
+    ] = 86400,
 ) -> None:
     """Upload FILE as a sender, wait for the transcript and print it."""
     from sidecar.sender import SenderError, transcribe_file

@@ -32,7 +32,7 @@ def transcribe_file(
     *,
     fmt: str = "txt",
     title: str | None = None,
-    timeout: float = 3600,
+    timeout: float = 86400,
     poll_every: float = 0.2,
     console: Console | None = None,
 ) -> str:

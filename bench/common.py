@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from testkit.pocketbase import PocketBaseServer
@@ -84,6 +84,31 @@ def scratch(name: str) -> Path:
     shutil.rmtree(d, ignore_errors=True)
     d.mkdir(parents=True)
     return d
+
+
+def in_fresh_process(module: str, *args: str, timeout: float) -> dict[str, Any]:
+    """``python -m module *args OUT.json`` in a fresh process (its peak RSS is its own); the JSON it wrote.
+
+    The module's ``__main__`` takes the output path last and may use its folder's ``data`` for scratch.
+    """
+    import json
+    import subprocess
+    import sys
+
+    work = scratch(f"{module.rsplit('.', 1)[-1]}-{'-'.join(a.rsplit('/', 1)[-1] for a in args)}")
+    out = work / "result.json"
+    (work / "data").mkdir()
+    try:
+        subprocess.run(
+            [sys.executable, "-m", module, *args, str(out)],
+            cwd=ROOT,
+            check=True,
+            timeout=timeout,
+            stdout=subprocess.DEVNULL,
+        )
+        return dict(json.loads(out.read_text()))
+    finally:
+        cleanup(work)
 
 
 def cleanup(d: Path) -> None:

@@ -24,7 +24,7 @@ from typing import Any
 
 import anyio
 
-from bench.common import CACHE, ROOT, Figure, cleanup, scratch
+from bench.common import CACHE, Figure, in_fresh_process
 
 PROVIDERS = ("offline", "speechkit", "openai")
 SIX_HOURS = 6 * 3600
@@ -134,27 +134,11 @@ async def _until_settled(pb: Any, provider: Any, sender: Any, audio: Path) -> tu
     return body, took, rid
 
 
-def _measure(provider: str, seconds: int) -> dict[str, Any]:
-    work = scratch(f"pf8-{provider}-{seconds}")
-    out = work / "result.json"
-    try:
-        subprocess.run(
-            [sys.executable, "-m", "bench.pf8_long", provider, str(seconds), str(out)],
-            cwd=ROOT,
-            check=True,
-            timeout=3600,
-            stdout=subprocess.DEVNULL,
-        )
-        return dict(json.loads(out.read_text()))
-    finally:
-        cleanup(work)
-
-
 def run(quick: bool) -> list[Figure]:
     figures = []
     for provider in PROVIDERS:
-        short = _measure(provider, ONE_MINUTE)
-        long = _measure(provider, SIX_HOURS)
+        short = in_fresh_process("bench.pf8_long", provider, str(ONE_MINUTE), timeout=3600)
+        long = in_fresh_process("bench.pf8_long", provider, str(SIX_HOURS), timeout=3600)
         ratio = long["hwm_mb"] / short["hwm_mb"]
         note = (
             f"{long['pieces']} pieces vs {short['pieces']}; upload → done {long['seconds']:.0f} s vs "
@@ -184,6 +168,5 @@ def run(quick: bool) -> list[Figure]:
 
 if __name__ == "__main__":
     name, length, target = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3])
-    (target.parent / "data").mkdir(exist_ok=True)
     result = one(name, length, target.parent / "data")
     target.write_text(json.dumps(result))

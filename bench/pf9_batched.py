@@ -25,13 +25,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import CACHE, ROOT, Figure, cleanup, scratch
+from bench.common import CACHE, Figure, cleanup, in_fresh_process, scratch
 from bench.pf6_offline import _clips, _concat
 
 MODES = ("pipeline", "sequential", "batched")
@@ -88,22 +87,6 @@ def one(mode: str, audio: Path, language: str, work: Path) -> dict[str, Any]:
     return {"seconds": took, "hwm_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "text": text}
 
 
-def _measure(mode: str, audio: Path, language: str) -> dict[str, Any]:
-    work = scratch(f"pf9-{mode}")
-    out = work / "result.json"
-    try:
-        subprocess.run(
-            [sys.executable, "-m", "bench.pf9_batched", mode, str(audio), language, str(out)],
-            cwd=ROOT,
-            check=True,
-            timeout=7200,
-            stdout=subprocess.DEVNULL,
-        )
-        return dict(json.loads(out.read_text()))
-    finally:
-        cleanup(work)
-
-
 def run(quick: bool) -> list[Figure]:
     from sidecar.providers.offline import threads_for
     from sidecar.settings import OfflineSettings
@@ -117,7 +100,9 @@ def run(quick: bool) -> list[Figure]:
     for minutes in lengths:
         for language in ("ru", "en"):
             audio, reference = recording(language, minutes)
-            got = {mode: _measure(mode, audio, language) for mode in MODES}
+            got = {
+                mode: in_fresh_process("bench.pf9_batched", mode, str(audio), language, timeout=7200) for mode in MODES
+            }
             wer = {m: word_errors(reference, r["text"]) for m, r in got.items()}
             rate = {m: e / max(n, 1) for m, (e, n) in wer.items()}
             t = {m: r["seconds"] for m, r in got.items()}
@@ -160,6 +145,5 @@ def run(quick: bool) -> list[Figure]:
 
 if __name__ == "__main__":
     mode, audio_path, lang, target = sys.argv[1], Path(sys.argv[2]), sys.argv[3], Path(sys.argv[4])
-    (target.parent / "data").mkdir(exist_ok=True)
     result = one(mode, audio_path, lang, target.parent / "data")
     target.write_text(json.dumps(result, ensure_ascii=False))

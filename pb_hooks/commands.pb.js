@@ -5,6 +5,23 @@
 // (TRANSCRIBER_ACCOUNT_PASSWORD), never from the command line: anyone on the
 // host can read command lines in `ps`.
 
+// The account with this email in `collection`, created if missing (`init` sets
+// what a new one needs), its password set unless it already is that password.
+function upsertAccount(collection, email, password, init) {
+  let rec;
+  try {
+    rec = $app.findAuthRecordByEmail(collection, email);
+  } catch (_) {
+    rec = new Record($app.findCollectionByNameOrId(collection));
+    rec.setEmail(email);
+  }
+  init(rec);
+  if (rec.isNew() || !rec.validatePassword(password)) {
+    rec.setPassword(password);
+  }
+  $app.save(rec);
+}
+
 function passwordFromEnv() {
   const password = $os.getenv("TRANSCRIBER_ACCOUNT_PASSWORD");
   if (!password) {
@@ -23,20 +40,10 @@ $app.rootCmd.addCommand(new Command({
       $os.exit(2);
     }
     const password = passwordFromEnv();
-    const col = $app.findCollectionByNameOrId("services");
-    let rec;
-    try {
-      rec = $app.findAuthRecordByEmail("services", args[0]);
-    } catch (_) {
-      rec = new Record(col);
-      rec.setEmail(args[0]);
-      rec.set("name", "sidecar");
-    }
-    if (rec.isNew() || !rec.validatePassword(password)) {
-      rec.setPassword(password);
-    }
-    rec.setVerified(true);
-    $app.save(rec);
+    upsertAccount("services", args[0], password, (rec) => {
+      if (rec.isNew()) rec.set("name", "sidecar");
+      rec.setVerified(true);
+    });
     console.log("service account ready: " + args[0]);
   },
 }));
@@ -82,17 +89,7 @@ $app.rootCmd.addCommand(new Command({
       $os.exit(2);
     }
     const password = passwordFromEnv();
-    let rec;
-    try {
-      rec = $app.findAuthRecordByEmail("_superusers", args[0]);
-    } catch (_) {
-      rec = new Record($app.findCollectionByNameOrId("_superusers"));
-      rec.setEmail(args[0]);
-    }
-    if (rec.isNew() || !rec.validatePassword(password)) {
-      rec.setPassword(password);
-    }
-    $app.save(rec);
+    upsertAccount("_superusers", args[0], password, () => {});
     console.log("superuser ready: " + args[0]);
   },
 }));

@@ -68,9 +68,8 @@ BLOCK_SECONDS = 120.0
 GROUP_SECONDS = 600.0
 # Words this far apart in one decoded segment were in different speech regions.
 SPLIT_PAUSE = 2.0
-# The engine crashed on pieces of 160–319 samples (faster-whisper 1.2.1): a
-# group shorter than a second is padded with silence up to one.
-MIN_SAMPLES = SAMPLE_RATE
+# Groups shorter than a second are padded up to one (see offline_batches).
+MIN_SAMPLES = offline_batches.MIN_SAMPLES
 # Language vote: windows of up to 30 s of speech (what the model reads at once).
 VOTE_WINDOWS = 5
 _WINDOW = 30 * SAMPLE_RATE
@@ -269,19 +268,10 @@ def split_at_pauses(segment: dict[str, Any], pause: float = SPLIT_PAUSE) -> Iter
     run = [words[0]]
     for a, b in itertools.pairwise(words):
         if b["start"] - a["end"] >= pause:
-            yield _segment_of(run)
+            yield offline_batches.segment_of(run)
             run = []
         run.append(b)
-    yield _segment_of(run)
-
-
-def _segment_of(words: list[dict[str, Any]]) -> dict[str, Any]:
-    return {
-        "start": words[0]["start"],
-        "end": words[-1]["end"],
-        "text": "".join(w["word"] for w in words).strip(),
-        "words": words,
-    }
+    yield offline_batches.segment_of(run)
 
 
 def vote_language(model: Any, pcm: PcmReader, regions: Sequence[vad.Region], *, windows: int = VOTE_WINDOWS) -> str:

@@ -135,12 +135,13 @@ def sentences(words: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
     for w in words:
         run.append(w)
         if w["word"].strip().endswith(_SENTENCE_END):
-            yield _segment(run)
+            yield segment_of(run)
             run = []
     if run:
-        yield _segment(run)
+        yield segment_of(run)
 
 
-def _segment(words: list[dict[str, Any]]) -> dict[str, Any]:
+def segment_of(words: list[dict[str, Any]]) -> dict[str, Any]:
+    """One segment of consecutive timed words (faster-whisper's words carry their leading space)."""
     text = "".join(w["word"] for w in words).strip()
     return {"start": words[0]["start"], "end": words[-1]["end"], "text": text, "words": words}

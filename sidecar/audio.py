@@ -177,6 +177,11 @@ def normalize(src: Path, dst: Path, spec: AudioSpec, *, cancel: threading.Event 
         if not container.streams.audio:
             raise PermanentError(HaltCode.UNSUPPORTED_MEDIA, "the file has no audio track")
         probed_ms = _probed_duration_ms(container, container.streams.audio[0])
+    if probed_ms is None and spec.max_duration is not None:
+        # The header does not say: count before writing anything. Decoding
+        # alone is cheap, and a small file that unpacks to hundreds of hours
+        # (constant FLAC frames) halts here without a byte written.
+        probed_ms = _counted_duration_ms(src, spec.max_duration, cancel)
     _check_probed(probed_ms, spec, target, rate)
 
     bitrate = None
@@ -325,6 +330,19 @@ def _probed_duration_ms(container: InputContainer, stream: AudioStream | None) -
     if container.duration is not None and container.duration > 0:
         return container.duration // 1000  # AV_TIME_BASE is microseconds
     return None
+
+
+def _counted_duration_ms(path: Path, limit: timedelta, cancel: threading.Event) -> int:
+    """The decoded length of ``path``'s audio, or ``_too_long`` as soon as it passes ``limit``."""
+    limit_ms = _ms(limit)
+    seconds = Fraction(0)
+    with _open_input(path) as inp:
+        for frame in _decoded_frames(inp, inp.streams.audio[0], cancel):
+            if frame.sample_rate:
+                seconds += Fraction(frame.samples, frame.sample_rate)
+            if seconds * 1000 > limit_ms:
+                raise _too_long(None, limit)
+    return int(seconds * 1000)
 
 
 def _encoder_rate(target: _Target, wanted: int) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import subprocess
 import sys
 import threading
@@ -20,6 +21,7 @@ from sidecar.audio import AudioSpec, NormalizeCancelled, normalize, probe
 from sidecar.outcome import HaltCode, PermanentError
 from sidecar.threads import run_in_thread
 from testkit.audio import decode_info, tone_frames, write_audio, write_video_only
+from testkit.flac_bomb import write_flac_bomb
 
 OPUS = AudioSpec("ogg_opus", 16000, 1, 32000)
 LONG_MINUTES = 20
@@ -451,3 +453,31 @@ def test_pcm_chunks_stream_in_pieces_cut_at_quiet_moments(tmp_path: Path) -> Non
     assert len(pieces) >= 3 and all(p.size <= 10 * rate for p in pieces)
     for p in pieces[:-1]:
         assert np.abs(p[-rate // 20 :]).max() < 0.01  # each cut falls in a silence
+
+
+def test_a_flac_bomb_is_too_long_before_a_byte_is_written(tmp_path: Path) -> None:
+    # 642 KiB of FLAC that decodes to 100 hours, its header silent on the length.
+    # The child may write at most 1 MiB: decoding into the output first would
+    # be killed by the limit (SIGXFSZ) long before reaching the 6-hour cap.
+    bomb = write_flac_bomb(tmp_path / "bomb.flac", hours=100)
+    child = f"""
+from datetime import timedelta
+from pathlib import Path
+from sidecar.audio import AudioSpec, normalize
+from sidecar.outcome import PermanentError
+try:
+    normalize(Path({str(bomb)!r}), Path({str(tmp_path / "out.wav")!r}),
+              AudioSpec("wav_pcm16", max_duration=timedelta(hours=6)))
+except PermanentError as e:
+    print(e.code.value, e)
+"""
+
+    def limit_writes() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
+
+    done = subprocess.run(
+        [sys.executable, "-c", child], capture_output=True, text=True, preexec_fn=limit_writes, timeout=120, check=False
+    )
+    assert done.returncode == 0, (done.returncode, done.stderr[-500:])
+    assert done.stdout.strip() == "too_long the audio is longer than allowed (limit 6:00:00)"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bomb.flac"]

@@ -24,6 +24,19 @@ onRecordUpdate((e) => {
   e.next();
 }, "audio_records");
 
+// A recording is made by an upload (intake writes its file in the same
+// transaction); one made here would have no audio and wait forever.
+onRecordCreateRequest((e) => {
+  throw new BadRequestError("Recordings are created by uploading their audio (POST /api/transcriber/records, " +
+    "or `transcriber transcribe FILE`); one created here would have nothing to transcribe.");
+}, "audio_records");
+
+// H6: a corrected transcript text carries its timed segments along (lib/corrections.js).
+onRecordUpdateRequest((e) => {
+  require(`${__hooks}/lib/corrections.js`).followContent(e.app, e.record);
+  e.next();
+}, "texts");
+
 // The pipeline's history and artifacts are written only through its fenced
 // routes (pipeline.pb.js). Through the records API, the panel included, the
 // journal, the attempts and the files are read-only: an edited attempt could

@@ -106,6 +106,16 @@ class IntakeSettings(Section):
     read_timeout: Duration = Field(default=timedelta(hours=3), gt=timedelta(0))
 
 
+class QuotaSettings(Section):
+    """H4: what one sender may ask of the service; 0 turns a quota off. Checked at intake."""
+
+    uploads_per_hour: int = Field(default=60, ge=0)
+    # Recordings not yet done (halted ones excluded): bounds the work one sender can queue.
+    waiting: int = Field(default=20, ge=0)
+    # Hours of audio (measured at normalize) in any 24 hours.
+    audio_hours_per_day: float = Field(default=24.0, ge=0)
+
+
 class MetricsSettings(Section):
     host: str = "127.0.0.1"
     port: int = Field(default=0, ge=0, le=65535, description="0 disables the metrics endpoint")
@@ -200,6 +210,7 @@ class Settings(BaseSettings):
     pipeline: PipelineSettings = PipelineSettings()
     pocketbase: PocketBaseSettings = PocketBaseSettings()
     intake: IntakeSettings = IntakeSettings()
+    quotas: QuotaSettings = QuotaSettings()
     metrics: MetricsSettings = MetricsSettings()
     provider: ProviderSettings = ProviderSettings()
     offline: OfflineSettings = OfflineSettings()

@@ -21,7 +21,7 @@ import httpx
 
 from sidecar.pocketbase import process
 from sidecar.pocketbase.process import ServiceAccount
-from sidecar.settings import Settings
+from sidecar.settings import QuotaSettings, Settings
 
 PASSWORD = "correct-horse-battery"
 # Every collection of the schema, for tests that sweep them all.
@@ -196,7 +196,11 @@ def _prepared_template() -> Path:
 
 @contextmanager
 def running_pocketbase(
-    tmp: Path, *, max_upload_mb: int = 1024, read_timeout: timedelta | None = None
+    tmp: Path,
+    *,
+    max_upload_mb: int = 1024,
+    read_timeout: timedelta | None = None,
+    quotas: QuotaSettings | None = None,
 ) -> Iterator[PocketBaseServer]:
     """A fresh PocketBase with the project's migrations and hooks on a free port, data under ``tmp``."""
     port = free_port()
@@ -206,6 +210,8 @@ def running_pocketbase(
     settings.intake.max_upload_mb = max_upload_mb
     if read_timeout is not None:
         settings.intake.read_timeout = read_timeout
+    if quotas is not None:
+        settings.quotas = quotas
     account = process.service_account(settings, create=False)
     log_path = tmp / "pocketbase.log"
     proc = _spawn(settings, settings.pocketbase.url, log_path)

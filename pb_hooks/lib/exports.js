@@ -83,4 +83,4 @@ function render(row, format, rec) {
   return null;
 }
 
-module.exports = { render: render, stamp: stamp };
+module.exports = { render: render, stamp: stamp, segmentsOf: segmentsOf };

@@ -5,6 +5,7 @@ const respond = require(`${__hooks}/lib/respond.js`);
 const media = require(`${__hooks}/lib/media.js`);
 const records = require(`${__hooks}/lib/records.js`);
 const queue = require(`${__hooks}/lib/queue.js`);
+const quotas = require(`${__hooks}/lib/quotas.js`);
 
 const MAX_TITLE = 500;
 const ALLOWED_FIELDS = ["file", "title", "language"];
@@ -33,6 +34,10 @@ function create(e) {
     files = e.findUploadedFiles("file");
   } catch (err) {
     const msg = String(err);
+    if (msg.indexOf("multipart: message too large") >= 0) {
+      // Go's form reader says so for too many parts or headers, whatever the size.
+      return respond.fail(e, 400, "bad_upload", "The form has too many parts: send one 'file' and at most 'title' and 'language'.");
+    }
     if (msg.indexOf("too large") >= 0) {
       return respond.fail(e, 413, "too_large", "The upload is larger than the limit of " + Math.floor(maxUploadBytes() / 1048576) + " MB.");
     }
@@ -73,8 +78,9 @@ function create(e) {
   }
 
   const title = String(e.request.formValue("title") || "").trim();
-  if (title.length > MAX_TITLE) {
-    return respond.fail(e, 400, "title_too_long", "The title is " + title.length + " characters; at most " + MAX_TITLE + " are accepted.");
+  const titleChars = Array.from(title).length; // characters, not UTF-16 units: an emoji is one
+  if (titleChars > MAX_TITLE) {
+    return respond.fail(e, 400, "title_too_long", "The title is " + titleChars + " characters; at most " + MAX_TITLE + " are accepted.");
   }
 
   // L3: an optional language hint, one of the schema's codes ("" or "auto": none).
@@ -87,7 +93,10 @@ function create(e) {
   const owner = e.auth.id;
   const now = respond.nowMs();
   let created = null;
+  let over = null;
   $app.runInTransaction((tx) => {
+    over = quotas.exceeded(tx, owner, now);
+    if (over) return;
     const rec = new Record(tx.findCollectionByNameOrId("audio_records"));
     rec.set("owner", owner);
     rec.set("title", title);
@@ -110,6 +119,7 @@ function create(e) {
     records.journal(tx, rec.id, "uploaded", "accepted", "accepted " + file.size + " bytes (" + container + ")", "intake");
     created = rec;
   });
+  if (over) return quotas.refuse(e, over);
   return e.json(201, records.pollBody($app, created));
 }
 

@@ -54,6 +54,11 @@ function mergeOwnerEdit(app, rec) {
 
   const wasHalted = stored.getString("halted_at") !== "";
   const stage = stored.getString("state");
+  if (rec.getString("owner") !== stored.getString("owner")) {
+    // Who may read a recording is its owner: a change of hands is history worth keeping.
+    records.journal(app, rec.id, stage, "note",
+      "owner changed by the owner of the service from " + stored.getString("owner") + " to " + rec.getString("owner"), "owner");
+  }
   if (wanted.rev !== stored.getInt("queue_rev")) {
     if (wanted.state !== stage || wanted.halted !== wasHalted) {
       // O8: the form was opened before the pipeline last moved the record; saving its

@@ -45,9 +45,17 @@ function dbTime(ms) {
   return new Date(ms).toISOString().replace("T", " ");
 }
 
+// H7: every number a fenced route takes is a time in ms, a duration or a count;
+// beyond the year 9999 none is meaningful, and a record holding one could no
+// longer be saved from the panel.
+const MAX_NUMBER = Date.UTC(9999, 11, 31);
+const MAX_LEASE = 366 * 24 * 3600 * 1000;
+
 function intArg(body, name) {
   const v = body[name];
-  if (typeof v !== "number" || !isFinite(v) || v < 0) throw new Invalid("'" + name + "' must be a non-negative number");
+  if (typeof v !== "number" || !isFinite(v) || v < 0 || v > MAX_NUMBER) {
+    throw new Invalid("'" + name + "' must be a number from 0 to " + MAX_NUMBER);
+  }
   return Math.floor(v);
 }
 
@@ -80,7 +88,7 @@ function claim(app, now, leases) {
   for (const stage in leases) {
     if (valid.indexOf(stage) < 0 || isTerminal(stage)) throw new Invalid("unknown or terminal stage '" + stage + "'");
     const lease = Math.floor(leases[stage]);
-    if (!(lease > 0)) throw new Invalid("lease of '" + stage + "' must be positive");
+    if (!(lease > 0 && lease <= MAX_LEASE)) throw new Invalid("lease of '" + stage + "' must be from 1 to " + MAX_LEASE + " ms");
     params["s" + i] = stage;
     params["l" + i] = lease;
     names.push("{:s" + i + "}");

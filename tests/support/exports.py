@@ -1,0 +1,79 @@
+"""Exports as the sender's route serves them, parsed back strictly (not compared as strings)."""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any
+
+from testkit.media import wav_bytes
+from testkit.pocketbase import Caller
+
+SRT_TIME = re.compile(r"^(\d{2,}):([0-5]\d):([0-5]\d),(\d{3}) --> (\d{2,}):([0-5]\d):([0-5]\d),(\d{3})$")
+VTT_TIME = re.compile(r"^(\d{2,}):([0-5]\d):([0-5]\d)\.(\d{3}) --> (\d{2,}):([0-5]\d):([0-5]\d)\.(\d{3})$")
+
+
+def _seconds(h: str, m: str, s: str, ms: str) -> float:
+    return int(h) * 3600 + int(m) * 60 + int(s) + int(ms) / 1000
+
+
+def parse_srt(text: str) -> list[tuple[int, float, float, str]]:
+    """Strict SubRip reader: (index, start, end, text) per cue."""
+    assert text.endswith("\n") and not text.endswith("\n\n\n")
+    cues = []
+    for block in text.strip("\n").split("\n\n"):
+        lines = block.split("\n")
+        assert len(lines) >= 3, block
+        assert lines[0].isdigit(), block
+        timing = SRT_TIME.match(lines[1])
+        assert timing, lines[1]
+        g = timing.groups()
+        body = "\n".join(lines[2:])
+        assert body.strip() and "-->" not in body
+        cues.append((int(lines[0]), _seconds(*g[:4]), _seconds(*g[4:]), body))
+    return cues
+
+
+def parse_vtt(text: str) -> list[tuple[float, float, str]]:
+    """Strict WebVTT reader for cues without identifiers or settings."""
+    assert text.startswith("WEBVTT\n\n") or text == "WEBVTT\n"
+    cues = []
+    for block in text.strip("\n").split("\n\n")[1:]:
+        lines = block.split("\n")
+        timing = VTT_TIME.match(lines[0])
+        assert timing, lines[0]
+        g = timing.groups()
+        body = "\n".join(lines[1:])
+        assert body.strip() and "-->" not in body
+        assert not re.search(r"&(?!amp;|lt;|gt;)|<", body), body
+        cues.append((_seconds(*g[:4]), _seconds(*g[4:]), body))
+    return cues
+
+
+def seg(start: float, end: float, text: str, **extra: Any) -> dict[str, Any]:
+    return {"start": start, "end": end, "text": text, **extra}
+
+
+def finished(sender: Caller, service: Caller, segments: list[dict[str, Any]], content: str = "") -> str:
+    """The id of a finished record whose transcript has ``segments``, written the way finalize writes them."""
+    rid: str = sender.http.post("/api/transcriber/records", files={"file": ("a.wav", wav_bytes(0.1))}).json()["id"]
+    now = int(time.time() * 1000)
+    claim = service.http.post("/api/pipeline/claim", json={"now": now, "leases": {"uploaded": 60_000}}).json()
+    assert claim["id"] == rid
+    pipe = f"/api/pipeline/records/{rid}"
+    body = {"token": claim["token"], "content": content, "segments": segments}
+    assert service.http.put(f"{pipe}/texts/transcript", json=body).status_code == 200
+    done = service.http.post(f"{pipe}/advance", json={"token": claim["token"], "now": now, "to": "done"})
+    assert done.status_code == 200
+    return rid
+
+
+def exported(sender: Caller, rid: str, fmt: str) -> str:
+    resp = sender.http.get(f"/api/transcriber/records/{rid}/transcript", params={"format": fmt})
+    assert resp.status_code == 200, resp.text
+    return resp.text
+
+
+def export(sender: Caller, service: Caller, segments: list[dict[str, Any]], fmt: str, content: str = "") -> str:
+    """A finished record whose transcript has ``segments``, exported through the sender's route."""
+    return exported(sender, finished(sender, service, segments, content), fmt)

@@ -162,6 +162,9 @@ def test_settings(data_dir: Path, port: int, **env: str) -> Settings:
     s.pocketbase.data_dir = data_dir
     s.pocketbase.http = f"127.0.0.1:{port}"
     s.pocketbase.url = f"http://127.0.0.1:{port}"
+    # Tests of other behaviour upload as much as they need; the quota tests
+    # (tests/survival/test_quotas.py) pass the shipping defaults explicitly.
+    s.quotas = QuotaSettings(uploads_per_hour=0, waiting=0, audio_hours_per_day=0)
     return s
 
 

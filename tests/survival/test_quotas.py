@@ -47,7 +47,7 @@ def assert_refused(resp: httpx.Response, code: str, *, most: int) -> int:
 
 
 def test_on_the_defaults_a_burst_of_uploads_stops_at_twenty_waiting(tmp_path: Path) -> None:
-    with running_pocketbase(tmp_path) as pb:
+    with running_pocketbase(tmp_path, quotas=QuotaSettings()) as pb:
         sender, neighbour = pb.new_sender(), pb.new_sender()
         answers = upload_at_once(sender.http, 30)
         assert sorted(r.status_code for r in answers) == [201] * 20 + [429] * 10

@@ -30,7 +30,8 @@ class PieceResult:
 
 
 def join(pieces: Sequence[PieceResult]) -> Transcript:
-    shifted = [_shift(p.transcript, p.start) for p in pieces]
+    # Speaker labels are a piece's own: "0" in one piece is not "0" in the next.
+    shifted = [_shift(p.transcript, p.start, f"{i}/" if len(pieces) > 1 else "") for i, p in enumerate(pieces)]
     bounds: list[tuple[float, float]] = []  # per piece: keep words whose middle is in [lo, hi)
     for i, piece in enumerate(pieces):
         lo = bounds[-1][1] if bounds else float("-inf")
@@ -61,9 +62,14 @@ def join(pieces: Sequence[PieceResult]) -> Transcript:
     )
 
 
-def _shift(t: Transcript, by: float) -> Transcript:
+def _shift(t: Transcript, by: float, piece: str) -> Transcript:
+    def speaker(label: str | None) -> str | None:
+        return piece + label if label is not None else None
+
     def word(w: Word) -> Word:
-        return w.model_copy(update={"start": round(w.start + by, 3), "end": round(w.end + by, 3)})
+        return w.model_copy(
+            update={"start": round(w.start + by, 3), "end": round(w.end + by, 3), "speaker": speaker(w.speaker)}
+        )
 
     return t.model_copy(
         update={
@@ -73,6 +79,7 @@ def _shift(t: Transcript, by: float) -> Transcript:
                         "start": round(s.start + by, 3),
                         "end": round(s.end + by, 3),
                         "words": [word(w) for w in s.words] if s.words is not None else None,
+                        "speaker": speaker(s.speaker),
                     }
                 )
                 for s in t.segments
@@ -110,4 +117,4 @@ def _within(segment: Segment, lo: float, hi: float) -> Segment | None:
         return segment
     spaced = any(w.word[:1].isspace() for w in kept)
     text = "".join(w.word for w in kept).strip() if spaced else " ".join(w.word.strip() for w in kept)
-    return Segment(start=kept[0].start, end=kept[-1].end, text=text, words=kept)
+    return Segment(start=kept[0].start, end=kept[-1].end, text=text, words=kept, speaker=segment.speaker)

@@ -172,6 +172,9 @@ class SpeechKitSettings(Section):
     # A sender's language hint takes precedence.
     language: str = "auto"
     text_normalization: bool = True
+    # SP1: ask SpeechKit to tell speakers apart (speakerLabeling; mono audio, which is what
+    # it is sent). Its results then say the speaker in channelTag. Off if a model refuses it.
+    speaker_labeling: bool = True
     stt_url: str = "https://stt.api.cloud.yandex.net"
     operation_url: str = "https://operation.api.cloud.yandex.net"
     timeout: Duration = timedelta(seconds=60)

@@ -14,6 +14,7 @@ class Word(BaseModel):
     start: float
     end: float
     word: str
+    speaker: str | None = None
 
 
 class Segment(BaseModel):
@@ -21,6 +22,7 @@ class Segment(BaseModel):
     end: float
     text: str
     words: list[Word] | None = None
+    speaker: str | None = None  # "Speaker 1", … once numbered (sidecar.speakers); None with one speaker
 
 
 class Transcript(BaseModel):

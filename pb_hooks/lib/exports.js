@@ -48,10 +48,22 @@ function cues(segs) {
     const start = given === null ? previous : given;
     const end = Math.max(start, seconds(s.end) === null ? start : seconds(s.end));
     previous = end;
-    out.push({ start: start, end: end, text: text });
+    out.push({ start: start, end: end, text: text, speaker: speakerOf(s) });
   }
   // Array.prototype.sort is stable: equal starts keep the provider's order.
   return out.sort((a, b) => a.start - b.start);
+}
+
+// SP2: a segment's speaker ("Speaker 1", or a name the owner gave), or null.
+// The sidecar labels segments only when it heard more than one speaker.
+function speakerOf(s) {
+  const label = s && typeof s.speaker === "string" ? oneLine(s.speaker) : "";
+  return label === "" ? null : label;
+}
+
+// Speaker prefixes ("Speaker 1: …") in txt and SRT, only when someone is named.
+function prefixed(c) {
+  return c.speaker ? c.speaker + ": " + c.text : c.text;
 }
 
 function toSrt(segs) {
@@ -59,21 +71,36 @@ function toSrt(segs) {
     .map((c, i) => (i + 1) + "\n" + stamp(c.start, ",") + " --> " + stamp(c.end, ",") + "\n" +
       // SRT has no escapes, and players render <font>, <b>, even what looks like a tag:
       // angle brackets become look-alikes, which also defuses "-->".
-      c.text.split("<").join("‹").split(">").join("›") + "\n")
+      prefixed(c).split("<").join("‹").split(">").join("›") + "\n")
     .join("\n");
 }
 
 function toVtt(segs) {
   // Cue text is markup: escaping "&", "<" and ">" also defuses "-->".
   const escape = (t) => t.split("&").join("&amp;").split("<").join("&lt;").split(">").join("&gt;");
-  const body = cues(segs).map((c) => stamp(c.start, ".") + " --> " + stamp(c.end, ".") + "\n" + escape(c.text) + "\n");
+  // A voice span names the speaker (<v Speaker 1>); its annotation ends at ">".
+  const voiced = (c) => (c.speaker ? "<v " + escape(c.speaker) + ">" : "") + escape(c.text);
+  const body = cues(segs).map((c) => stamp(c.start, ".") + " --> " + stamp(c.end, ".") + "\n" + voiced(c) + "\n");
   return ["WEBVTT\n"].concat(body).join("\n");
+}
+
+// txt with speakers: one paragraph per turn ("Speaker 1: …"); without, the text as kept.
+function toTxt(row, segs) {
+  const all = cues(segs);
+  if (!all.some((c) => c.speaker)) return row.getString("content");
+  const turns = [];
+  for (const c of all) {
+    const last = turns[turns.length - 1];
+    if (last && last.speaker === c.speaker) last.text += " " + c.text;
+    else turns.push({ speaker: c.speaker, text: c.text });
+  }
+  return turns.map((t) => prefixed(t)).join("\n\n") + "\n";
 }
 
 // `row` is the transcript (texts); `rec` its recording, for the language found.
 function render(row, format, rec) {
   const segs = segmentsOf(row);
-  if (format === "txt") return { type: "text/plain; charset=utf-8", body: row.getString("content") };
+  if (format === "txt") return { type: "text/plain; charset=utf-8", body: toTxt(row, segs) };
   if (format === "json") {
     const language = rec ? rec.getString("language") || null : null;
     return { type: "application/json", body: JSON.stringify({ text: row.getString("content"), language: language, segments: segs }) };

@@ -28,7 +28,11 @@ copes:
   within the call, then ``RetryableError``).
 * The gpt-4o transcription models accept only ``json`` (OA spec): for model
   names starting with ``gpt-`` plain ``json`` is requested, which gives one
-  untimed segment.
+  untimed segment. The diarizing model (a name with ``diarize``, e.g.
+  ``gpt-4o-transcribe-diarize``) is asked for ``diarized_json`` with
+  ``chunking_strategy=auto`` (required for audio over 30 s): segments with a
+  ``speaker`` ("A", "B", …). Any segment or word with a ``speaker`` field
+  keeps it (speaches, WhisperX-based servers); without one, no speakers.
 """
 
 from __future__ import annotations
@@ -109,10 +113,11 @@ class OpenAIProvider:
             (f"audio.{target.extension}", target.content_type) if target else ("audio.bin", "application/octet-stream")
         )
         audio = await anyio.Path(request.audio).read_bytes()
-        verbose = not self._s.model.startswith("gpt-")
-        data: dict[str, Any] = {"model": self._s.model, "response_format": "verbose_json" if verbose else "json"}
-        if verbose:
+        data: dict[str, Any] = {"model": self._s.model, "response_format": _response_format(self._s.model)}
+        if data["response_format"] == "verbose_json":
             data["timestamp_granularities[]"] = ["segment", "word"]
+        elif data["response_format"] == "diarized_json":
+            data["chunking_strategy"] = "auto"  # required by the diarizing models for audio over 30 s
         # L4: the sender's hint first, then the configured language; neither → the server finds it.
         language = request.language or self._s.language
         if language:
@@ -224,6 +229,15 @@ def _message(resp: httpx.Response) -> str:
     return short(str(body.get("message") or ""))
 
 
+def _response_format(model: str) -> str:
+    # OpenAI's gpt-4o models accept json only (no timestamps), except the
+    # diarizing one, which gives speaker-labelled segments as diarized_json;
+    # whisper-1 and the self-hosted servers give verbose_json.
+    if "diarize" in model:
+        return "diarized_json"
+    return "json" if model.startswith("gpt-") else "verbose_json"
+
+
 # --- the response ----------------------------------------------------------------
 
 
@@ -247,14 +261,14 @@ def transcript_from(body: dict[str, Any]) -> Transcript:
         if seg_text:
             start = (_num(s.get("start")) or 0.0) * scale
             end = (_num(s.get("end")) or 0.0) * scale
-            segments.append(Segment(start=start, end=max(start, end), text=seg_text))
+            segments.append(Segment(start=start, end=max(start, end), text=seg_text, speaker=_label(s)))
     words = []
     for w in raw_words:
         token = str(w.get("word") or "").strip()
         if token:
             start = (_num(w.get("start")) or 0.0) * scale
             end = (_num(w.get("end")) or 0.0) * scale
-            words.append(Word(start=start, end=max(start, end), word=token))
+            words.append(Word(start=start, end=max(start, end), word=token, speaker=_label(w)))
 
     if segments:
         _attach(words, segments)
@@ -284,6 +298,13 @@ def _attach(words: list[Word], segments: list[Segment]) -> None:
         if segment.words is None:
             segment.words = []
         segment.words.append(word)
+
+
+def _label(item: dict[str, Any]) -> str | None:
+    # SP1: diarized_json segments say "A", "B", … (or the known names sent);
+    # servers built on pyannote/WhisperX say "SPEAKER_00"; most say nothing.
+    label = item.get("speaker")
+    return str(label) if isinstance(label, (str, int)) and str(label).strip() else None
 
 
 def _num(value: Any) -> float | None:

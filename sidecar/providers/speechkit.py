@@ -190,9 +190,10 @@ class SpeechKitProvider:
         languages = _restriction(hint, self._s.language)
         if languages:
             model["languageRestriction"] = {"restrictionType": "WHITELIST", "languageCode": languages}
-        resp = await self._request(
-            "POST", f"{self._stt}/stt/v3/recognizeFileAsync", json={"uri": uri, "recognitionModel": model}, paid=True
-        )
+        body: dict[str, Any] = {"uri": uri, "recognitionModel": model}
+        if self._s.speaker_labeling:
+            body["speakerLabeling"] = {"speakerLabeling": "SPEAKER_LABELING_ENABLED"}
+        resp = await self._request("POST", f"{self._stt}/stt/v3/recognizeFileAsync", json=body, paid=True)
         self._check(resp)
         operation = json_body(resp, who=WHO, what="operation")
         operation_id = operation.get("id") if isinstance(operation, dict) else None

@@ -5,8 +5,9 @@ The body of ``getRecognition`` is a sequence of JSON objects, each
 per line or pretty-printed is not confirmed, so both are read (and a JSON
 array of them). ``final`` events carry the recognized words of an utterance;
 ``finalRefinement`` the normalized text of a final, matched by ``finalIndex``
-(else the latest final not yet refined). One channel is kept: the audio is
-normalized to mono, so a second channel would be a surprise, not content.
+(else the latest final not yet refined). The audio is sent as mono, so a
+second ``channelTag`` can only be speaker labeling's (SP1): each tag is a
+speaker, and segments from several come back in time order with ``speaker``.
 An error inside the stream (``{"error": {...}}`` or a bare status) fails the
 recognition, or expires it when the code is 5 NOT_FOUND.
 """
@@ -71,14 +72,14 @@ def _skip_space(text: str, pos: int) -> int:
 class _Utterance:
     index: str | None
     final: dict[str, Any]
+    channel: str
     refined: dict[str, Any] | None = None
 
 
 def transcript_from(events: list[dict[str, Any]], scrub: Scrub = redact) -> Transcript:
-    """Segments from the ``final`` events of one channel, with refined (normalized) text where sent."""
-    channel: str | None = None
+    """Segments from the ``final`` events, with refined (normalized) text where sent; channel tags as speakers."""
     utterances: list[_Utterance] = []
-    by_index: dict[str, _Utterance] = {}
+    by_index: dict[tuple[str, str], _Utterance] = {}
     received_ms = 0.0
     for event in events:
         error = stream_error(event)
@@ -92,28 +93,30 @@ def transcript_from(events: list[dict[str, Any]], scrub: Scrub = redact) -> Tran
         if isinstance(result.get("final"), dict):
             final = result["final"]
             tag = _channel(result, final)
-            channel = tag if channel is None else channel
             alternative = _first_alternative(final)
-            if tag != channel or alternative is None:
+            if alternative is None:
                 continue
             index = _index(_dict(result.get("audioCursors")).get("finalIndex"))
-            utterance = _Utterance(index, alternative)
+            utterance = _Utterance(index, alternative, tag)
             utterances.append(utterance)
             if index is not None:
-                by_index[index] = utterance
+                by_index[(tag, index)] = utterance
         elif isinstance(result.get("finalRefinement"), dict):
             refinement = result["finalRefinement"]
             normalized = _dict(refinement.get("normalizedText"))
             alternative = _first_alternative(normalized)
-            if alternative is None or channel is None or _channel(result, normalized) != channel:
+            if alternative is None:
                 continue
-            target = by_index.get(_index(refinement.get("finalIndex")) or "")
+            tag = _channel(result, normalized)
+            target = by_index.get((tag, _index(refinement.get("finalIndex")) or ""))
             if target is None:
-                target = next((u for u in reversed(utterances) if u.refined is None), None)
+                target = next((u for u in reversed(utterances) if u.refined is None and u.channel == tag), None)
             if target is not None:
                 target.refined = alternative
         # partial, eouUpdate, statusCode and the analysis events carry no final text.
-    segments = [s for s in (_segment(u) for u in utterances) if s is not None]
+    speakers = len({u.channel for u in utterances}) > 1
+    segments = [s for s in (_segment(u, speakers) for u in utterances) if s is not None]
+    segments.sort(key=lambda s: s.start)  # stable: one speaker's segments keep their order
     language = next((lang for u in utterances if (lang := _language(u.refined or u.final))), None)
     return Transcript(
         text=" ".join(s.text for s in segments),
@@ -123,7 +126,7 @@ def transcript_from(events: list[dict[str, Any]], scrub: Scrub = redact) -> Tran
     )
 
 
-def _segment(u: _Utterance) -> Segment | None:
+def _segment(u: _Utterance, speakers: bool) -> Segment | None:
     chosen = u.refined or u.final
     text = " ".join(str(chosen.get("text") or u.final.get("text") or "").split())
     if not text:
@@ -135,7 +138,13 @@ def _segment(u: _Utterance) -> Segment | None:
         start = words[0].start * 1000 if words else 0.0
     if end is None:
         end = words[-1].end * 1000 if words else start
-    return Segment(start=start / 1000, end=max(end, start) / 1000, text=text, words=words or None)
+    return Segment(
+        start=start / 1000,
+        end=max(end, start) / 1000,
+        text=text,
+        words=words or None,
+        speaker=u.channel if speakers else None,
+    )
 
 
 def _words(alternative: dict[str, Any]) -> list[Word]:

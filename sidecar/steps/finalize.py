@@ -14,6 +14,7 @@ import logging
 from sidecar import languages
 from sidecar.join import PieceResult, join
 from sidecar.outcome import Advance, HaltCode, Outcome, PermanentError
+from sidecar.speakers import numbered
 from sidecar.steps import attempts
 from sidecar.steps.base import StepContext
 from sidecar.storage.model import AttemptStatus
@@ -39,7 +40,7 @@ async def run(ctx: StepContext) -> Outcome:
             raise await attempts.fail_attempt(ctx, attempt, failed, REPOLL_HINT) from exc
         start = piece.file.offset_ms / 1000
         results.append(PieceResult(start, start + piece.file.duration_ms / 1000, transcript))
-    joined = join(results).model_copy(update={"duration": recording.duration_ms / 1000})
+    joined = numbered(join(results)).model_copy(update={"duration": recording.duration_ms / 1000})
     await _store(ctx, joined)
     # A leftover copy is not worth the transcript: a failed removal is noted and left to the sweep.
     for piece in recording.speech:
@@ -50,7 +51,11 @@ async def run(ctx: StepContext) -> Outcome:
             log.warning("record %s: provider-side copies not removed; the sweep will try again", ctx.record.id)
     found = f", language {joined.language}" if joined.language else ""
     pieces = f" from {len(results)} pieces" if len(results) > 1 else ""
-    return Advance(f"transcript of {len(joined.text)} characters, {len(joined.segments)} segments{pieces}{found}")
+    speakers = len({s.speaker for s in joined.segments if s.speaker})
+    voices = f", {speakers} speakers" if speakers else ""
+    return Advance(
+        f"transcript of {len(joined.text)} characters, {len(joined.segments)} segments{pieces}{found}{voices}"
+    )
 
 
 async def _store(ctx: StepContext, transcript: Transcript) -> None:

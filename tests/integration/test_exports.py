@@ -4,6 +4,7 @@ valid rendering passes. The segments are written the way finalize writes them.""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -104,3 +105,60 @@ def test_times_that_are_not_finite_never_reach_a_cue(pb: PocketBaseServer, sende
         assert by_text["no usable time"] == (1.0, 1.0)  # follows the cue before it
         assert by_text["starts absurdly late"][0] == 1e7  # a start past any stamp is the last one
         assert all(0 <= start <= end <= 1e7 for start, end, _ in cues)
+
+
+DIALOGUE = [
+    seg(0.0, 2.0, " Shall we start?", speaker="Speaker 1"),
+    seg(2.0, 3.0, " The release first.", speaker="Speaker 1"),
+    seg(
+        3.5,
+        5.0,
+        " Yes, it passed.",
+        speaker="Speaker 2",
+        words=[{"start": 3.5, "end": 3.9, "word": " Yes,", "speaker": "Speaker 2"}],
+    ),
+    seg(5.5, 6.0, " Good.", speaker="<b>Anna</b> & co"),
+]
+
+
+def test_speakers_show_in_every_export(pb: PocketBaseServer, sender: Caller, service: Caller) -> None:
+    content = "Shall we start? The release first. Yes, it passed. Good."
+    srt = parse_srt(export(sender, service, DIALOGUE, "srt", content))
+    assert [c[3] for c in srt] == [
+        "Speaker 1: Shall we start?",
+        "Speaker 1: The release first.",
+        "Speaker 2: Yes, it passed.",
+        "‹b›Anna‹/b› & co: Good.",
+    ]
+    vtt = export(sender, service, DIALOGUE, "vtt", content)
+    voices = re.findall(r"^<v ([^>]*)>(.*)$", vtt, flags=re.MULTILINE)
+    assert voices == [
+        ("Speaker 1", "Shall we start?"),
+        ("Speaker 1", "The release first."),
+        ("Speaker 2", "Yes, it passed."),
+        ("&lt;b&gt;Anna&lt;/b&gt; &amp; co", "Good."),
+    ]
+    txt = export(sender, service, DIALOGUE, "txt", content)
+    assert txt.split("\n\n") == [
+        "Speaker 1: Shall we start? The release first.",
+        "Speaker 2: Yes, it passed.",
+        "<b>Anna</b> & co: Good.\n",
+    ]
+    body = json.loads(export(sender, service, DIALOGUE, "json", content))
+    assert [s["speaker"] for s in body["segments"]] == ["Speaker 1", "Speaker 1", "Speaker 2", "<b>Anna</b> & co"]
+    assert body["segments"][2]["words"][0]["speaker"] == "Speaker 2"
+    assert body["text"] == content
+
+
+def test_without_speakers_the_exports_are_as_before(pb: PocketBaseServer, sender: Caller, service: Caller) -> None:
+    plain = [seg(0.0, 2.0, " Shall we start?"), seg(2.0, 3.0, " The release first.")]
+    content = "Shall we start? The release first."
+    assert export(sender, service, plain, "txt", content) == content
+    assert [c[3] for c in parse_srt(export(sender, service, plain, "srt", content))] == [
+        "Shall we start?",
+        "The release first.",
+    ]
+    assert [c[2] for c in parse_vtt(export(sender, service, plain, "vtt", content))] == [
+        "Shall we start?",
+        "The release first.",
+    ]

@@ -316,6 +316,51 @@ def test_retry_after_reads_seconds_milliseconds_and_http_dates() -> None:
     assert retry_after(resp()) is None
 
 
+async def test_the_diarizing_model_is_asked_for_diarized_json(api: respx.MockRouter, audio: Path) -> None:
+    route = api.post(URL).respond(200, json=DIARIZED)
+    p = make(model="gpt-4o-transcribe-diarize")
+    started = await p.start(_request(audio), _no_progress)
+    await p.aclose()
+    fields = form_fields(route.calls.last.request)
+    assert ("response_format", "diarized_json") in fields and ("chunking_strategy", "auto") in fields
+    assert not [f for f in fields if f[0].startswith("timestamp_granularities")]
+    assert started.raw is not None
+    t = p.parse(started.raw)
+    assert [(s.start, s.end, s.text, s.speaker) for s in t.segments] == [
+        (0.0, 2.1, "Shall we start?", "A"),
+        (2.4, 4.0, "Yes, go ahead.", "B"),
+        (4.2, 5.0, "Good.", "A"),
+    ]
+
+
+# OpenAI's diarized_json (TranscriptionDiarized: segments with id, start, end, speaker, text, type)
+DIARIZED: dict[str, object] = {
+    "task": "transcribe",
+    "duration": 5.0,
+    "text": "Shall we start? Yes, go ahead. Good.",
+    "segments": [
+        {
+            "type": "transcript.text.segment",
+            "id": "seg_0",
+            "start": 0.0,
+            "end": 2.1,
+            "speaker": "A",
+            "text": " Shall we start?",
+        },
+        {
+            "type": "transcript.text.segment",
+            "id": "seg_1",
+            "start": 2.4,
+            "end": 4.0,
+            "speaker": "B",
+            "text": " Yes, go ahead.",
+        },
+        {"type": "transcript.text.segment", "id": "seg_2", "start": 4.2, "end": 5.0, "speaker": "A", "text": " Good."},
+    ],
+    "usage": {"type": "duration", "seconds": 5},
+}
+
+
 # --- parse -----------------------------------------------------------------------
 
 

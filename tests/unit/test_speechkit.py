@@ -216,6 +216,7 @@ async def test_start_uploads_reports_the_uri_then_the_operation_id(
                 "literatureText": False,
             },
         },
+        "speakerLabeling": {"speakerLabeling": "SPEAKER_LABELING_ENABLED"},
     }
     assert "languageRestriction" not in json.loads(request.content)["recognitionModel"]  # auto by default
 
@@ -527,17 +528,25 @@ def test_both_framings_decode_to_the_same_objects() -> None:
         decode_stream(b'{"result": {}} 42')
 
 
-async def test_parse_keeps_the_first_channel_and_matches_refinements_by_order(provider: SpeechKitProvider) -> None:
+async def test_channel_tags_are_speakers_in_time_order_and_refinements_match_their_own(
+    provider: SpeechKitProvider,
+) -> None:
+    # Mono audio with speakerLabeling: SpeechKit tells the speaker in channelTag.
     left = utterance(0, "hello there", "Hello there.", [("hello", 100, 400), ("there", 450, 800)], channel="0")
-    right = utterance(0, "other side", "Other side.", [("other", 100, 400), ("side", 450, 800)], channel="1")
-    second = utterance(1, "bye now", "Bye now.", [("bye", 1000, 1300), ("now", 1350, 1600)], channel="0")
-    # Without audioCursors, a refinement refines the latest final not yet refined.
+    right = utterance(0, "other side", "Other side.", [("other", 900, 1200), ("side", 1250, 1500)], channel="1")
+    second = utterance(1, "bye now", "Bye now.", [("bye", 1600, 1900), ("now", 1950, 2200)], channel="0")
+    # Without audioCursors, a refinement refines its channel's latest final not yet refined.
     for m in second:
         del m["result"]["audioCursors"]
     del second[1]["result"]["finalRefinement"]["finalIndex"]
     t = provider.parse(ndjson([*left[:1], *right, *left[1:], *second]))
-    assert [s.text for s in t.segments] == ["Hello there.", "Bye now."]
-    assert t.text == "Hello there. Bye now."
+    assert [(s.text, s.speaker) for s in t.segments] == [("Hello there.", "0"), ("Other side.", "1"), ("Bye now.", "0")]
+    assert t.text == "Hello there. Other side. Bye now."
+
+
+async def test_one_channel_means_no_speakers(provider: SpeechKitProvider) -> None:
+    t = provider.parse(ndjson(two_utterances()))
+    assert t.segments and all(s.speaker is None for s in t.segments)
 
 
 async def test_finals_without_refinement_keep_their_own_text(provider: SpeechKitProvider) -> None:

@@ -33,6 +33,7 @@ class PcmReader:
     """Float32 samples of a 16-bit mono WAV, read by range."""
 
     def __init__(self, path: Path) -> None:
+        self.path = path
         self._wave = wave.open(str(path), "rb")
         self.rate = self._wave.getframerate()
         self.frames = self._wave.getnframes()

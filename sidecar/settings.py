@@ -150,6 +150,8 @@ class OfflineSettings(Section):
     # 30-second windows decoded at once; 1 decodes them one after another.
     batch_size: int = Field(default=4, ge=1, le=64)
     cache_dir: str = ""  # where base's two parts are joined once; default $XDG_CACHE_HOME/transcriber
+    # SP1: speaker labels from the optional extra (transcriber[diarize]); unset: on when it is installed.
+    diarize: bool | None = None
 
 
 class SpeechKitSettings(Section):

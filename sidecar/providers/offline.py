@@ -49,10 +49,11 @@ from sidecar import vad
 from sidecar.languages import AUTO, code_of
 from sidecar.outcome import HaltCode, PermanentError, RetryableError, TranscriberError
 from sidecar.pcm import PcmReader, is_pcm16_mono
-from sidecar.providers import offline_batches
+from sidecar.providers import diarizer, offline_batches
 from sidecar.providers.base import AudioSpec, OnProgress, Polled, Started, StartRequest
 from sidecar.providers.whisper_models import BUNDLED, DEFAULT_MODEL, ModelLoadError, load_model, model_directory
 from sidecar.settings import OfflineSettings
+from sidecar.speakers import assign
 from sidecar.threads import run_in_thread
 from sidecar.transcript import Transcript
 
@@ -90,6 +91,8 @@ class OfflineProvider:
         # Every worker of this process may be decoding at once, each on its share of the cores.
         self._replicas = max(1, workers)
         self.threads = threads_for(settings.threads, self._replicas, os.cpu_count() or 1)
+        wanted = settings.diarize if settings.diarize is not None else diarizer.installed()
+        self.diarizer = diarizer.OfflineDiarizer(self.threads) if wanted else None
 
     @property
     def audio_spec(self) -> AudioSpec:
@@ -101,6 +104,8 @@ class OfflineProvider:
     async def warm(self) -> None:
         """Loads the model (verifying it first) before any work arrives."""
         await run_in_thread(lambda _cancel: self.load())
+        if self.diarizer is not None:
+            await run_in_thread(lambda _cancel: self.diarizer.load() if self.diarizer else None)
 
     async def find_started(self, attempt_key: str, audio_uri: str) -> str | None:
         return None  # nothing outlives a start here, so there is nothing to find
@@ -169,12 +174,18 @@ class OfflineProvider:
                 if report is not None:
                     report(segment["end"])
             _check(cancel)
+            # Speakers after the words (a fraction of their time): laid over them by time overlap.
+            turns = self.diarizer.turns(pcm.path) if self.diarizer is not None and segments else []
+            _check(cancel)
         document = {
             "text": " ".join(s["text"] for s in segments if s["text"]),
             "language": chosen,
             "duration": _r(frames / SAMPLE_RATE),
             "segments": segments,
         }
+        if turns:
+            transcript = assign(Transcript.model_validate(document), turns)
+            return transcript.model_dump_json(exclude_none=True).encode()
         return json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode()
 
     def _language(self, model: Any, pcm: PcmReader, regions: Sequence[vad.Region], asked: str | None) -> str | None:

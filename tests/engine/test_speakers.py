@@ -1,0 +1,123 @@
+"""Offline speaker labels with the real diarizer (the `diarize` extra) on the committed
+dialogues: synthetic turn-taking with known turns (SP3), and through the whole service."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+
+from sidecar.audio import normalize
+from sidecar.providers.diarizer import OfflineDiarizer
+from sidecar.providers.offline import OfflineProvider
+from sidecar.service import default_steps
+from sidecar.settings import OfflineSettings
+from sidecar.speakers import numbered
+from testkit.media import wav_bytes
+from testkit.pocketbase import running_pocketbase
+from testkit.speakers import Dialogue, der, dialogues, segment_agreement
+from tests.support.exports import exported, parse_srt
+from tests.support.sidecar import pool_running, running_sidecar
+from tests.support.waiting import eventually
+
+pytestmark = pytest.mark.slow
+
+DIALOGUES = dialogues()
+SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "sample.ogg"
+
+
+@pytest.fixture(scope="module")
+def provider() -> Iterator[OfflineProvider]:
+    p = OfflineProvider(OfflineSettings(diarize=True))
+    p.load()
+    yield p
+    anyio.run(p.aclose)
+
+
+def _wav(src: Path, tmp: Path, provider: OfflineProvider) -> Path:
+    return normalize(src, tmp / "audio.wav", provider.audio_spec).path
+
+
+@pytest.mark.parametrize("dialogue", DIALOGUES, ids=lambda d: d.audio.stem)
+def test_the_diarizer_finds_who_speaks_when(
+    dialogue: Dialogue, provider: OfflineProvider, tmp_path: Path, figures: dict[str, str]
+) -> None:
+    assert provider.diarizer is not None
+    turns = provider.diarizer.turns(_wav(dialogue.audio, tmp_path, provider))
+    error = der(dialogue.turns, turns)
+    assert len({t.speaker for t in turns}) == dialogue.speakers
+    assert error <= 0.10
+    figures[f"DER {dialogue.audio.stem}"] = f"{error:.3f} ({dialogue.speakers} speakers found)"
+
+
+@pytest.mark.parametrize("dialogue", DIALOGUES[:1] + DIALOGUES[-1:], ids=lambda d: d.audio.stem)
+def test_every_segment_gets_the_speaker_who_said_it(
+    dialogue: Dialogue, provider: OfflineProvider, tmp_path: Path
+) -> None:
+    raw = provider.recognize(_wav(dialogue.audio, tmp_path, provider), threading.Event())
+    transcript = numbered(provider.parse(raw))
+    labels = {s.speaker for s in transcript.segments}
+    assert labels == {f"Speaker {i + 1}" for i in range(dialogue.speakers)}
+    assert segment_agreement(dialogue.turns, transcript.segments) >= 0.9
+    for segment in transcript.segments:  # words carry their segment's speaker
+        assert {w.speaker for w in segment.words or []} <= {segment.speaker}
+
+
+def test_one_speaker_looks_exactly_as_without_diarization(provider: OfflineProvider, tmp_path: Path) -> None:
+    plain = OfflineProvider(OfflineSettings(diarize=False))
+    wav = _wav(SAMPLE, tmp_path, provider)
+    with_speakers = numbered(provider.parse(provider.recognize(wav, threading.Event())))
+    without = plain.parse(plain.recognize(wav, threading.Event()))
+    assert with_speakers.model_dump(exclude_none=True) == without.model_dump(exclude_none=True)
+
+
+def test_a_dialogue_through_the_service_has_speakers_in_its_exports(tmp_path: Path, provider: OfflineProvider) -> None:
+    dialogue = next(d for d in DIALOGUES if d.audio.stem == "en_2speakers")
+    with running_pocketbase(tmp_path) as pb:
+        sender = pb.new_sender()
+        rid = sender.http.post(
+            "/api/transcriber/records", files={"file": ("meeting.ogg", dialogue.audio.read_bytes())}
+        ).json()["id"]
+        plain = sender.http.post("/api/transcriber/records", files={"file": ("note.wav", wav_bytes(1.0))}).json()["id"]
+
+        async def run() -> None:
+            async with running_sidecar(pb, default_steps(), provider=provider) as pool:
+                async with pool_running(pool):
+                    await eventually(
+                        lambda: all(
+                            sender.http.get(f"/api/transcriber/records/{r}").json()["status"] == "done"
+                            for r in (rid, plain)
+                        ),
+                        within=240,
+                    )
+
+        anyio.run(run)
+        vtt = exported(sender, rid, "vtt")
+        voices = re.findall(r"^<v (Speaker \d)>", vtt, flags=re.MULTILINE)
+        assert set(voices) == {"Speaker 1", "Speaker 2"}
+        assert voices[0] == "Speaker 1" and len(voices) >= len(dialogue.turns) // 2
+        srt = parse_srt(exported(sender, rid, "srt"))
+        assert all(re.match(r"^Speaker [12]: \S", c[3]) for c in srt)
+        txt = exported(sender, rid, "txt")
+        assert txt.startswith("Speaker 1: ") and "\n\nSpeaker 2: " in txt
+        segments = json.loads(exported(sender, rid, "json"))["segments"]
+        assert {s["speaker"] for s in segments} == {"Speaker 1", "Speaker 2"}
+        # a tone has no speech and no speakers: nothing of either shows
+        assert "Speaker" not in exported(sender, plain, "vtt") + exported(sender, plain, "srt")
+
+
+def test_the_extra_is_needed_only_when_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    from sidecar.providers import diarizer
+
+    monkeypatch.setattr(diarizer, "installed", lambda: False)
+    assert OfflineProvider(OfflineSettings()).diarizer is None  # the default: off without the extra
+    with pytest.raises(diarizer.DiarizerUnavailable, match=r"transcriber\[diarize\]"):
+        OfflineProvider(OfflineSettings(diarize=True))
+    assert isinstance(OfflineProvider(OfflineSettings(diarize=None)).diarizer, type(None))
+    monkeypatch.undo()
+    assert isinstance(OfflineProvider(OfflineSettings()).diarizer, OfflineDiarizer)

@@ -52,9 +52,10 @@ def one(provider_name: str, seconds: int, work: Path) -> dict[str, Any]:
     return result | {"wer": errors / words}
 
 
-def through_pipeline(provider_name: str, audio: Path, work: Path) -> dict[str, Any]:
+def through_pipeline(provider_name: str, audio: Path, work: Path, *, speakers: bool = False) -> dict[str, Any]:
     """``audio`` uploaded and run to done: PocketBase, S3 and the fake cloud as processes of their own,
-    one worker in this one. Its peak RSS, the time from upload to done, the pieces, the text."""
+    one worker in this one. Its peak RSS, the time from upload to done, the pieces, the text.
+    The offline engine tells speakers apart only when asked (PF10), so the other figures measure recognition."""
     from pydantic import SecretStr
 
     from sidecar.providers.offline import OfflineProvider
@@ -84,7 +85,7 @@ def through_pipeline(provider_name: str, audio: Path, work: Path) -> dict[str, A
             elif provider_name == "openai":
                 provider = OpenAIProvider(OpenAISettings(base_url=f"{base}/v1"))
             else:
-                provider = OfflineProvider(OfflineSettings())
+                provider = OfflineProvider(OfflineSettings(diarize=speakers))
             sender = pb.new_sender()
             body, took, rid = anyio.run(_until_settled, pb, provider, sender, audio)
             params = {"filter": f'record="{rid}" && role="normalized"'}

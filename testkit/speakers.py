@@ -32,6 +32,27 @@ def dialogues() -> list[Dialogue]:
     return out
 
 
+def meeting(dst: Path, minutes: float) -> tuple[Path, list[Turn]]:
+    """The dialogues played in turn (half-second gaps) to at least ``minutes``, one 16 kHz WAV;
+    the reference turns labelled by voice, so a voice heard in two dialogues is one speaker."""
+    from testkit.audio import DIALOGUES, concat_to_wav, decode_info
+
+    parts = dialogues()
+    lengths = [decode_info(d.audio).seconds + 0.5 for d in parts]  # concat_to_wav's gap after each
+    repeat = max(1, int(-(-minutes * 60 // sum(lengths))))
+    turns: list[Turn] = []
+    offset = 0.0
+    for _ in range(repeat):
+        for dialogue, length in zip(parts, lengths, strict=True):
+            voices = DIALOGUES[dialogue.audio.stem].voices
+            for t in dialogue.turns:
+                v = voices[t.speaker]
+                voice = f"{v.engine}:{v.name}:{v.pitch}"
+                turns.append(Turn(t.start + offset, t.end + offset, voice))
+            offset += length
+    return concat_to_wav([d.audio for d in parts], dst, repeat=repeat), turns
+
+
 def der(reference: Sequence[Turn], hypothesis: Sequence[Turn]) -> float:
     """Diarization error rate (missed + false alarm + confusion, over the reference's speech)."""
     return float(

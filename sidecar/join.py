@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from sidecar.speakers import VoiceLinker, talk_of
 from sidecar.transcript import Segment, Transcript, Word
 
 __all__ = ["PieceResult", "join"]
@@ -30,8 +31,8 @@ class PieceResult:
 
 
 def join(pieces: Sequence[PieceResult]) -> Transcript:
-    # Speaker labels are a piece's own: "0" in one piece is not "0" in the next.
-    shifted = [_shift(p.transcript, p.start, f"{i}/" if len(pieces) > 1 else "") for i, p in enumerate(pieces)]
+    names = _speaker_names(pieces)
+    shifted = [_shift(p.transcript, p.start, n) for p, n in zip(pieces, names, strict=True)]
     bounds: list[tuple[float, float]] = []  # per piece: keep words whose middle is in [lo, hi)
     for i, piece in enumerate(pieces):
         lo = bounds[-1][1] if bounds else float("-inf")
@@ -62,9 +63,25 @@ def join(pieces: Sequence[PieceResult]) -> Transcript:
     )
 
 
-def _shift(t: Transcript, by: float, piece: str) -> Transcript:
+def _speaker_names(pieces: Sequence[PieceResult]) -> list[dict[str, str]]:
+    """Per piece, its speaker labels → the recording's.
+
+    Labels are a piece's own: "0" in one piece is not "0" in the next. Where
+    every piece with speakers brought their voice embeddings (the offline
+    diarizer), the same voice is matched across pieces; otherwise each
+    piece's speakers stay apart.
+    """
+    talks = [talk_of(p.transcript.segments) for p in pieces]
+    if len(pieces) > 1 and all(p.transcript.voices for p, talk in zip(pieces, talks, strict=True) if talk):
+        linker = VoiceLinker()
+        return [linker.link(talk, p.transcript.voices or {}) for p, talk in zip(pieces, talks, strict=True)]
+    prefix = len(pieces) > 1
+    return [{label: f"{i}/{label}" if prefix else label for label in talk} for i, talk in enumerate(talks)]
+
+
+def _shift(t: Transcript, by: float, names: dict[str, str]) -> Transcript:
     def speaker(label: str | None) -> str | None:
-        return piece + label if label is not None else None
+        return names.get(label, label) if label is not None else None
 
     def word(w: Word) -> Word:
         return w.model_copy(

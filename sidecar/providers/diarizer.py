@@ -117,10 +117,10 @@ def _window_turns(result: dict[str, Any], linker: VoiceLinker, offset: float) ->
 
 @contextmanager
 def _library_noise_ignored() -> Iterator[None]:
-    # Its models load with torch.jit.load, which torch now calls deprecated, and
-    # its clustering imports umap, which regrets that TensorFlow is absent:
-    # warnings about the library's insides, nothing an owner could act on.
+    # Its models load with torch.jit.load, which torch now calls deprecated;
+    # its clustering imports umap, which regrets that TensorFlow is absent and
+    # that a seed disables parallelism: warnings about the library's insides,
+    # nothing an owner could act on (and an error where warnings are errors).
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        warnings.simplefilter("ignore", ImportWarning)
+        warnings.simplefilter("ignore")
         yield

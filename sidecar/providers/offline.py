@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 import math
 import os
 import tempfile
@@ -56,6 +57,8 @@ from sidecar.settings import OfflineSettings
 from sidecar.speakers import assign
 from sidecar.threads import run_in_thread
 from sidecar.transcript import Transcript
+
+log = logging.getLogger("transcriber.offline")
 
 __all__ = ["OfflineProvider", "RecognitionCancelled", "vote_language"]
 
@@ -175,7 +178,7 @@ class OfflineProvider:
                     report(segment["end"])
             _check(cancel)
             # Speakers after the words (a fraction of their time): laid over them by time overlap.
-            found = self.diarizer.diarize(pcm.path) if self.diarizer is not None and segments else None
+            found = self._speakers(pcm.path) if segments else None
             _check(cancel)
         document = {
             "text": " ".join(s["text"] for s in segments if s["text"]),
@@ -189,6 +192,16 @@ class OfflineProvider:
             transcript = transcript.model_copy(update={"voices": found.voices})
             return transcript.model_dump_json(exclude_none=True).encode()
         return json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode()
+
+    def _speakers(self, wav: Path) -> diarizer.Diarization | None:
+        """Who speaks when, if asked for; a failure costs the speakers, never the words."""
+        if self.diarizer is None:
+            return None
+        try:
+            return self.diarizer.diarize(wav)
+        except Exception as e:  # an optional extra failing in any way
+            log.warning("speaker diarization failed (%s): this piece's transcript has no speakers", type(e).__name__)
+            return None
 
     def _language(self, model: Any, pcm: PcmReader, regions: Sequence[vad.Region], asked: str | None) -> str | None:
         wanted = asked or self._settings.language or AUTO

@@ -160,3 +160,18 @@ def test_a_voice_heard_in_two_pieces_keeps_one_label(provider: OfflineProvider, 
     assert heard[("en_2speakers", "A")] == heard[("en_4speakers", "A")]
     assert heard[("en_2speakers", "B")] == heard[("en_4speakers", "B")]
     assert all(len(labels) == 1 for labels in heard.values())
+
+
+def test_a_failing_diarizer_costs_the_speakers_never_the_words(
+    provider: OfflineProvider, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def broken(wav: Path) -> None:
+        raise RuntimeError("out of its depth")
+
+    assert provider.diarizer is not None
+    monkeypatch.setattr(provider.diarizer, "diarize", broken)
+    dialogue = next(d for d in DIALOGUES if d.audio.stem == "en_2speakers")
+    transcript = provider.parse(provider.recognize(_wav(dialogue.audio, tmp_path, provider), threading.Event()))
+    assert "mobile release" in transcript.text
+    assert all(s.speaker is None for s in transcript.segments)
+    assert "speaker diarization failed (RuntimeError)" in caplog.text

@@ -108,7 +108,11 @@ def test_raw_result_shape(provider: OfflineProvider) -> None:
     assert result.operation_id == "offline-rec1-1"
     assert result.raw is not None
     document = json.loads(result.raw)
-    assert set(document) == {"text", "language", "duration", "segments"}
+    # with the diarize extra, each speaker's voice embedding too (to match speakers across pieces)
+    voices = {"voices"} if provider.diarizer is not None else set()
+    assert set(document) == {"text", "language", "duration", "segments", *voices}
+    for embedding in document.get("voices", {}).values():
+        assert len(embedding) == 192 and abs(sum(x * x for x in embedding) - 1) < 1e-6
     assert document["language"] == "en"
     assert abs(document["duration"] - decode_info(SPEECH / "fox.ogg").seconds) < 0.05
 

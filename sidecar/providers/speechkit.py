@@ -34,6 +34,11 @@ and how this module copes:
   service-account credentials use the account's folder, and the docs warn
   against passing one with them (A.2). With both an API key and an IAM
   token configured, the API key is used.
+* Speaker labeling (``speakerLabeling`` at the top of the request, SP1): which
+  models accept it is not documented, and the docs promise at most two
+  speakers in mono audio, told apart by ``channelTag``. It is sent unless
+  ``[speechkit] speaker_labeling = false``; a model that refuses it halts
+  ``provider_rejected`` with SpeechKit's message, and the setting is the way out.
 """
 
 from __future__ import annotations

@@ -27,9 +27,11 @@ function stamp(ms) {
   return new Date(ms).toISOString().replace("T", " ");
 }
 
+// When an upload made at `createdText` leaves a window of `windowMs`: at most
+// the window (a record stamped a moment after `now` was read is not later).
 function secondsUntil(createdText, windowMs, now) {
   const created = Date.parse(String(createdText).replace(" ", "T"));
-  return Math.max(1, Math.ceil((created + windowMs - now) / 1000));
+  return Math.min(windowMs / 1000, Math.max(1, Math.ceil((created + windowMs - now) / 1000)));
 }
 
 // A length in the largest unit that reads well: "2.5 hours", "40 minutes", "12 seconds".

@@ -22,29 +22,32 @@ function upsertAccount(collection, email, password, init) {
   $app.save(rec);
 }
 
-function passwordFromEnv() {
+// The account commands' one argument (EMAIL) and the password from the environment; exits 2 without them.
+function emailAndPassword(use, args) {
+  if (args.length !== 1) {
+    console.error("usage: " + use);
+    $os.exit(2);
+  }
   const password = $os.getenv("TRANSCRIBER_ACCOUNT_PASSWORD");
   if (!password) {
     console.error("the password is read from TRANSCRIBER_ACCOUNT_PASSWORD, which is empty");
     $os.exit(2);
   }
-  return password;
+  return { email: args[0], password: password };
 }
 
 $app.rootCmd.addCommand(new Command({
   use: "service-upsert EMAIL",
   short: "Create or update the sidecar's service account (password from TRANSCRIBER_ACCOUNT_PASSWORD)",
   run: (cmd, args) => {
-    if (args.length !== 1) {
-      console.error("usage: service-upsert EMAIL");
-      $os.exit(2);
-    }
-    const password = passwordFromEnv();
-    upsertAccount("services", args[0], password, (rec) => {
+    const account = emailAndPassword("service-upsert EMAIL", args);
+    const email = account.email;
+    const password = account.password;
+    upsertAccount("services", email, password, (rec) => {
       if (rec.isNew()) rec.set("name", "sidecar");
       rec.setVerified(true);
     });
-    console.log("service account ready: " + args[0]);
+    console.log("service account ready: " + email);
   },
 }));
 
@@ -52,22 +55,20 @@ $app.rootCmd.addCommand(new Command({
   use: "user-add EMAIL",
   short: "Create a sender account (password from TRANSCRIBER_ACCOUNT_PASSWORD)",
   run: (cmd, args) => {
-    if (args.length !== 1) {
-      console.error("usage: user-add EMAIL");
-      $os.exit(2);
-    }
-    const password = passwordFromEnv();
+    const account = emailAndPassword("user-add EMAIL", args);
+    const email = account.email;
+    const password = account.password;
     let exists = false;
     try {
-      $app.findAuthRecordByEmail("users", args[0]);
+      $app.findAuthRecordByEmail("users", email);
       exists = true;
     } catch (_) { /* free */ }
     if (exists) {
-      console.error("a sender with email " + args[0] + " already exists");
+      console.error("a sender with email " + email + " already exists");
       $os.exit(1);
     }
     const rec = new Record($app.findCollectionByNameOrId("users"));
-    rec.setEmail(args[0]);
+    rec.setEmail(email);
     rec.setPassword(password);
     rec.setVerified(true);
     try {
@@ -76,7 +77,7 @@ $app.rootCmd.addCommand(new Command({
       console.error("cannot create the sender: " + err);
       $os.exit(1);
     }
-    console.log("sender created: " + args[0]);
+    console.log("sender created: " + email);
   },
 }));
 
@@ -84,12 +85,10 @@ $app.rootCmd.addCommand(new Command({
   use: "owner-upsert EMAIL",
   short: "Create or update the owner's superuser account (password from TRANSCRIBER_ACCOUNT_PASSWORD)",
   run: (cmd, args) => {
-    if (args.length !== 1) {
-      console.error("usage: owner-upsert EMAIL");
-      $os.exit(2);
-    }
-    const password = passwordFromEnv();
-    upsertAccount("_superusers", args[0], password, () => {});
-    console.log("superuser ready: " + args[0]);
+    const account = emailAndPassword("owner-upsert EMAIL", args);
+    const email = account.email;
+    const password = account.password;
+    upsertAccount("_superusers", email, password, () => {});
+    console.log("superuser ready: " + email);
   },
 }));

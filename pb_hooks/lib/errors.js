@@ -34,7 +34,7 @@ function withCode(e, err) {
     e.response.header().set("Retry-After", String(RATE_WINDOW_S));
     message = "Too many requests from this address; wait a few seconds and try again.";
   }
-  return e.json(status, { status: status, code: codeFor(e, status, data), message: message, data: data });
+  return require(`${__hooks}/lib/respond.js`).fail(e, status, codeFor(e, status, data), message, data);
 }
 
 module.exports = { withCode: withCode };

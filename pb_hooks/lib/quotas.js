@@ -8,6 +8,8 @@
 //   audio_hours_per_day  hours of audio (measured at normalize) in any 24 hours
 // 0 turns a quota off.
 const respond = require(`${__hooks}/lib/respond.js`);
+// PocketBase's stored datetime form, which sorts and compares as text.
+const dbTime = require(`${__hooks}/lib/queue.js`).dbTime;
 
 const HOUR_MS = 3600 * 1000;
 const DAY_MS = 24 * HOUR_MS;
@@ -20,11 +22,6 @@ function limits() {
     waiting: respond.envInt("TRANSCRIBER_QUOTAS__WAITING", 20),
     audioMsPerDay: respond.envInt("TRANSCRIBER_QUOTAS__AUDIO_SECONDS_PER_DAY", 24 * 3600) * 1000,
   };
-}
-
-// PocketBase's stored datetime form, which sorts and compares as text.
-function stamp(ms) {
-  return new Date(ms).toISOString().replace("T", " ");
 }
 
 // When an upload made at `createdText` leaves a window of `windowMs`: at most
@@ -50,7 +47,7 @@ function exceeded(tx, owner, now) {
   const q = limits();
   if (q.uploadsPerHour > 0) {
     const recent = tx.findRecordsByFilter("audio_records", "owner = {:owner} && created >= {:since}", "created",
-      q.uploadsPerHour, 0, { owner: owner, since: stamp(now - HOUR_MS) });
+      q.uploadsPerHour, 0, { owner: owner, since: dbTime(now - HOUR_MS) });
     if (recent.length >= q.uploadsPerHour) {
       return {
         code: "too_many_uploads",
@@ -79,7 +76,7 @@ function exceeded(tx, owner, now) {
     tx.db().newQuery("SELECT r.created AS created, COALESCE((SELECT MAX(f.offset_ms + f.duration_ms) FROM files f " +
       "WHERE f.record = r.id AND f.role = 'normalized'), 0) AS ms FROM audio_records r " +
       "WHERE r.owner = {:owner} AND r.created >= {:since} ORDER BY r.created").bind(
-      { owner: owner, since: stamp(now - DAY_MS) }).all(rows);
+      { owner: owner, since: dbTime(now - DAY_MS) }).all(rows);
     let total = 0;
     for (const r of rows) total += r.ms;
     if (total >= q.audioMsPerDay) {

@@ -9,7 +9,10 @@ routerAdd("POST", "/api/pipeline/claim", (e) => {
   return routes.handle(e, (body) => {
     const now = routes.num(body, "now");
     if (typeof body.leases !== "object" || body.leases === null) throw new queue.Invalid("'leases' must map stages to lease milliseconds");
-    const got = queue.claim($app, now, body.leases);
+    const result = queue.claim($app, now, body.leases);
+    // Records the claim could not read were halted on the way (`unclaimable`): the claimer logs and counts them.
+    if (result.setAside.length > 0) e.response.header().set("X-Set-Aside", result.setAside.join(","));
+    const got = result.claimed;
     // P1: {id, token}; a claimer that asks gets the record's queue fields too (saves a read).
     if (got) return e.json(200, body.with_record === true ? got : { id: got.id, token: got.token });
     const next = queue.nextAvailableAt($app, now);

@@ -30,7 +30,12 @@ class Metrics:
             registry=self.registry,
         )
         self.claims = Counter(
-            "transcriber_claims", "Claim calls by result (work, empty).", ["result"], registry=self.registry
+            "transcriber_claims", "Claim calls by result (work, empty, refused).", ["result"], registry=self.registry
+        )
+        self.set_aside = Counter(
+            "transcriber_records_set_aside",
+            "Records the claim could not read and halted (unclaimable) so that the queue behind them moves on.",
+            registry=self.registry,
         )
         self.copies = Counter(
             "transcriber_provider_copies",

@@ -33,6 +33,7 @@ class HaltCode(StrEnum):
     PROVIDER_FAILED = "provider_failed"
     RESULTS_EXPIRED = "results_expired"
     HALTED_BY_OWNER = "halted_by_owner"
+    UNCLAIMABLE = "unclaimable"  # the claim could not read the record's own fields: set aside, the queue moves on
 
 
 class TranscriberError(Exception):

@@ -12,7 +12,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -134,6 +134,14 @@ class PocketBaseServer:
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
+
+    def sql(self, statement: str, *params: object) -> None:
+        """Writes to the server's database directly, beside the running server (as a state a
+        running system reaches would be written, without a route that would refuse it)."""
+        import sqlite3
+
+        with closing(sqlite3.connect(self.settings.pocketbase.data_dir / "data.db", timeout=30)) as db, db:
+            db.execute(statement, params)
 
     def stop(self) -> None:
         for c in self._clients:

@@ -74,12 +74,24 @@ const CLAIMED_FIELDS = [
   "id", "owner", "title", "state", "state_entered_at", "halted_at", "halt_code", "attempts", "claim_token",
   "claim_expires_at", "paused_until", "language_hint", "language", "progress", "progress_at",
 ];
-const NUMERIC_FIELDS = ["state_entered_at", "attempts", "claim_expires_at", "paused_until", "progress", "progress_at"];
 
-// P1–P4: one UPDATE … WHERE id = (SELECT … ORDER BY available_at, id LIMIT 1)
-// inside a transaction. `leases` maps each claimable stage to its lease (ms);
-// the stage table lives in the sidecar and is sent with every claim.
-function claim(app, now, leases) {
+// The claimed row as one JSON text: SQLite writes every column with its real
+// type (a fractional progress stays a float, a large counter an integer), so
+// no value a running system stores can fail the read. A DynamicModel shape
+// fixes each column's Go type instead, and one record whose value did not fit
+// that shape failed every claim behind it.
+const CLAIMED_JSON = "json_object(" + CLAIMED_FIELDS.map((f) => "'" + f + "', " + f).join(", ") + ")";
+
+// The claim's filter and order: the next claimable record of the given stages.
+function headQuery(names) {
+  return "SELECT id FROM audio_records INDEXED BY idx_audio_records_claim" +
+    " WHERE available_at > 0 AND available_at <= {:now} AND halted_at = ''" +
+    " AND paused_until <= {:now} AND claim_expires_at <= {:now} AND state IN (" + names.join(", ") + ")" +
+    " ORDER BY available_at, id LIMIT 1";
+}
+
+// The claim's parameters and its SQL pieces for `leases` (stage → lease ms).
+function claimPlan(app, now, leases) {
   const valid = stageValues(app);
   const params = { now: now, upd: dbTime(now), token: $security.randomString(40) };
   const names = [];
@@ -97,28 +109,89 @@ function claim(app, now, leases) {
   }
   if (i === 0) throw new Invalid("'leases' names no stage");
   leaseCase += " END";
+  return { params: params, names: names, leaseCase: leaseCase };
+}
+
+// P1–P4: one UPDATE … WHERE id = (SELECT … ORDER BY available_at, id LIMIT 1)
+// inside a transaction. `leases` maps each claimable stage to its lease (ms);
+// the stage table lives in the sidecar and is sent with every claim.
+function claimOnce(app, plan) {
   const sql =
-    "UPDATE audio_records SET claim_token = {:token}, claim_expires_at = " + leaseCase +
-    ", available_at = " + leaseCase +
+    "UPDATE audio_records SET claim_token = {:token}, claim_expires_at = " + plan.leaseCase +
+    ", available_at = " + plan.leaseCase +
     ", attempts = attempts + 1, updated = {:upd}" +
     // INDEXED BY: left to itself SQLite picks the state index and sorts every
     // claimable row, leased and paused ones included (measured: 142x slower at
     // 1M rows). The claim index's range skips them.
-    " WHERE id = (SELECT id FROM audio_records INDEXED BY idx_audio_records_claim" +
-    " WHERE available_at > 0 AND available_at <= {:now} AND halted_at = ''" +
-    " AND paused_until <= {:now} AND claim_expires_at <= {:now} AND state IN (" + names.join(", ") + ")" +
-    " ORDER BY available_at, id LIMIT 1)" +
-    " RETURNING " + CLAIMED_FIELDS.join(", ");
-  const shape = {};
-  for (const f of CLAIMED_FIELDS) shape[f] = NUMERIC_FIELDS.indexOf(f) >= 0 ? 0 : "";
-  const rows = arrayOf(new DynamicModel(shape));
+    " WHERE id = (" + headQuery(plan.names) + ")" +
+    " RETURNING " + CLAIMED_JSON + " AS row";
+  const rows = arrayOf(new DynamicModel({ row: "" }));
   app.runInTransaction((tx) => {
-    tx.db().newQuery(sql).bind(params).all(rows);
+    tx.db().newQuery(sql).bind(plan.params).all(rows);
   });
   if (rows.length === 0) return null;
-  const record = {};
-  for (const f of CLAIMED_FIELDS) record[f] = rows[0][f];
-  return { id: rows[0].id, token: rows[0].claim_token, record: record };
+  const record = JSON.parse(rows[0].row);
+  return { id: record.id, token: record.claim_token, record: record };
+}
+
+// The halt code of a record the claim could not read (see setAside).
+const UNCLAIMABLE = "unclaimable";
+// At most this many records are set aside by one claim request.
+const MAX_SET_ASIDE = 5;
+
+// Defence in depth: a claim that fails on one record's own data sets that
+// record aside (halted, the error in its journal) and claims the next, so
+// the queue behind it keeps moving. Returns the claim (or null) and the ids
+// set aside; an error that is not one record's stays the caller's error.
+function claim(app, now, leases) {
+  const plan = claimPlan(app, now, leases);
+  const setAside = [];
+  for (;;) {
+    try {
+      const got = claimOnce(app, plan);
+      return { claimed: got, setAside: setAside };
+    } catch (err) {
+      if (err instanceof Invalid || setAside.length >= MAX_SET_ASIDE) throw err;
+      const culprit = unreadableHead(app, plan);
+      if (!culprit) throw err;
+      setAsideRecord(app, culprit, now, String(err && err.message ? err.message : err));
+      setAside.push(culprit);
+    }
+  }
+}
+
+// The id of the record at the head of the claim's order if that record's own
+// claimed fields cannot be read, else "" (the failure lies elsewhere).
+function unreadableHead(app, plan) {
+  const head = arrayOf(new DynamicModel({ id: "" }));
+  app.db().newQuery(headQuery(plan.names)).bind(plan.params).all(head);
+  if (head.length === 0) return "";
+  try {
+    const probe = arrayOf(new DynamicModel({ row: "" }));
+    app.db().newQuery("SELECT " + CLAIMED_JSON + " AS row FROM audio_records WHERE id = {:id}")
+      .bind({ id: head[0].id }).all(probe);
+    if (probe.length > 0) JSON.parse(probe[0].row);
+    return "";
+  } catch (_) {
+    return head[0].id;
+  }
+}
+
+// Halts a record the claim cannot read, with the error in its journal. Raw SQL:
+// loading the record as a model might fail on the same data.
+function setAsideRecord(app, id, now, error) {
+  const reason = "the claim could not read this record (" + String(error).slice(0, 1500) + "); " +
+    "fix the field in the panel, then clear the halt";
+  app.runInTransaction((tx) => {
+    tx.db().newQuery(
+      "UPDATE audio_records SET halted_at = {:at}, halt_code = {:code}, halt_reason = {:reason}, claim_token = '', " +
+      "claim_expires_at = 0, available_at = 0, queue_rev = queue_rev + 1, updated = {:at} WHERE id = {:id}",
+    ).bind({ id: id, at: dbTime(now), code: UNCLAIMABLE, reason: reason }).execute();
+    const rows = arrayOf(new DynamicModel({ state: "" }));
+    tx.db().newQuery("SELECT CAST(state AS TEXT) AS state FROM audio_records WHERE id = {:id}").bind({ id: id }).all(rows);
+    records.journal(tx, id, rows.length > 0 ? rows[0].state : "", "halted", UNCLAIMABLE + ": " + reason, "worker");
+  });
+  app.logger().error("claim: record set aside, its fields could not be read", "record", id, "error", String(error));
 }
 
 // When the next record becomes claimable (ms), or 0 if none is waiting.

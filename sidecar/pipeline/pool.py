@@ -17,6 +17,7 @@ import anyio
 from anyio.abc import TaskStatus
 
 from sidecar.clock import Clock
+from sidecar.outcome import HaltCode
 from sidecar.pipeline.runner import Runner
 from sidecar.pipeline.sweep import sweep_once
 from sidecar.redaction import redact
@@ -88,6 +89,7 @@ class WorkerPool:
         self._stopping = False
         self._busy: set[anyio.CancelScope] = set()
         self._drained = anyio.Event()
+        self._refusal = ""  # the last claim refusal logged: a repeat goes to debug
 
     @property
     def busy(self) -> int:
@@ -154,11 +156,21 @@ class WorkerPool:
                 backoff = min(backoff * 2, OUTAGE_MAX_WAIT)
                 continue
             except StorageError as exc:
-                log.error("worker %d: claim refused: %s", n, exc)
+                self.runner.metrics.claims.labels(result="refused").inc()
+                self._refused(n, exc)
                 await self.waker.wait(woken, p.idle_poll.total_seconds())
                 continue
             self.outage.recovered()
+            self._refusal = ""
             backoff = p.idle_poll.total_seconds()
+            for record_id in got.set_aside:
+                # Once per record: the claim halted it, so no claim meets it again.
+                self.runner.metrics.set_aside.inc()
+                log.error(
+                    "record %s set aside (halted %s): the claim could not read its fields; its journal has the error",
+                    record_id,
+                    HaltCode.UNCLAIMABLE.value,
+                )
             if isinstance(got, NoWork):
                 self.runner.metrics.claims.labels(result="empty").inc()
                 wait = p.idle_poll.total_seconds()
@@ -172,6 +184,15 @@ class WorkerPool:
                 await self.runner.release(got)
                 break
             await self._run(got)
+
+    def _refused(self, n: int, error: StorageError) -> None:
+        """A refused claim is logged once while it repeats (every idle poll would flood the log)."""
+        message = str(error)
+        if message != self._refusal:
+            log.error("worker %d: claim refused: %s", n, message)
+            self._refusal = message
+        else:
+            log.debug("worker %d: claim refused again: %s", n, message)
 
     async def _run(self, claimed: Claimed) -> None:
         scope = anyio.CancelScope()

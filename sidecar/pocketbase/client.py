@@ -156,11 +156,12 @@ class PocketBaseClient:
             "with_record": True,
         }
         resp = await self.request("POST", "/api/pipeline/claim", json=body)
+        set_aside = tuple(i for i in resp.headers.get("X-Set-Aside", "").split(",") if i)
         if resp.status_code == 204:
-            return NoWork(int(resp.headers.get("X-Next-Available-At", "0") or 0))
+            return NoWork(int(resp.headers.get("X-Next-Available-At", "0") or 0), set_aside)
         data = resp.json()
         claim = Claim(id=str(data["id"]), token=str(data["token"]))
-        return Claimed(claim, AudioRecord.model_validate(data["record"]))
+        return Claimed(claim, AudioRecord.model_validate(data["record"]), set_aside)
 
     @_ride_out_restart
     async def settle(self, claim: Claim, change: Transition) -> None:

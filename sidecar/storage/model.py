@@ -80,6 +80,8 @@ class Claimed:
 
     claim: Claim
     record: AudioRecord
+    # Records the claim found unreadable on its way and set aside (halted ``unclaimable``).
+    set_aside: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,7 @@ class NoWork:
     """The claim found nothing; ``next_at_ms`` is when something becomes claimable (0: unknown)."""
 
     next_at_ms: int = 0
+    set_aside: tuple[str, ...] = ()
 
 
 class FileRow(BaseModel):

@@ -9,6 +9,8 @@ from typing import Any
 import httpx
 import pytest
 
+from sidecar.clock import SystemClock
+from sidecar.storage.model import Claimed
 from testkit.media import wav_bytes
 from testkit.pocketbase import Caller, PocketBaseServer, created_ms
 
@@ -204,3 +206,82 @@ def test_release_gives_the_attempt_back_and_postpone_keeps_the_stage_clock(
     assert rec["state_entered_at"] == rec0["state_entered_at"] and rec["state"] == "uploaded" and rec["attempts"] == 0
     assert claim(service.http).status_code == 204  # paused
     assert claim(service.http, now=until + 1).status_code == 200
+
+
+# -- the states a running system reaches -----------------------------------------------------------
+
+# Values a record's claimed columns hold after a long life: fractional and negative-zero
+# progress, counters far past any test's, a title of 500 characters of mixed scripts, the
+# latest time a fenced route accepts (year 9999).
+MAX_NUMBER = 253402214400000 - 86400000  # Date.UTC(9999, 11, 31)
+LONG_TITLE = ("Совещание 🎙️ 会議 اجتماع e\u0301 " * 30)[:500]
+
+
+@pytest.mark.parametrize("progress", [0.3297, -0.0, 1e-9, 0.9999999, 1.0])
+def test_a_record_with_any_stored_values_is_claimed_with_them(
+    pb: PocketBaseServer, sender: Caller, service: Caller, progress: float
+) -> None:
+    rid = upload(sender)
+    now = now_ms()
+    pb.sql(
+        "UPDATE audio_records SET progress = ?, progress_at = ?, attempts = ?, queue_rev = ?, title = ?,"
+        " state_entered_at = ?, language = 'yue', language_hint = 'haw', paused_until = ? WHERE id = ?",
+        progress,
+        MAX_NUMBER,
+        2**40 + 7,
+        2**41,
+        LONG_TITLE,
+        MAX_NUMBER,
+        now - 1,
+        rid,
+    )
+    max_lease = 366 * 24 * 3600 * 1000
+    resp = service.http.post(
+        "/api/pipeline/claim", json={"now": now, "leases": {"uploaded": max_lease}, "with_record": True}
+    )
+    assert resp.status_code == 200, resp.text
+    got = resp.json()["record"]
+    assert got["id"] == rid
+    assert got["progress"] == pytest.approx(progress) and isinstance(got["progress"], (int, float))
+    assert got["attempts"] == 2**40 + 8  # the claim counted one more
+    assert got["progress_at"] == MAX_NUMBER and got["state_entered_at"] == MAX_NUMBER
+    assert got["claim_expires_at"] == now + max_lease
+    assert got["title"] == LONG_TITLE
+    assert (got["language"], got["language_hint"]) == ("yue", "haw")
+
+
+@pytest.mark.anyio
+async def test_the_sidecar_reads_a_claimed_record_with_fractional_progress(pb: PocketBaseServer, sender: Caller) -> None:
+    from datetime import timedelta
+
+    from sidecar.service import pocketbase_storage
+
+    rid = upload(sender)
+    pb.sql("UPDATE audio_records SET progress = 0.3297, attempts = 3 WHERE id = ?", rid)
+    async with pocketbase_storage(pb.settings, SystemClock()) as storage:
+        await storage.connect()
+        got = await storage.claim({"uploaded": timedelta(minutes=2)})
+    assert isinstance(got, Claimed)
+    assert got.record.progress == pytest.approx(0.3297) and got.record.attempts == 4
+
+
+def test_a_record_the_claim_cannot_read_is_set_aside_and_the_queue_moves_on(
+    pb: PocketBaseServer, sender: Caller, service: Caller, superuser: Caller
+) -> None:
+    broken, behind = upload(sender), upload(sender)
+    # A value no claim can return (a BLOB where text belongs): the claim's read fails on it.
+    pb.sql("UPDATE audio_records SET title = CAST(X'C3A9FF00' AS BLOB) WHERE id = ?", broken)
+    first = claim(service.http)
+    assert first.status_code == 200, first.text
+    assert first.json()["id"] == behind
+    assert first.headers["X-Set-Aside"] == broken
+    row = superuser.http.get(f"/api/collections/audio_records/records/{broken}").json()
+    assert row["halt_code"] == "unclaimable" and row["halted_at"] != "" and row["claim_token"] == ""
+    events = superuser.http.get(
+        "/api/collections/record_events/records", params={"filter": f'record = "{broken}"'}
+    ).json()["items"]
+    assert [e["kind"] for e in events if e["kind"] == "halted"] == ["halted"]
+    assert "BLOB" in next(e["outcome_text"] for e in events if e["kind"] == "halted")
+    # Set aside once: later claims do not meet it again.
+    again = claim(service.http)
+    assert again.status_code == 204 and "X-Set-Aside" not in again.headers

@@ -251,7 +251,9 @@ def test_a_record_with_any_stored_values_is_claimed_with_them(
 
 
 @pytest.mark.anyio
-async def test_the_sidecar_reads_a_claimed_record_with_fractional_progress(pb: PocketBaseServer, sender: Caller) -> None:
+async def test_the_sidecar_reads_a_claimed_record_with_fractional_progress(
+    pb: PocketBaseServer, sender: Caller
+) -> None:
     from datetime import timedelta
 
     from sidecar.service import pocketbase_storage

@@ -6,6 +6,7 @@ import logging
 import os
 import secrets
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -32,7 +33,7 @@ def _settings(config: Path | None, data_dir: Path | None = None, http: str | Non
         settings = load_settings(config)
     except (FileNotFoundError, ValueError) as exc:
         typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from exc
+        raise typer.Exit(2) from None
     if data_dir is not None:
         settings.pocketbase.data_dir = data_dir
     if http is not None:
@@ -54,26 +55,41 @@ def serve(
     """Run PocketBase and the pipeline workers together, in the foreground."""
     _logging(verbose)
     settings = _settings(config, data_dir, http)
-    from sidecar.service import serve_all
-    from sidecar.storage.errors import AuthFailed
+    from sidecar.supervise import serve_all
 
-    try:
-        sys.exit(anyio.run(serve_all, settings))
-    except (RuntimeError, TimeoutError, FileNotFoundError, AuthFailed) as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from exc
+    sys.exit(_started(lambda: anyio.run(serve_all, settings)))
 
 
 @app.command()
 def pocketbase(config: ConfigOpt = None, data_dir: DataDirOpt = None, http: HttpOpt = None) -> None:
     """Run PocketBase alone (migrations applied, hooks loaded, service user ensured)."""
+    _logging(False)
     settings = _settings(config, data_dir, http)
-    try:
-        process.prepare(settings)
-    except (RuntimeError, FileNotFoundError) as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from exc
+    from sidecar.pocketbase.lock import DataDirInUse, DataDirLock
+    from sidecar.startup import StartupError, ensure_port_free, resolved
+
+    pb = settings.pocketbase
+    pb.data_dir = resolved(pb.data_dir)
+    log.info("data directory: %s", pb.data_dir)
+    lock = DataDirLock(pb.data_dir)
+
+    def start() -> int:
+        try:
+            lock.acquire("transcriber pocketbase", pb.http)
+        except DataDirInUse as exc:
+            raise StartupError(f"{exc}: stop it first, or give this one another --data-dir") from None
+        ensure_port_free(pb.http, "[pocketbase] http")
+        try:
+            process.prepare(settings)
+        except RuntimeError as exc:
+            raise StartupError(str(exc)) from None
+        return 0
+
+    _started(start)
+    # PocketBase takes this process's place and keeps the data directory's lock.
+    os.set_inheritable(lock.fd, True)
     args = process.serve_args(settings)
+    os.umask(process.UMASK)
     os.execve(args[0], args, process.environment(settings))  # noqa: S606 - replaces this process on purpose
 
 
@@ -82,14 +98,21 @@ def worker(config: ConfigOpt = None, verbose: VerboseOpt = False) -> None:
     """Run the pipeline workers against a running PocketBase."""
     _logging(verbose)
     settings = _settings(config)
-    from sidecar.service import run_workers
+    from sidecar.supervise import run_workers
+
+    sys.exit(_started(lambda: anyio.run(run_workers, settings)))
+
+
+def _started(run: Callable[[], int]) -> int:
+    """Runs a command; a mistake found while starting is one line on stderr and exit 2, never a traceback."""
+    from sidecar.startup import EXIT_STARTUP, StartupError
     from sidecar.storage.errors import AuthFailed
 
     try:
-        sys.exit(anyio.run(run_workers, settings))
-    except (FileNotFoundError, AuthFailed) as exc:
+        return run()
+    except (StartupError, AuthFailed, FileNotFoundError) as exc:
         typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from exc
+        raise typer.Exit(EXIT_STARTUP) from None
 
 
 @user_app.command("add")

@@ -1,16 +1,14 @@
 """Assembles the sidecar: settings → storage client → providers → stage table → pool.
 
-``run_workers`` is ``transcriber worker``; ``serve_all`` is ``transcriber
-serve`` (PocketBase as a child process, the pool beside it).
+Running it (signals, the PocketBase child, the order things stop in) is
+``sidecar.supervise``.
 """
 
 from __future__ import annotations
 
 import logging
-import signal
-import subprocess
-from collections.abc import AsyncIterator, Callable
-from contextlib import AsyncExitStack, asynccontextmanager
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import anyio
 
@@ -22,10 +20,13 @@ from sidecar.pipeline.stages import StageTable
 from sidecar.pocketbase import process
 from sidecar.pocketbase.client import PocketBaseClient
 from sidecar.providers.base import Provider
+from sidecar.providers.diarizer import DiarizerUnavailable
+from sidecar.providers.whisper_models import ModelLoadError
 from sidecar.redaction import register_secrets
 from sidecar.settings import Settings
+from sidecar.startup import StartupError
 from sidecar.steps.base import Step
-from sidecar.storage.errors import StorageUnavailable
+from sidecar.storage.errors import LoginRateLimited, StorageUnavailable
 from sidecar.storage.protocol import Storage
 
 log = logging.getLogger("transcriber")
@@ -35,6 +36,23 @@ def default_steps() -> dict[str, Step]:
     from sidecar.steps import finalize, normalize, poll, submit
 
     return {"normalize": normalize.run, "submit": submit.run, "poll": poll.run, "finalize": finalize.run}
+
+
+async def ready_provider(settings: Settings) -> Provider:
+    """The configured provider, its model loaded when there are workers to use it.
+
+    Done before anything else starts, so that a missing, unreadable or damaged
+    model, an unwritable model cache or a missing extra is a start-up error
+    naming the setting, not a failure of the first recording.
+    """
+    try:
+        provider = make_provider(settings)
+        warm = getattr(provider, "warm", None)
+        if warm is not None and settings.pipeline.workers > 0:
+            await warm()
+    except (ModelLoadError, DiarizerUnavailable) as exc:
+        raise StartupError(f"[offline] model {settings.offline.model!r}: {exc}") from None
+    return provider
 
 
 def make_provider(settings: Settings, name: str | None = None) -> Provider:
@@ -126,11 +144,12 @@ async def pipeline(
         metrics=metrics or Metrics(),
     )
     try:
-        await _connect_patiently(storage, clock)
         warm = getattr(current, "warm", None)
         if warm is not None and settings.pipeline.workers > 0:
-            # A model loads before the first claim, not during the first recording's lease.
+            # A model loads before the first claim, not during the first recording's lease
+            # (once per process: a provider from ready_provider has it already).
             await warm()
+        await _connect_patiently(storage, clock)
         yield WorkerPool(runner, workers=settings.pipeline.workers)
     finally:
         with anyio.CancelScope(shield=True):
@@ -152,6 +171,13 @@ async def _connect_patiently(storage: Storage, clock: Clock) -> None:
             if waited:
                 log.warning("PocketBase answered: starting")
             return
+        except LoginRateLimited as exc:
+            # PocketBase's login limiter (H2) counts our own sign-ins too: wait it out, never exit.
+            pause = max(delay, exc.retry_after.total_seconds() if exc.retry_after else 0.0)
+            log.warning("the service login was rate limited by PocketBase: trying again in %.0f s", pause)
+            waited = True
+            await clock.sleep(pause)
+            delay = min(delay * 2, 10.0)
         except StorageUnavailable as exc:
             if not waited:
                 log.warning("waiting for PocketBase: %s", exc)
@@ -160,120 +186,3 @@ async def _connect_patiently(storage: Storage, clock: Clock) -> None:
             waited = True
             await clock.sleep(delay)
             delay = min(delay * 2, 10.0)
-
-
-async def _until_signal(stop: anyio.Event) -> None:
-    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        async for sig in signals:
-            log.info("received %s: stopping", signal.Signals(sig).name)
-            stop.set()
-            return
-
-
-async def _cancel_on(stop: anyio.Event, starting: anyio.CancelScope) -> None:
-    # Before the pool runs (still waiting for PocketBase) there is nothing to drain.
-    await stop.wait()
-    starting.cancel()
-
-
-async def run_workers(
-    settings: Settings,
-    *,
-    ready: Callable[[], None] | None = None,
-    steps: dict[str, Step] | None = None,
-    provider: Provider | None = None,
-    stop: anyio.Event | None = None,
-) -> int:
-    """``transcriber worker``: the pool until SIGINT/SIGTERM (or ``stop``).
-
-    Signals count from the first moment: a stop while the sidecar still waits for
-    PocketBase ends cleanly (exit 0) instead of killing the process mid-login.
-    """
-    try:
-        return await _run_workers(settings, ready, steps, provider, stop or anyio.Event())
-    except BaseExceptionGroup as group:
-        # The signal watcher runs beside the start-up, so a start-up failure (no credentials,
-        # refused login) arrives wrapped in a group: raise it as itself for the CLI to report.
-        if len(group.exceptions) == 1:
-            raise group.exceptions[0] from None
-        raise
-
-
-async def _run_workers(
-    settings: Settings,
-    ready: Callable[[], None] | None,
-    steps: dict[str, Step] | None,
-    provider: Provider | None,
-    stop: anyio.Event,
-) -> int:
-    starting = anyio.CancelScope()
-    async with AsyncExitStack() as stack:
-        side = await stack.enter_async_context(anyio.create_task_group())
-        side.start_soon(_until_signal, stop)
-        side.start_soon(_cancel_on, stop, starting)
-        pool: WorkerPool | None = None
-        with starting:
-            pool = await stack.enter_async_context(pipeline(settings, steps=steps, provider=provider))
-        if pool is None:
-            log.info("stopped before the pool started")
-            side.cancel_scope.cancel()
-            return 0
-        if settings.metrics.port:
-            metrics = pool.runner.metrics
-            metrics.serve(settings.metrics.host, settings.metrics.port)
-            side.start_soon(
-                metrics.keep_records_fresh, pool.runner.storage, pool.runner.table.stages, pool.runner.clock
-            )
-        async with anyio.create_task_group() as workers:
-            await workers.start(pool.run, stop)
-            if ready:
-                ready()
-        # The pool has drained (two-phase stop); the side tasks end with it.
-        side.cancel_scope.cancel()
-    return 0
-
-
-async def serve_all(settings: Settings) -> int:
-    """``transcriber serve``: PocketBase and the pool, stopped together."""
-    await anyio.to_thread.run_sync(process.prepare, settings)
-    pb = settings.pocketbase
-    if not (pb.superuser_email and pb.superuser_password):
-        log.info("no superuser configured: open the installer link PocketBase prints below to create one")
-    proc = process.start(settings)
-    try:
-        await anyio.to_thread.run_sync(process.wait_healthy, pb.url, proc)
-        log.info("PocketBase ready at %s (admin panel: %s/_/)", pb.url, pb.url)
-        stop = anyio.Event()
-        died: list[int] = []
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(_watch_child, proc, stop, died)
-            code = await run_workers(
-                settings, ready=lambda: log.info("workers running: %d", settings.pipeline.workers), stop=stop
-            )
-            tg.cancel_scope.cancel()
-        # O2: with PocketBase gone, this process is of no use: a non-zero exit lets a supervisor restart both.
-        return CHILD_DIED if died else code
-    finally:
-        _stop_child(proc)
-
-
-# The exit status of `serve` when its PocketBase exits under it.
-CHILD_DIED = 3
-
-
-async def _watch_child(proc: subprocess.Popen[bytes], stop: anyio.Event, died: list[int]) -> None:
-    # The waiting thread is abandoned when serve stops first; it ends with the child.
-    await anyio.to_thread.run_sync(proc.wait, abandon_on_cancel=True)
-    died.append(proc.returncode)
-    log.error("PocketBase exited with code %d: stopping the workers", proc.returncode)
-    stop.set()
-
-
-def _stop_child(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()

@@ -42,6 +42,18 @@ def _duration(value: Any) -> Any:
 Duration = Annotated[timedelta, BeforeValidator(_duration)]
 
 
+def _absent_if_empty(value: Any) -> Any:
+    """An empty value is no value: compose files pass an unset variable as "" (``${SUPERUSER_PASSWORD:-}``)."""
+    if isinstance(value, str) and value.strip() == "":
+        return None
+    return value
+
+
+# Optional credentials: "" counts as not given, so that half a pair is caught (O7).
+OptionalText = Annotated[str | None, BeforeValidator(_absent_if_empty)]
+OptionalSecret = Annotated[SecretStr | None, BeforeValidator(_absent_if_empty)]
+
+
 class Section(BaseModel):
     """A settings section: a key it does not know is an error, not a silent default (O7)."""
 
@@ -80,10 +92,10 @@ class PocketBaseSettings(Section):
     url: str = "http://127.0.0.1:8090"
     http: str = "127.0.0.1:8090"
     data_dir: Path = Path("pb_data")
-    service_email: str | None = None
-    service_password: SecretStr | None = None
-    superuser_email: str | None = None
-    superuser_password: SecretStr | None = None
+    service_email: OptionalText = None
+    service_password: OptionalSecret = None
+    superuser_email: OptionalText = None
+    superuser_password: OptionalSecret = None
     timeout: Duration = timedelta(seconds=30)
     upload_timeout: Duration = timedelta(minutes=30)
     migrations_dir: Path | None = None
@@ -157,9 +169,9 @@ class OfflineSettings(Section):
 class SpeechKitSettings(Section):
     # One of: an API key; a service account's authorized key (a JSON file from
     # `yc iam key create`), exchanged for IAM tokens and renewed; a static IAM token (12 h).
-    api_key: SecretStr | None = None
-    service_account_key: str | None = None
-    iam_token: SecretStr | None = None
+    api_key: OptionalSecret = None
+    service_account_key: OptionalText = None
+    iam_token: OptionalSecret = None
     iam_url: str = "https://iam.api.cloud.yandex.net"
 
     @model_validator(mode="after")
@@ -185,10 +197,10 @@ class SpeechKitSettings(Section):
 class ObjectStorageSettings(Section):
     endpoint_url: str = "https://storage.yandexcloud.net"
     region: str = "ru-central1"
-    bucket: str | None = None
+    bucket: OptionalText = None
     prefix: str = "transcriber/"
-    access_key_id: str | None = None
-    secret_access_key: SecretStr | None = None
+    access_key_id: OptionalText = None
+    secret_access_key: OptionalSecret = None
     timeout: Duration = timedelta(minutes=10)
 
     @model_validator(mode="after")
@@ -199,7 +211,7 @@ class ObjectStorageSettings(Section):
 
 class OpenAISettings(Section):
     base_url: str = "https://api.openai.com"
-    api_key: SecretStr | None = None
+    api_key: OptionalSecret = None
     model: str = "whisper-1"
     language: str | None = None  # None: the server finds it; a sender's language hint takes precedence
     timeout: Duration = timedelta(minutes=10)
@@ -271,8 +283,11 @@ def load_settings(config: Path | None = None) -> Settings:
     """
     if config is not None:
         if not config.is_file():
-            raise FileNotFoundError(f"config file not found: {config}")
+            raise FileNotFoundError(f"config file not found: {config} (--config)")
         os.environ[CONFIG_ENV] = str(config)
+    elif os.environ.get(CONFIG_ENV) and not Path(os.environ[CONFIG_ENV]).is_file():
+        # Named on purpose, so its absence is a mistake (only the default file may be missing).
+        raise FileNotFoundError(f"config file not found: {os.environ[CONFIG_ENV]} ({CONFIG_ENV})")
     problems = [f"unknown setting {name} (no such section or key)" for name in _unknown_environment()]
     try:
         settings = Settings()

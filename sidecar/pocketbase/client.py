@@ -20,7 +20,7 @@ import stamina
 
 from sidecar.clock import Clock, SystemClock
 from sidecar.pocketbase import realtime
-from sidecar.storage.errors import AuthFailed, FencedOut, StorageError, StorageUnavailable
+from sidecar.storage.errors import AuthFailed, FencedOut, LoginRateLimited, StorageError, StorageUnavailable
 from sidecar.storage.model import (
     AttemptChange,
     AttemptRow,
@@ -50,6 +50,14 @@ def _message(resp: httpx.Response) -> str:
     if isinstance(body, dict):
         return str(body.get("message", ""))[:500]
     return ""
+
+
+def _seconds(value: str | None, *, default: float) -> float:
+    """A ``Retry-After`` in seconds (bounded to an hour); ``default`` when absent or not a number."""
+    try:
+        return min(max(float(value or ""), 0.0), 3600.0)
+    except ValueError:
+        return default
 
 
 class PocketBaseClient:
@@ -103,6 +111,9 @@ class PocketBaseClient:
                 raise StorageUnavailable(f"PocketBase unreachable: {type(exc).__name__}") from exc
             if resp.status_code >= 500:
                 raise StorageUnavailable(f"PocketBase answered {resp.status_code} to login")
+            if resp.status_code == 429:
+                wait = _seconds(resp.headers.get("Retry-After"), default=10.0)
+                raise LoginRateLimited("the service login was rate limited", retry_after=timedelta(seconds=wait))
             if resp.status_code != 200:
                 raise AuthFailed(
                     f"the service account {self._email} was refused ({resp.status_code}): {_message(resp)}",

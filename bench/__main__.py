@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import os
 import platform
 import subprocess
 import sys
@@ -20,6 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bench.common import ROOT, Failed, Figure, load
+from sidecar.threads import usable_cpus
 
 MODULES = [
     ("PF1", "bench.pf1_claim", "claim + fenced commit cycles/s"),
@@ -62,7 +62,7 @@ def write_results(
         "",
         f"Written by `bench/run{' --quick' if mode == 'quick' else ''}` on "
         f"{datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}, commit {_commit()}, "
-        f"{os.cpu_count()} cores, Python {platform.python_version()}; took {(time.time() - started) / 60:.1f} min.",
+        f"{usable_cpus()} cores, Python {platform.python_version()}; took {(time.time() - started) / 60:.1f} min.",
         "",
         "Every ratio is against a reference measured in the same run, because the machine is shared and noisy: "
         f"load average (1/5 min) was {load_before} at the start and {load_after} at the end. Absolute times "
@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
 
     started = time.time()
     load_before = load()
-    print(f"bench: {mode} run, {os.cpu_count()} cores, load {load_before}", flush=True)
+    print(f"bench: {mode} run, {usable_cpus()} cores, load {load_before}", flush=True)
     rows: list[Figure | Failed] = []
     for fid, module, what in MODULES:
         if only and fid not in only:

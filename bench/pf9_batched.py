@@ -24,7 +24,6 @@ time; WER ≤ sequential's + 0.01; the worker's peak RSS ≤ 1.0 GB and flat fro
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -88,12 +87,12 @@ def one(mode: str, audio: Path, language: str, work: Path) -> dict[str, Any]:
 
 
 def run(quick: bool) -> list[Figure]:
-    from sidecar.providers.offline import threads_for
     from sidecar.settings import OfflineSettings
+    from sidecar.threads import threads_for
     from testkit.wer import word_errors
 
     settings = OfflineSettings()
-    threads = threads_for(settings.threads, 1, os.cpu_count() or 1)  # one worker, as measured
+    threads = threads_for(settings.threads, 1)  # one worker, as measured
     lengths = [2] if quick else [10, 60]
     figures: list[Figure] = []
     rss: dict[int, float] = {}

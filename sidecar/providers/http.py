@@ -5,7 +5,8 @@ dropped connections, timeouts) are retried a few times inside the call with
 jittered exponential backoff (``stamina``), bounded in attempts and in time;
 what still fails leaves as ``RetryableError`` and the pipeline retries the
 step later. Any other answer is returned for the provider to classify, with
-the helpers below (``retry_after``, ``json_body``, ``rejected``).
+the helpers below (``retry_after``, ``json_body``, ``rejected``,
+``credentials_refused``).
 
 Requests that start paid work (``repeatable=False``) are retried only after
 failures that prove the request never reached the service (connection
@@ -25,12 +26,15 @@ from typing import Any
 import httpx
 import stamina
 
-from sidecar.outcome import HaltCode, PermanentError, RetryableError
+from sidecar.outcome import CredentialsRefused, HaltCode, PermanentError, RetryableError
 from sidecar.redaction import Scrub, redact, short
 
 __all__ = [
+    "CREDENTIALS_WAIT",
     "DEFAULT_RETRY",
+    "REFUSED_CREDENTIALS",
     "RetryPolicy",
+    "credentials_refused",
     "json_body",
     "rejected",
     "retry_after",
@@ -40,6 +44,11 @@ __all__ = [
 
 # Connecting should never take long; the full timeout is for reading answers.
 _MAX_CONNECT = 10.0
+# 401 (unauthenticated: a missing, revoked or expired key or token) and 403 (the
+# account may not do this: a role, a scope, a region) are about our credentials.
+REFUSED_CREDENTIALS = frozenset({401, 403})
+# How long a record waits before asking again after our credentials were refused.
+CREDENTIALS_WAIT = timedelta(minutes=5)
 
 
 @dataclass(frozen=True)
@@ -176,3 +185,17 @@ def rejected(who: str, resp: httpx.Response, message: str, scrub: Scrub) -> Perm
     if message:
         text += f": {short(message)}"
     return PermanentError(HaltCode.PROVIDER_REJECTED, scrub(text))
+
+
+def credentials_refused(who: str, status: int | str, message: str, scrub: Scrub, *, kept: str) -> CredentialsRefused:
+    """Our own credentials refused (O5): not the recording's fault, and nothing another attempt could fix.
+
+    The record waits ``CREDENTIALS_WAIT`` and asks again, spending no attempt;
+    an operation already started is kept (never marked failed) and one not yet
+    started is started once the owner has fixed the credentials. ``kept`` says
+    which, for the journal.
+    """
+    text = f"{who} refused our credentials ({status}"
+    if message:
+        text += f": {short(message)}"
+    return CredentialsRefused(scrub(f"{text}); {kept}"), delay=CREDENTIALS_WAIT)

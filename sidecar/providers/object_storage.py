@@ -13,8 +13,10 @@ only HTTPS form for bucket names with dots.
 
 Errors are classified here (PROVIDERS.md D.2): throttling and server errors
 are retried by botocore a few times and then leave as ``RetryableError``;
-refusals (access denied, bad signature, unknown key id, missing bucket,
-clock skew, too large) as ``PermanentError(PROVIDER_REJECTED)``.
+our access keys refused (access denied, bad signature, unknown key id) or
+not configured as ``CredentialsRefused`` (the record waits for the owner,
+O5); other refusals (missing bucket, clock skew, too large) as
+``PermanentError(PROVIDER_REJECTED)``.
 
 Not confirmed against the real service: whether Object Storage accepts the
 trailing checksums newer boto3 releases add to uploads by default. They are
@@ -38,7 +40,8 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, PartialCredentialsError
 
-from sidecar.outcome import HaltCode, PermanentError, RetryableError
+from sidecar.outcome import CredentialsRefused, HaltCode, PermanentError, RetryableError
+from sidecar.providers.http import CREDENTIALS_WAIT
 from sidecar.redaction import Scrub, scrubber, short
 from sidecar.settings import ObjectStorageSettings
 
@@ -50,6 +53,9 @@ _RETRYABLE_CODES = frozenset(
     {"TooManyRequests", "InternalError", "ServiceUnavailable", "SlowDown", "RequestTimeout", "Throttling"}
 )
 _RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
+# Our static access keys refused, or their service account lacking a role (D.2).
+_CREDENTIAL_CODES = frozenset({"AccessDenied", "SignatureDoesNotMatch", "InvalidAccessKeyId"})
+_FIX_KEYS = "the record waits: check [object_storage] access_key_id, secret_access_key and the account's roles"
 _MAX_CONNECT = 10.0
 _SAFE_KEY_PART = re.compile(r"[^A-Za-z0-9._-]")
 
@@ -64,9 +70,14 @@ def classify(error: Exception, action: str, scrub: Scrub) -> Exception:
         what = f"Object Storage could not {action} ({status} {code}{': ' + message if message else ''})"
         if code in _RETRYABLE_CODES or status in _RETRYABLE_STATUS:
             return RetryableError(scrub(what))
+        if code in _CREDENTIAL_CODES:
+            detail = f"{status} {code}{': ' + message if message else ''}"
+            text = f"Object Storage refused our credentials ({detail}) to {action}; {_FIX_KEYS}"
+            return CredentialsRefused(scrub(text), delay=CREDENTIALS_WAIT)
         return PermanentError(HaltCode.PROVIDER_REJECTED, scrub(what.replace("could not", "refused to", 1)))
     if isinstance(error, (NoCredentialsError, PartialCredentialsError)):
-        return PermanentError(HaltCode.PROVIDER_REJECTED, f"Object Storage could not {action}: no access keys")
+        text = f"Object Storage has no credentials to {action}: no access keys; {_FIX_KEYS}"
+        return CredentialsRefused(text, delay=CREDENTIALS_WAIT)
     if isinstance(error, BotoCoreError):
         # Connection refused, connect/read timeouts, dropped connections.
         return RetryableError(scrub(f"Object Storage could not {action}: {type(error).__name__}: {error}"))
@@ -195,9 +206,10 @@ class ObjectStore:
         s = self._settings
         if not (s.access_key_id and s.secret_access_key):
             # No fallback to ambient AWS credentials: Object Storage needs the static keys configured here.
-            raise PermanentError(
-                HaltCode.PROVIDER_REJECTED,
-                "object_storage.access_key_id and object_storage.secret_access_key are not configured",
+            raise CredentialsRefused(
+                "Object Storage has no credentials: object_storage.access_key_id and "
+                "object_storage.secret_access_key are not configured; the record waits until they are",
+                delay=CREDENTIALS_WAIT,
             )
         seconds = max(s.timeout.total_seconds(), 0.001)
         config = Config(

@@ -31,7 +31,6 @@ import itertools
 import json
 import logging
 import math
-import os
 import tempfile
 import threading
 from collections import defaultdict
@@ -55,7 +54,7 @@ from sidecar.providers.base import AudioSpec, OnProgress, Polled, Started, Start
 from sidecar.providers.whisper_models import BUNDLED, DEFAULT_MODEL, ModelLoadError, load_model, model_directory
 from sidecar.settings import OfflineSettings
 from sidecar.speakers import assign
-from sidecar.threads import run_in_thread
+from sidecar.threads import run_in_thread, threads_for
 from sidecar.transcript import Transcript
 
 log = logging.getLogger("transcriber.offline")
@@ -91,9 +90,10 @@ class OfflineProvider:
     def __init__(self, settings: OfflineSettings, *, workers: int = 1) -> None:
         self._settings = settings
         self.model = settings.model or DEFAULT_MODEL
-        # Every worker of this process may be decoding at once, each on its share of the cores.
+        # Every worker of this process may be decoding at once, each on its share of
+        # the CPUs this process may use (its affinity and cgroup quota, not the host's).
         self._replicas = max(1, workers)
-        self.threads = threads_for(settings.threads, self._replicas, os.cpu_count() or 1)
+        self.threads = threads_for(settings.threads, self._replicas)
         wanted = settings.diarize if settings.diarize is not None else diarizer.installed()
         self.diarizer = diarizer.OfflineDiarizer(self.threads) if wanted else None
 
@@ -273,11 +273,6 @@ class OfflineProvider:
             raise
         except Exception as e:
             raise _engine_failure(e) from e
-
-
-def threads_for(threads: int, workers: int, cores: int) -> int:
-    """The decoding threads per worker: as set, or (0) the cores shared among the workers, at least one."""
-    return threads or max(1, cores // max(1, workers))
 
 
 def split_at_pauses(segment: dict[str, Any], pause: float = SPLIT_PAUSE) -> Iterator[dict[str, Any]]:

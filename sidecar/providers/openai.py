@@ -16,6 +16,10 @@ the process dies after the answer arrived and before the submit step stored
 it, the next try pays again. A read timeout on the call is the same window
 seen from the network: that request is not repeated within the call.
 
+Our credentials refused (401, 403: a missing, wrong or revoked key, an
+account that may not) postpone the record (``CredentialsRefused``, O5): the
+recording is not at fault, and it is recognized once the owner fixes them.
+
 Not confirmed against the real services (PROVIDERS.md), and how this module
 copes:
 
@@ -49,7 +53,9 @@ from sidecar.outcome import HaltCode, PermanentError, RetryableError
 from sidecar.providers.base import AudioSpec, OnProgress, Polled, Started, StartRequest
 from sidecar.providers.http import (
     DEFAULT_RETRY,
+    REFUSED_CREDENTIALS,
     RetryPolicy,
+    credentials_refused,
     json_body,
     rejected,
     retry_after,
@@ -174,6 +180,16 @@ class OpenAIProvider:
         if resp.is_success:
             return
         message = _message(resp)
+        if resp.status_code in REFUSED_CREDENTIALS:
+            # 401: a missing, wrong or revoked key; 403: the account may not (D.3). Not the
+            # recording's fault: it waits for the owner, and is recognized once they work (O5).
+            raise credentials_refused(
+                self._who,
+                resp.status_code,
+                message,
+                self._scrub,
+                kept="nothing was recognized; the recording is, once they work: check [openai] api_key and the account",
+            )
         if resp.status_code == 429:
             if _quota_exhausted(resp, message):
                 # Out of credit or over the monthly cap: waiting does not cure it (D.3).

@@ -20,6 +20,14 @@ SpeechKit after 3 days. A read timeout on the start request is the same
 window seen from the network, so that request is never repeated within the
 call (PROVIDERS.md D.1).
 
+Our own credentials (O5): none configured, a key or token refused or
+expired (401/403, or UNAUTHENTICATED/PERMISSION_DENIED inside a result
+stream), an authorized key that cannot be read, signed with or exchanged,
+Object Storage refusing the access keys: each raises ``CredentialsRefused``
+at the request where it shows, so the record waits for the owner and no
+operation, started or about to be, is failed for it. A refused authorized
+key is read from its file again on the next try.
+
 Not confirmed against the real service (PROVIDERS.md, UNCONFIRMED items),
 and how this module copes:
 
@@ -58,8 +66,11 @@ from sidecar.languages import speechkit_tag
 from sidecar.outcome import CredentialsRefused, HaltCode, PermanentError, RetryableError, TranscriberError
 from sidecar.providers.base import AudioSpec, OnProgress, Polled, Started, StartRequest
 from sidecar.providers.http import (
+    CREDENTIALS_WAIT,
     DEFAULT_RETRY,
+    REFUSED_CREDENTIALS,
     RetryPolicy,
+    credentials_refused,
     json_body,
     rejected,
     retry_after,
@@ -84,8 +95,13 @@ MAX_DURATION = timedelta(hours=4)  # A.8
 PIECE_MARGIN = timedelta(minutes=10)
 # A 429 is a quota (RESOURCE_EXHAUSTED), not a burst limit: waiting seconds does not help.
 QUOTA_WAIT = timedelta(minutes=5)
-# How long a record waits before asking again after our credentials were refused.
-CREDENTIALS_WAIT = timedelta(minutes=5)
+# google.rpc codes of our credentials refused (A.7: 7 PERMISSION_DENIED is
+# HTTP 403, 16 UNAUTHENTICATED is 401), as an error inside the result stream.
+_CREDENTIAL_CODES = frozenset({7, 16})
+# What the journal says of the recognition when our credentials are refused.
+_NOT_STARTED = "nothing was started; it starts once they work: check the key or token and the service account's roles"
+_KEPT = "the recognition is kept and asked about again: check the key or token and the service account's roles"
+_COPY_LATER = "the copy is removed later"
 # Operation status checks are a 5 req/s quota for the whole folder: early on the
 # pipeline's poll_delay applies, long jobs (deferred mode, up to 24 h) are asked less often.
 _POLL_GROW_AFTER = timedelta(minutes=1)
@@ -199,7 +215,7 @@ class SpeechKitProvider:
         if self._s.speaker_labeling:
             body["speakerLabeling"] = {"speakerLabeling": "SPEAKER_LABELING_ENABLED"}
         resp = await self._request("POST", f"{self._stt}/stt/v3/recognizeFileAsync", json=body, paid=True)
-        self._check(resp)
+        self._check(resp, kept=_NOT_STARTED)
         operation = json_body(resp, who=WHO, what="operation")
         operation_id = operation.get("id") if isinstance(operation, dict) else None
         if not isinstance(operation_id, str) or not operation_id:
@@ -219,7 +235,7 @@ class SpeechKitProvider:
 
     async def poll(self, operation_id: str) -> Polled:
         resp = await self._request("GET", f"{self._ops}/operations/{quote(operation_id, safe='')}")
-        self._check(resp, started=True)
+        self._check(resp, kept=_KEPT)
         operation = json_body(resp, who=WHO, what="operation")
         if not isinstance(operation, dict) or not isinstance(operation.get("done", False), bool):
             raise RetryableError("SpeechKit sent a malformed operation (not an Operation object)")
@@ -237,7 +253,7 @@ class SpeechKitProvider:
         status = _jsonstatus_text(resp) if resp.status_code >= 300 else None
         if resp.status_code == 404 or (status is not None and status.get("code") == NOT_FOUND):
             raise _expired(operation_id, _describe(resp))
-        self._check(resp, started=True)
+        self._check(resp, kept=_KEPT)
         try:
             events = decode_stream(resp.content)
         except ValueError as e:
@@ -251,7 +267,11 @@ class SpeechKitProvider:
                 raise self._failure(error, operation_id)
         return resp.content
 
-    def _failure(self, status: dict[str, Any], operation_id: str) -> PermanentError:
+    def _failure(self, status: dict[str, Any], operation_id: str) -> TranscriberError:
+        """An error inside the result stream of a finished operation: our credentials, expiry, or a failure."""
+        if status.get("code") in _CREDENTIAL_CODES:
+            # The operation finished well (poll said so); what was refused is our request for its results.
+            return credentials_refused(WHO, status_text(status), "", self._scrub, kept=_KEPT)
         if status.get("code") == NOT_FOUND:
             return _expired(operation_id, status_text(status))
         return PermanentError(
@@ -278,7 +298,7 @@ class SpeechKitProvider:
                     "DELETE", f"{self._stt}/stt/v3/deleteRecognition", params={"operationId": operation_id}
                 )
                 if resp.status_code != 404:  # already gone
-                    self._check(resp)
+                    self._check(resp, kept=_COPY_LATER)
             except TranscriberError as e:
                 problems.append(str(e))
         if audio_uri:
@@ -296,22 +316,32 @@ class SpeechKitProvider:
     # --- plumbing --------------------------------------------------------------
 
     async def _auth_headers(self) -> dict[str, str]:
-        """By precedence: an API key; IAM tokens from a service account's authorized key; a static IAM token."""
+        """By precedence: an API key; IAM tokens from a service account's authorized key; a static IAM token.
+
+        None configured (now: the settings may have changed since a recognition
+        started) is our credentials missing, never the recording's fault (O5).
+        """
         if self._s.api_key:
             return {"Authorization": f"Api-Key {self._s.api_key.get_secret_value()}"}
         if self._s.service_account_key:
             if self._tokens is None:
                 key = await anyio.to_thread.run_sync(ServiceAccountKey.load, self._s.service_account_key)
                 self._tokens = IamTokens(key, self._s.iam_url, self._http)
-            return {"Authorization": f"Bearer {await self._tokens.token()}"}
+            try:
+                token = await self._tokens.token()
+            except CredentialsRefused:
+                self._tokens = None  # the key was refused: the file is read again, the owner may have replaced it
+                raise
+            return {"Authorization": f"Bearer {token}"}
         if self._s.iam_token:
             headers = {"Authorization": f"Bearer {self._s.iam_token.get_secret_value()}"}
             if self._s.folder_id:
                 headers["x-folder-id"] = self._s.folder_id
             return headers
-        raise PermanentError(
-            HaltCode.PROVIDER_REJECTED,
-            "speechkit.api_key, speechkit.service_account_key or speechkit.iam_token is not configured",
+        raise CredentialsRefused(
+            "SpeechKit has no credentials: speechkit.api_key, speechkit.service_account_key or speechkit.iam_token "
+            "is not configured; the record waits until one is (a recognition already started is kept)",
+            delay=CREDENTIALS_WAIT,
         )
 
     def _container(self, fmt: str) -> tuple[str, str, str]:
@@ -340,27 +370,22 @@ class SpeechKitProvider:
             describe=_describe,
         )
 
-    def _check(self, resp: httpx.Response, *, started: bool = False) -> None:
+    def _check(self, resp: httpx.Response, *, kept: str) -> None:
         """Passes a 2xx answer; raises the classified error for anything else.
 
-        ``started``: the request is about an operation already paid for. Our
-        credentials being refused there (401/403: a revoked key, an expired
-        token, a missing role) is not the recording's fault and must not fail
-        the operation: the record waits for the owner to fix them (O5).
+        Our credentials refused (401 UNAUTHENTICATED, 403 PERMISSION_DENIED:
+        a missing or revoked key, an expired token, a missing role; A.7) is
+        never the recording's fault: whether the request starts a
+        recognition, asks about one already paid for, or removes its copy,
+        the record waits for the owner to fix them and no operation is failed
+        for it (O5). ``kept`` says what became of the recognition.
         """
         if resp.is_success:
             return
-        if resp.status_code == 401 and self._tokens is not None:
-            self._tokens.forget()  # expired or revoked early: the next request exchanges the key again
-        if started and resp.status_code in (401, 403):
-            raise CredentialsRefused(
-                self._scrub(
-                    f"SpeechKit refused our credentials ({resp.status_code}: {short(_describe(resp))}); the "
-                    "recognition is kept and asked about again: check the key or token and the service "
-                    "account's roles"
-                ),
-                delay=CREDENTIALS_WAIT,
-            )
+        if resp.status_code in REFUSED_CREDENTIALS:
+            if resp.status_code == 401 and self._tokens is not None:
+                self._tokens.forget()  # expired or revoked early: the next request exchanges the key again
+            raise credentials_refused(WHO, resp.status_code, _describe(resp), self._scrub, kept=kept)
         if resp.status_code == 429:
             wait = max(retry_after(resp) or timedelta(0), timedelta(seconds=60))
             raise RetryableError(

@@ -26,6 +26,7 @@ import httpx
 import jwt
 
 from sidecar.outcome import CredentialsRefused, RetryableError
+from sidecar.providers.http import CREDENTIALS_WAIT
 from sidecar.redaction import register_secrets
 
 __all__ = ["IamTokens", "ServiceAccountKey"]
@@ -52,10 +53,15 @@ class ServiceAccountKey:
         try:
             data = json.loads(path.read_text())
         except (OSError, ValueError) as e:
-            raise CredentialsRefused(f"the service account key {path} cannot be read: {type(e).__name__}") from None
+            raise _unusable(f"the service account key {path} cannot be read: {type(e).__name__}") from None
+        if not isinstance(data, dict):
+            raise _unusable(
+                f"the service account key {path} is not an authorized key (a JSON {type(data).__name__}, not an "
+                "object from `yc iam key create`)"
+            )
         missing = [k for k in ("id", "service_account_id", "private_key") if not isinstance(data.get(k), str)]
         if missing:
-            raise CredentialsRefused(
+            raise _unusable(
                 f"the service account key {path} lacks {', '.join(missing)} (is it an authorized key from "
                 "`yc iam key create`?)"
             )
@@ -110,13 +116,13 @@ class IamTokens:
         try:
             signed = self._signed_jwt(now)
         except (ValueError, TypeError, jwt.PyJWTError) as e:
-            raise CredentialsRefused(f"the service account key cannot sign ({type(e).__name__})") from None
+            raise _unusable(f"the service account key cannot sign ({type(e).__name__})") from None
         try:
             resp = await self._http.post(self._url, json={"jwt": signed})
         except httpx.HTTPError as e:
             raise RetryableError(f"the IAM service could not be reached for a token ({type(e).__name__})") from e
         if resp.status_code in (400, 401, 403):
-            raise CredentialsRefused(
+            raise _unusable(
                 f"the IAM service refused the service account key ({resp.status_code}): check the key "
                 f"{self._key.key_id} and its service account"
             )
@@ -130,3 +136,8 @@ class IamTokens:
             raise RetryableError("the IAM service sent a token answer that cannot be read") from e
         register_secrets([token])
         self._token, self._issued, self._expires = token, now, expires
+
+
+def _unusable(why: str) -> CredentialsRefused:
+    """Our credentials for SpeechKit cannot be used: the record waits for the owner (O5)."""
+    return CredentialsRefused(f"SpeechKit's credentials cannot be used: {why}", delay=CREDENTIALS_WAIT)

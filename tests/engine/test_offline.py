@@ -527,14 +527,6 @@ def test_windows_merge_regions_within_thirty_seconds_of_the_recording() -> None:
     assert [(w.start // second, w.end // second) for w in spans] == [(0, 20), (29, 41), (100, 130), (130, 140)]
 
 
-@pytest.mark.parametrize(
-    ("threads", "workers", "cores", "expected"), [(0, 2, 2, 1), (0, 1, 2, 2), (0, 4, 2, 1), (0, 2, 8, 4), (3, 2, 2, 3)]
-)
-def test_threads_are_the_cores_shared_among_the_workers(threads: int, workers: int, cores: int, expected: int) -> None:
-    assert offline.threads_for(threads, workers, cores) == expected
-    assert threads or workers * expected <= cores or expected == 1
-
-
 def test_windows_apart_keep_their_own_times(provider: OfflineProvider, tmp_path: Path) -> None:
     """Batched windows are decoded back to back; each segment goes back to where its window lies."""
     parts: list[Path | float] = [1.0, SPEECH_RU / "book.ogg", 40.0, SPEECH_RU / "coffee.ogg", 40.0]

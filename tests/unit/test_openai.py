@@ -285,7 +285,11 @@ async def test_a_malformed_body_is_retryable(
 @pytest.mark.parametrize(
     ("status", "body", "expected"),
     [
-        (401, {"error": {"message": f"Incorrect API key provided: {API_KEY}.", "code": "invalid_api_key"}}, "(401)"),
+        (
+            400,
+            {"error": {"message": f"Invalid file format ({API_KEY}).", "type": "invalid_request_error"}},
+            "Invalid file format",
+        ),
         (400, {"error": f"failed to read audio (key={API_KEY})"}, "failed to read audio"),  # whisper.cpp
         (404, {"detail": f"Model not installed; Bearer {API_KEY}"}, "Model not installed"),  # speaches
         (413, {"message": f"too large {API_KEY}"}, "too large"),  # LocalAI

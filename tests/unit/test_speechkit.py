@@ -16,7 +16,7 @@ import pytest
 import respx
 from pydantic import SecretStr
 
-from sidecar.outcome import Advance, HaltCode, PermanentError, RetryableError
+from sidecar.outcome import Advance, CredentialsRefused, HaltCode, PermanentError, RetryableError
 from sidecar.providers.base import StartRequest
 from sidecar.providers.http import RetryPolicy
 from sidecar.providers.object_storage import ObjectStore
@@ -302,11 +302,10 @@ async def test_audio_spec_declares_the_documented_caps(provider: SpeechKitProvid
     assert seconds is not None and seconds * (spec.bitrate or 0) / 8 < MAX_BYTES
 
 
-async def test_no_credentials_fails_before_uploading(s3: S3Server, bucket: str, audio: Path) -> None:
+async def test_no_credentials_wait_for_the_owner_before_uploading(s3: S3Server, bucket: str, audio: Path) -> None:
     p = make_provider(s3, bucket, api_key=None)
-    with pytest.raises(PermanentError, match=r"api_key, speechkit\.service_account_key or speechkit\.iam_token") as e:
+    with pytest.raises(CredentialsRefused, match=r"api_key, speechkit\.service_account_key or speechkit\.iam_token"):
         await p.start(_request(audio), _no_progress)
-    assert e.value.code == HaltCode.PROVIDER_REJECTED
     assert s3.keys(bucket) == []
     await p.aclose()
 
@@ -315,10 +314,10 @@ async def test_a_rejected_request_halts_without_the_key_and_removes_the_upload(
     api: respx.MockRouter, s3: S3Server, bucket: str, provider: SpeechKitProvider, audio: Path
 ) -> None:
     api.post(f"{STT}/stt/v3/recognizeFileAsync").respond(
-        401,
+        400,
         json={
-            "code": 16,
-            "message": f"The token is invalid: Api-Key {API_KEY} (also {SECRET_ACCESS_KEY})",
+            "code": 3,
+            "message": f"Invalid audio format: Api-Key {API_KEY} (also {SECRET_ACCESS_KEY})",
             "details": [{"@type": "type.googleapis.com/google.rpc.RequestInfo", "requestId": "abc"}],
         },
     )
@@ -326,7 +325,7 @@ async def test_a_rejected_request_halts_without_the_key_and_removes_the_upload(
         await provider.start(_request(audio), _no_progress)
     assert e.value.code == HaltCode.PROVIDER_REJECTED
     text = str(e.value)
-    assert text.startswith("SpeechKit rejected the request (401): UNAUTHENTICATED (16): The token is invalid")
+    assert text.startswith("SpeechKit rejected the request (400): INVALID_ARGUMENT (3): Invalid audio format")
     assert API_KEY not in text and SECRET_ACCESS_KEY not in text and ACCESS_KEY_ID not in text
     assert s3.keys(bucket) == []
 

@@ -9,3 +9,9 @@ $app.onServe().bindFunc((e) => {
   e.server.readTimeout = ms * 1000000; // a Go time.Duration, in nanoseconds
   return e.next();
 });
+
+// The running release, for operators and their tools (no sign-in needed: a
+// version is no secret, and an upgrade script asks before it is signed in).
+routerAdd("GET", "/api/transcriber/version", (e) => {
+  return e.json(200, { version: $os.getenv("TRANSCRIBER_VERSION") || "unknown" });
+});

@@ -4,4 +4,9 @@ PocketBase owns the data, the rules, the panel and the atomic routes; this
 package runs the pipeline (claim → step → fenced outcome) and the CLI.
 """
 
-__version__ = "0.1.0"
+from importlib.metadata import PackageNotFoundError, version
+
+try:
+    __version__ = version("transcriber")
+except PackageNotFoundError:  # run from a checkout that was never installed
+    __version__ = "0.0.0+unknown"

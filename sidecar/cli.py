@@ -17,6 +17,25 @@ from sidecar.pocketbase import process
 from sidecar.settings import Settings, load_settings
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Self-hosted transcription: PocketBase + pipeline.")
+
+
+def _version(value: bool) -> None:
+    if value:
+        from sidecar import __version__
+
+        typer.echo(f"transcriber {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """Self-hosted transcription: PocketBase + pipeline."""
+
+
 user_app = typer.Typer(no_args_is_help=True, help="Sender accounts.")
 app.add_typer(user_app, name="user")
 
@@ -42,10 +61,12 @@ def _settings(config: Path | None, data_dir: Path | None = None, http: str | Non
     return settings
 
 
-def _logging(verbose: bool) -> None:
+def _logging(verbose: bool, settings: Settings) -> None:
+    """Logging as ``[logs]`` says (``--verbose``: debug)."""
     from sidecar.logs import configure
 
-    configure(logging.DEBUG if verbose else logging.INFO)
+    level = logging.DEBUG if verbose else logging.getLevelNamesMapping()[settings.logs.level.upper()]
+    configure(level, settings.logs.format)
 
 
 @app.command()
@@ -53,8 +74,8 @@ def serve(
     config: ConfigOpt = None, data_dir: DataDirOpt = None, http: HttpOpt = None, verbose: VerboseOpt = False
 ) -> None:
     """Run PocketBase and the pipeline workers together, in the foreground."""
-    _logging(verbose)
     settings = _settings(config, data_dir, http)
+    _logging(verbose, settings)
     from sidecar.supervise import serve_all
 
     sys.exit(_started(lambda: anyio.run(serve_all, settings)))
@@ -63,8 +84,8 @@ def serve(
 @app.command()
 def pocketbase(config: ConfigOpt = None, data_dir: DataDirOpt = None, http: HttpOpt = None) -> None:
     """Run PocketBase alone (migrations applied, hooks loaded, service user ensured)."""
-    _logging(False)
     settings = _settings(config, data_dir, http)
+    _logging(False, settings)
     from sidecar.pocketbase.lock import DataDirInUse, DataDirLock
     from sidecar.startup import StartupError, ensure_port_free, resolved
 
@@ -96,8 +117,8 @@ def pocketbase(config: ConfigOpt = None, data_dir: DataDirOpt = None, http: Http
 @app.command()
 def worker(config: ConfigOpt = None, verbose: VerboseOpt = False) -> None:
     """Run the pipeline workers against a running PocketBase."""
-    _logging(verbose)
     settings = _settings(config)
+    _logging(verbose, settings)
     from sidecar.supervise import run_workers
 
     sys.exit(_started(lambda: anyio.run(run_workers, settings)))

@@ -2,16 +2,28 @@
 
 from __future__ import annotations
 
+import json
 import logging
+import threading
 from collections.abc import Callable, Iterable
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, make_server
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, make_wsgi_app
+from prometheus_client.exposition import ThreadingWSGIServer
 
 from sidecar.clock import Clock
 from sidecar.outcome import Verdict
 from sidecar.storage.protocol import Storage
 
 log = logging.getLogger("transcriber.metrics")
+
+
+class _QuietHandler(WSGIRequestHandler):
+    """No access log line per scrape or health check."""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
 
 
 class Metrics:
@@ -53,10 +65,23 @@ class Metrics:
     def step_finished(self, stage: str, verdict: Verdict) -> None:
         self.step_runs.labels(stage=stage, outcome=verdict.value).inc()
 
-    def serve(self, host: str, port: int) -> Callable[[], None]:
-        """Serves /metrics in a thread; returns a function that stops it."""
-        server, thread = start_http_server(port, addr=host, registry=self.registry)
-        log.info("metrics on http://%s:%d/metrics", host, port)
+    def serve(self, host: str, port: int, health: Callable[[], tuple[bool, str]] | None = None) -> Callable[[], None]:
+        """Serves ``/metrics`` (and ``/health``: 200 when ``health()`` says ready, else 503) in a thread;
+        returns a function that stops it."""
+        metrics_app = make_wsgi_app(self.registry)
+
+        def app(environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
+            if environ.get("PATH_INFO") == "/health":
+                ready, detail = health() if health is not None else (True, "ready")
+                body = json.dumps({"ready": ready, "detail": detail}).encode()
+                start_response("200 OK" if ready else "503 Service Unavailable", [("Content-Type", "application/json")])
+                return [body]
+            return metrics_app(environ, start_response)  # type: ignore[no-any-return]
+
+        server = make_server(host, port, app, ThreadingWSGIServer, handler_class=_QuietHandler)
+        thread = threading.Thread(target=server.serve_forever, name="metrics", daemon=True)
+        thread.start()
+        log.info("metrics on http://%s:%d/metrics, health on /health", host, port)
 
         def stop() -> None:
             server.shutdown()

@@ -133,6 +133,12 @@ class MetricsSettings(Section):
     port: int = Field(default=0, ge=0, le=65535, description="0 disables the metrics endpoint")
 
 
+class LogSettings(Section):
+    # text: one line a message, for a terminal; json: one object a line, for a log shipper.
+    format: Literal["text", "json"] = "text"
+    level: Literal["debug", "info", "warning", "error"] = "info"
+
+
 class ProviderSettings(Section):
     name: Literal["offline", "speechkit", "openai", "instant"] = "offline"
 
@@ -229,6 +235,7 @@ class Settings(BaseSettings):
     intake: IntakeSettings = IntakeSettings()
     quotas: QuotaSettings = QuotaSettings()
     metrics: MetricsSettings = MetricsSettings()
+    logs: LogSettings = LogSettings()
     provider: ProviderSettings = ProviderSettings()
     offline: OfflineSettings = OfflineSettings()
     speechkit: SpeechKitSettings = SpeechKitSettings()

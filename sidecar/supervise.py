@@ -23,6 +23,7 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass
 
 import anyio
+import httpx
 
 from sidecar.metrics import Metrics
 from sidecar.pipeline.pool import WorkerPool
@@ -43,11 +44,33 @@ CHILD_STOP_TIMEOUT = 15.0
 
 
 @dataclass
+class Health:
+    """The worker's health check (``/health`` on the metrics port): ready once signed in and while
+    PocketBase answers; not while starting or stopping."""
+
+    pocketbase_url: str
+    signed_in: bool = False
+    stopping: bool = False
+
+    def __call__(self) -> tuple[bool, str]:
+        if self.stopping:
+            return False, "stopping"
+        if not self.signed_in:
+            return False, "starting: not signed in to PocketBase yet"
+        try:
+            status = httpx.get(f"{self.pocketbase_url.rstrip('/')}/api/health", timeout=2).status_code
+        except httpx.HTTPError as exc:
+            return False, f"PocketBase does not answer ({type(exc).__name__})"
+        return (True, "ready") if status == 200 else (False, f"PocketBase answered {status}")
+
+
+@dataclass
 class Prepared:
     """What the workers need that can fail on the host: made before anything starts."""
 
     provider: Provider | None
     metrics: Metrics
+    health: Health
     stop_metrics: Callable[[], None] | None = None
 
     def close(self) -> None:
@@ -68,12 +91,12 @@ async def prepare_workers(
         except (FileNotFoundError, ValueError, KeyError) as exc:
             raise StartupError(str(exc)) from None
     metrics = Metrics()
-    prepared = Prepared(provider, metrics)
+    prepared = Prepared(provider, metrics, Health(settings.pocketbase.url))
     m = settings.metrics
     if m.port:
         ensure_port_free(f"{m.host}:{m.port}", "[metrics] port")
         try:
-            prepared.stop_metrics = metrics.serve(m.host, m.port)
+            prepared.stop_metrics = metrics.serve(m.host, m.port, health=prepared.health)
         except OSError as exc:
             raise StartupError(f"[metrics] port {m.host}:{m.port} cannot be used: {exc.strerror}") from None
     try:
@@ -164,8 +187,11 @@ async def _run_pool(
             )
         async with anyio.create_task_group() as workers:
             await workers.start(pool.run, stop)
+            prepared.health.signed_in = True
             if ready:
                 ready()
+            await stop.wait()
+            prepared.health.stopping = True
         # The pool has drained (two-phase stop); the side tasks end with it.
         side.cancel_scope.cancel()
     return 0

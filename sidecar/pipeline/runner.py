@@ -21,6 +21,7 @@ from pathlib import Path
 import anyio
 
 from sidecar.clock import Clock, run_with_deadline
+from sidecar.logs import log_context
 from sidecar.metrics import Metrics
 from sidecar.outcome import (
     Advance,
@@ -75,26 +76,46 @@ class Runner:
     async def run(self, claimed: Claimed) -> Verdict:
         """Runs the claimed record's step and settles what it ended in."""
         record = claimed.record
+        stage = self.table[record.state]
+        started = self.clock.now_ms()
         verdict = Verdict.FENCED_OUT
-        try:
-            verdict = await self._guarded(claimed, self.table[record.state])
-        except FencedOut:
-            log.debug("claim on %s is gone; result dropped", record.id)
-        except StorageUnavailable as exc:
-            # The outcome could not be written (storage stayed away past the ride-out):
-            # the lease will run out and the record be claimed again; the attempt counts.
-            verdict = Verdict.UNWRITTEN
-            log.warning("record %s: its outcome could not be written: %s", record.id, redact(str(exc)))
-        except anyio.get_cancelled_exc_class():
-            # P8: our own shutdown is not the record's failure, wherever it lands (the
-            # guards, the step, the write-back): the claim is handed back.
-            verdict = Verdict.RELEASED
-            with anyio.CancelScope(shield=True):
-                await self._release(claimed)
-            raise
-        finally:
-            self.metrics.step_finished(record.state, verdict)
+        with log_context(
+            record=record.id, stage=record.state, claim=claimed.claim.token[:8], provider=self.provider.name
+        ):
+            try:
+                verdict = await self._guarded(claimed, stage)
+            except FencedOut:
+                log.debug("claim on %s is gone; result dropped", record.id)
+            except StorageUnavailable as exc:
+                # The outcome could not be written (storage stayed away past the ride-out):
+                # the lease will run out and the record be claimed again; the attempt counts.
+                verdict = Verdict.UNWRITTEN
+                log.warning("record %s: its outcome could not be written: %s", record.id, redact(str(exc)))
+            except anyio.get_cancelled_exc_class():
+                # P8: our own shutdown is not the record's failure, wherever it lands (the
+                # guards, the step, the write-back): the claim is handed back.
+                verdict = Verdict.RELEASED
+                with anyio.CancelScope(shield=True):
+                    await self._release(claimed)
+                raise
+            finally:
+                self.metrics.step_finished(record.state, verdict)
+                self._log_run(record, stage, verdict, (self.clock.now_ms() - started) / 1000)
         return verdict
+
+    def _log_run(self, record: AudioRecord, stage: Stage, verdict: Verdict, seconds: float) -> None:
+        """One line per run (its outcome and duration), at info unless nothing happened (a poll that found
+        nothing yet, a claim that was gone)."""
+        quiet = verdict in (Verdict.POSTPONED, Verdict.FENCED_OUT)
+        log.log(
+            logging.DEBUG if quiet else logging.INFO,
+            "record %s: %s %s in %.1f s",
+            record.id,
+            stage.step or stage.name,
+            verdict.value,
+            seconds,
+            extra={"outcome": verdict.value, "duration_s": round(seconds, 3)},
+        )
 
     async def _guarded(self, claimed: Claimed, stage: Stage) -> Verdict:
         record, p = claimed.record, self.settings.pipeline
@@ -166,7 +187,7 @@ class Runner:
             change = Halt(change.code, redact(change.reason))
         await self.storage.settle(claimed.claim, change)
         if isinstance(change, Enter):
-            log.info("record %s: %s → %s", record.id, record.state, change.stage)
+            log.debug("record %s: %s → %s", record.id, record.state, change.stage)
             return Verdict.ADVANCED
         if isinstance(change, Pause):
             log.debug("record %s postponed until %d", record.id, change.until_ms)

@@ -103,7 +103,10 @@ def _base_args(settings: Settings) -> list[str]:
 
 def environment(settings: Settings) -> dict[str, str]:
     """The process environment for PocketBase: hooks read the same setting names."""
+    from sidecar import __version__
+
     env = dict(os.environ)
+    env["TRANSCRIBER_VERSION"] = __version__  # GET /api/transcriber/version
     env["TRANSCRIBER_INTAKE__MAX_UPLOAD_MB"] = str(settings.intake.max_upload_mb)
     # In milliseconds: the hooks cannot parse "3h", and one number serves both halves.
     env["TRANSCRIBER_INTAKE__READ_TIMEOUT_MS"] = str(int(settings.intake.read_timeout.total_seconds() * 1000))

@@ -21,6 +21,7 @@ from sidecar.providers.instant import InstantProvider
 from testkit.pocketbase import PASSWORD, Caller, PocketBaseServer, running_pocketbase
 from tests.browser.panel import Panel, Screenshots, chromium_page, missing_browser
 from tests.browser.pipeline import pipeline_in_background
+from tests.support.tools import require
 from tests.support.waiting import eventually_sync
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,10 +31,12 @@ UNDECODABLE = b"OggS\x00\x02" + bytes(range(256)) * 40
 NOT_READABLE = "the file is not a readable audio or video file"
 NEVER_DELETED = "Recordings are never deleted"
 
-pytestmark = [
-    pytest.mark.timeout(180),
-    pytest.mark.skipif(missing_browser() is not None, reason=str(missing_browser())),
-]
+pytestmark = pytest.mark.timeout(180)
+
+
+@pytest.fixture(autouse=True)
+def _browser() -> None:
+    require(missing_browser())
 
 
 @pytest.fixture

@@ -55,12 +55,21 @@ class Metrics:
             ["result"],
             registry=self.registry,
         )
+        self.audio_seconds = Counter(
+            "transcriber_audio_seconds",
+            "Seconds of audio a provider accepted to recognize, by provider.",
+            ["provider"],
+            registry=self.registry,
+        )
         self.credentials_refused = Counter(
             "transcriber_credentials_refused",
             "Steps postponed because a provider refused our credentials (401/403), by stage.",
             ["stage"],
             registry=self.registry,
         )
+
+    def audio_sent(self, provider: str, seconds: float) -> None:
+        self.audio_seconds.labels(provider=provider).inc(max(seconds, 0.0))
 
     def step_finished(self, stage: str, verdict: Verdict) -> None:
         self.step_runs.labels(stage=stage, outcome=verdict.value).inc()

@@ -34,7 +34,11 @@ COLLECTIONS = [
     "topics",
     "services",
     "users",
+    "usage_daily",
+    "usage_providers",
 ]
+# The read-only views among them (usage, for the owner).
+VIEWS = ["usage_daily", "usage_providers"]
 
 
 def free_port() -> int:

@@ -138,7 +138,9 @@ class Runner:
         record = claimed.record
         workdir = Path(tempfile.mkdtemp(prefix=f"transcriber-{record.id}-"))
         session = ClaimSession(self.storage, claimed.claim, record)
-        ctx = StepContext(session, self.provider, self.provider_for, self.settings, self.clock, workdir)
+        ctx = StepContext(
+            session, self.provider, self.provider_for, self.settings, self.clock, workdir, self.metrics.audio_sent
+        )
         step = self.table.step_of(stage)
         outcome: Outcome | None = None
         error: Exception | None = None

@@ -120,6 +120,7 @@ async def start(ctx: StepContext, piece: PieceWork, report: Callable[[float], No
         started = await provider.start(request, remember)
     finally:
         path.unlink(missing_ok=True)  # a six-hour recording's pieces are not all kept in scratch space
+    ctx.audio_sent(provider.name, row.duration_ms / 1000)
     await ctx.session.update_attempt(
         attempt_id,
         operation_id=started.operation_id,

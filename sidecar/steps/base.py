@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from sidecar.clock import Clock
@@ -22,6 +22,8 @@ class StepContext:
     settings: Settings
     clock: Clock
     workdir: Path  # private scratch space, removed after the step
+    # Usage: seconds of audio a provider accepted to recognize (the metrics count them by provider).
+    audio_sent: Callable[[str, float], None] = field(default=lambda provider, seconds: None)
 
     @property
     def record(self) -> AudioRecord:

@@ -92,3 +92,33 @@ $app.rootCmd.addCommand(new Command({
     console.log("superuser ready: " + email);
   },
 }));
+
+// The backup schedule and where backups go, from the sidecar's [backups]
+// settings (run at every start; the S3 secret arrives in
+// TRANSCRIBER_ACCOUNT_PASSWORD like the account passwords, never on a
+// command line). PocketBase's own cron then makes and prunes them.
+$app.rootCmd.addCommand(new Command({
+  use: "backups-configure",
+  short: "Apply [backups] (cron, keep, S3) to PocketBase's backup settings",
+  run: () => {
+    const env = (k) => $os.getenv("TRANSCRIBER_BACKUPS__" + k);
+    const settings = $app.settings();
+    settings.backups.cron = env("CRON");
+    settings.backups.cronMaxKeep = parseInt(env("KEEP"), 10) || 7;
+    const bucket = env("S3_BUCKET");
+    settings.backups.s3.enabled = bucket !== "";
+    settings.backups.s3.bucket = bucket;
+    settings.backups.s3.endpoint = env("S3_ENDPOINT");
+    settings.backups.s3.region = env("S3_REGION");
+    settings.backups.s3.accessKey = env("S3_ACCESS_KEY");
+    settings.backups.s3.forcePathStyle = env("S3_FORCE_PATH_STYLE") === "true";
+    if (bucket !== "") settings.backups.s3.secret = $os.getenv("TRANSCRIBER_ACCOUNT_PASSWORD");
+    try {
+      $app.save(settings);
+    } catch (err) {
+      console.error("the [backups] settings were refused: " + err);
+      $os.exit(2);
+    }
+    console.log("backups: " + (settings.backups.cron ? "every '" + settings.backups.cron + "', keeping " + settings.backups.cronMaxKeep : "no schedule") + (bucket ? ", to s3://" + bucket : ", to <data_dir>/backups"));
+  },
+}));

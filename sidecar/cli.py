@@ -38,6 +38,8 @@ def _main(
 
 user_app = typer.Typer(no_args_is_help=True, help="Sender accounts.")
 app.add_typer(user_app, name="user")
+backup_app = typer.Typer(no_args_is_help=True, help="Backups of the data directory (records, files, transcripts).")
+app.add_typer(backup_app, name="backup")
 
 ConfigOpt = Annotated[Path | None, typer.Option("--config", help="TOML settings file (default ./transcriber.toml).")]
 DataDirOpt = Annotated[Path | None, typer.Option("--data-dir", help="PocketBase data directory.")]
@@ -154,6 +156,84 @@ def user_add(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from exc
     typer.echo(f"sender {email} created" + (f"; password: {pw}" if generated else ""))
+
+
+OwnerEmailOpt = Annotated[
+    str | None, typer.Option("--email", help="The owner's (superuser's) email; default [pocketbase] superuser_email.")
+]
+OwnerPasswordOpt = Annotated[
+    str | None, typer.Option("--password", help="Asked for when not given and not in the settings.")
+]
+
+
+def _owner(settings: Settings, email: str | None, password: str | None) -> tuple[str, str]:
+    pb = settings.pocketbase
+    email = email or pb.superuser_email
+    if not email:
+        typer.echo("error: give --email (the owner's superuser account) or set [pocketbase] superuser_email", err=True)
+        raise typer.Exit(2)
+    if password is None and email == pb.superuser_email and pb.superuser_password:
+        password = pb.superuser_password.get_secret_value()
+    if password is None:
+        password = typer.prompt(f"password for {email}", hide_input=True)
+    return email, password
+
+
+@backup_app.command("create")
+def backup_create(
+    name: Annotated[str | None, typer.Option("--name", help="e.g. before-upgrade.zip (default: a timestamp)")] = None,
+    config: ConfigOpt = None,
+    email: OwnerEmailOpt = None,
+    password: OwnerPasswordOpt = None,
+) -> None:
+    """Back up the running server's data directory now (consistent while it works)."""
+    from sidecar.backups import BackupError, OwnerClient
+
+    settings = _settings(config)
+    try:
+        with OwnerClient(settings.pocketbase.url, *_owner(settings, email, password)) as owner:
+            made = owner.create(name)
+    except BackupError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+    typer.echo(f"backup {made.key} ({made.size:,} bytes)")
+
+
+@backup_app.command("list")
+def backup_list(config: ConfigOpt = None, email: OwnerEmailOpt = None, password: OwnerPasswordOpt = None) -> None:
+    """The running server's backups, oldest first."""
+    from sidecar.backups import BackupError, OwnerClient
+
+    settings = _settings(config)
+    try:
+        with OwnerClient(settings.pocketbase.url, *_owner(settings, email, password)) as owner:
+            rows = owner.list()
+    except BackupError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+    for b in rows:
+        typer.echo(f"{b.modified}  {b.size:>14,}  {b.key}")
+
+
+@backup_app.command("restore")
+def backup_restore(
+    backup: Annotated[str, typer.Argument(help="A backup file, or the name of one in the data directory's backups/")],
+    into: Annotated[Path, typer.Option("--into", help="A new, empty data directory to restore into.")],
+    config: ConfigOpt = None,
+    data_dir: DataDirOpt = None,
+) -> None:
+    """Restore a backup into a new data directory; then start a server on it."""
+    from sidecar.backups import BackupError, find_archive, restore
+
+    settings = _settings(config, data_dir)
+    try:
+        archive = find_archive(backup, settings.pocketbase.data_dir)
+        written = restore(archive, into)
+    except BackupError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+    typer.echo(f"restored {archive.name} into {into.resolve()} ({written} files)")
+    typer.echo(f"start it with: transcriber serve --data-dir {into.resolve()}")
 
 
 @app.command()

@@ -133,6 +133,28 @@ class MetricsSettings(Section):
     port: int = Field(default=0, ge=0, le=65535, description="0 disables the metrics endpoint")
 
 
+class BackupSettings(Section):
+    """PocketBase's own scheduled backups of the data directory (records, files, settings)."""
+
+    # A cron expression (UTC), e.g. "30 3 * * *" for 03:30 every day; "" turns the schedule off.
+    cron: str = ""
+    keep: int = Field(default=7, ge=1)  # scheduled backups kept; older ones are removed
+    # Off-box storage (any S3-compatible service); unset: <data_dir>/backups.
+    s3_bucket: OptionalText = None
+    s3_endpoint: str = ""
+    s3_region: str = ""
+    s3_access_key: OptionalText = None
+    s3_secret: OptionalSecret = None
+    s3_force_path_style: bool = False
+
+    @model_validator(mode="after")
+    def _keys_in_pairs(self) -> BackupSettings:
+        _pair("backups", "s3_access_key", self.s3_access_key, "s3_secret", self.s3_secret)
+        if self.s3_bucket and not (self.s3_endpoint and self.s3_access_key):
+            raise ValueError("[backups] s3_bucket needs s3_endpoint, s3_access_key and s3_secret")
+        return self
+
+
 class LogSettings(Section):
     # text: one line a message, for a terminal; json: one object a line, for a log shipper.
     format: Literal["text", "json"] = "text"
@@ -236,6 +258,7 @@ class Settings(BaseSettings):
     quotas: QuotaSettings = QuotaSettings()
     metrics: MetricsSettings = MetricsSettings()
     logs: LogSettings = LogSettings()
+    backups: BackupSettings = BackupSettings()
     provider: ProviderSettings = ProviderSettings()
     offline: OfflineSettings = OfflineSettings()
     speechkit: SpeechKitSettings = SpeechKitSettings()

@@ -113,6 +113,15 @@ def environment(settings: Settings) -> dict[str, str]:
     env["TRANSCRIBER_QUOTAS__UPLOADS_PER_HOUR"] = str(settings.quotas.uploads_per_hour)
     env["TRANSCRIBER_QUOTAS__WAITING"] = str(settings.quotas.waiting)
     env["TRANSCRIBER_QUOTAS__AUDIO_SECONDS_PER_DAY"] = str(round(settings.quotas.audio_hours_per_day * 3600))
+    b = settings.backups
+    env["TRANSCRIBER_BACKUPS__CRON"] = b.cron
+    env["TRANSCRIBER_BACKUPS__KEEP"] = str(b.keep)
+    env["TRANSCRIBER_BACKUPS__S3_BUCKET"] = b.s3_bucket or ""
+    env["TRANSCRIBER_BACKUPS__S3_ENDPOINT"] = b.s3_endpoint
+    env["TRANSCRIBER_BACKUPS__S3_REGION"] = b.s3_region
+    env["TRANSCRIBER_BACKUPS__S3_ACCESS_KEY"] = b.s3_access_key or ""
+    env["TRANSCRIBER_BACKUPS__S3_FORCE_PATH_STYLE"] = "true" if b.s3_force_path_style else "false"
+    env.pop("TRANSCRIBER_BACKUPS__S3_SECRET", None)  # only the configuring command gets it
     return env
 
 
@@ -147,9 +156,12 @@ def _run(settings: Settings, *args: str, password: str | None = None) -> str:
 
 
 def prepare(settings: Settings) -> ServiceAccount:
-    """Applies migrations and ensures the service user (and superuser, if configured). Idempotent."""
+    """Applies migrations, sets the backup schedule and ensures the service user (and superuser, if
+    configured). Idempotent."""
     private_dir(settings.pocketbase.data_dir)
     _run(settings, "migrate", "up")
+    b = settings.backups
+    _run(settings, "backups-configure", password=b.s3_secret.get_secret_value() if b.s3_secret else "")
     account = service_account(settings, create=True)
     _run(settings, "service-upsert", "--", account.email, password=account.password)
     pb = settings.pocketbase

@@ -96,7 +96,8 @@ async def send(
 
     ``call`` builds the request afresh each time (a consumed upload body
     cannot be sent twice). ``describe`` extracts the provider's message from
-    an error answer for the final ``RetryableError``.
+    an error answer for the final ``RetryableError`` (whole: it is redacted
+    with ``scrub`` before it is bounded).
     """
     retry_on: tuple[type[Exception], ...] = (
         (_Transient, httpx.TransportError) if repeatable else (_Transient, *_NOT_SENT)
@@ -118,7 +119,8 @@ async def send(
                     raise _Transient(resp)
                 return resp
     except _Transient as e:
-        detail = describe(e.response) if describe else ""
+        # The provider's body is bounded only after the secrets are out of it (H1).
+        detail = short(describe(e.response), scrub) if describe else ""
         raise RetryableError(
             scrub(
                 f"{who} answered {e.response.status_code}"
@@ -183,7 +185,7 @@ def rejected(who: str, resp: httpx.Response, message: str, scrub: Scrub) -> Perm
     """A 4xx answer: the same request cannot succeed later."""
     text = f"{who} rejected the request ({resp.status_code})"
     if message:
-        text += f": {short(message)}"
+        text += f": {short(message, scrub)}"
     return PermanentError(HaltCode.PROVIDER_REJECTED, scrub(text))
 
 
@@ -197,5 +199,5 @@ def credentials_refused(who: str, status: int | str, message: str, scrub: Scrub,
     """
     text = f"{who} refused our credentials ({status}"
     if message:
-        text += f": {short(message)}"
+        text += f": {short(message, scrub)}"
     return CredentialsRefused(scrub(f"{text}); {kept}"), delay=CREDENTIALS_WAIT)

@@ -66,7 +66,7 @@ def classify(error: Exception, action: str, scrub: Scrub) -> Exception:
         info = error.response.get("Error", {})
         code = str(info.get("Code", ""))
         status = int(error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
-        message = short(str(info.get("Message", "")))
+        message = short(str(info.get("Message", "")), scrub)
         what = f"Object Storage could not {action} ({status} {code}{': ' + message if message else ''})"
         if code in _RETRYABLE_CODES or status in _RETRYABLE_STATUS:
             return RetryableError(scrub(what))

@@ -196,13 +196,15 @@ class OpenAIProvider:
                 raise PermanentError(
                     HaltCode.PROVIDER_REJECTED,
                     self._scrub(
-                        f"{self._who}: the account's quota is exhausted (429: {short(message)}); "
+                        f"{self._who}: the account's quota is exhausted (429: {short(message, self._scrub)}); "
                         "add credit or raise the limit, then resume the record"
                     ),
                 )
             wait = retry_after(resp)
             raise RetryableError(
-                self._scrub(f"{self._who} rate limit reached (429: {short(message) or 'too many requests'})"),
+                self._scrub(
+                    f"{self._who} rate limit reached (429: {short(message, self._scrub) or 'too many requests'})"
+                ),
                 retry_after=wait,
             )
         raise rejected(self._who, resp, message, self._scrub)
@@ -225,24 +227,27 @@ def _error_object(resp: httpx.Response) -> dict[str, Any] | None:
 
 
 def _message(resp: httpx.Response) -> str:
-    """The server's error text: OpenAI ``error.message``, whisper.cpp ``error``, FastAPI ``detail``."""
+    """The server's error text: OpenAI ``error.message``, whisper.cpp ``error``, FastAPI ``detail``.
+
+    Whole and unredacted: whoever puts it in a message redacts it, then bounds it (``short``).
+    """
     try:
         body = json.loads(resp.content)
     except (ValueError, UnicodeDecodeError):
-        return short(resp.text) if resp.content else ""
+        return resp.text if resp.content else ""
     if not isinstance(body, dict):
-        return short(str(body))
+        return str(body)
     error = body.get("error")
     if isinstance(error, dict):
-        return short(str(error.get("message") or error.get("code") or error))
+        return str(error.get("message") or error.get("code") or error)
     if isinstance(error, str):
-        return short(error)
+        return error
     detail = body.get("detail")
     if isinstance(detail, list):
-        return short("; ".join(str(d.get("msg", d)) if isinstance(d, dict) else str(d) for d in detail))
+        return "; ".join(str(d.get("msg", d)) if isinstance(d, dict) else str(d) for d in detail)
     if detail:
-        return short(str(detail))
-    return short(str(body.get("message") or ""))
+        return str(detail)
+    return str(body.get("message") or "")
 
 
 def _response_format(model: str) -> str:

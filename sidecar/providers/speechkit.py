@@ -80,7 +80,7 @@ from sidecar.providers.http import (
 from sidecar.providers.object_storage import ObjectStore
 from sidecar.providers.speechkit_results import NOT_FOUND, decode_stream, status_text, stream_error, transcript_from
 from sidecar.providers.yandex_iam import IamTokens, ServiceAccountKey
-from sidecar.redaction import scrubber, short
+from sidecar.redaction import Scrub, scrubber, short
 from sidecar.settings import ObjectStorageSettings, SpeechKitSettings
 from sidecar.transcript import Transcript
 
@@ -244,7 +244,7 @@ class SpeechKitProvider:
         error = operation.get("error")
         if error:
             # A finished operation's error is final for that job (D.1).
-            reason = self._scrub(f"SpeechKit recognition failed: {status_text(error)}")
+            reason = self._scrub(f"SpeechKit recognition failed: {status_text(error, self._scrub)}")
             raise PermanentError(HaltCode.PROVIDER_FAILED, reason)
         return Polled(ready=True, raw=await self._results(operation_id))
 
@@ -252,7 +252,7 @@ class SpeechKitProvider:
         resp = await self._request("GET", f"{self._stt}/stt/v3/getRecognition", params={"operationId": operation_id})
         status = _jsonstatus_text(resp) if resp.status_code >= 300 else None
         if resp.status_code == 404 or (status is not None and status.get("code") == NOT_FOUND):
-            raise _expired(operation_id, _describe(resp))
+            raise _expired(operation_id, _describe(resp, self._scrub), self._scrub)
         self._check(resp, kept=_KEPT)
         try:
             events = decode_stream(resp.content)
@@ -271,11 +271,11 @@ class SpeechKitProvider:
         """An error inside the result stream of a finished operation: our credentials, expiry, or a failure."""
         if status.get("code") in _CREDENTIAL_CODES:
             # The operation finished well (poll said so); what was refused is our request for its results.
-            return credentials_refused(WHO, status_text(status), "", self._scrub, kept=_KEPT)
+            return credentials_refused(WHO, status_text(status, self._scrub), "", self._scrub, kept=_KEPT)
         if status.get("code") == NOT_FOUND:
-            return _expired(operation_id, status_text(status))
+            return _expired(operation_id, status_text(status, self._scrub), self._scrub)
         return PermanentError(
-            HaltCode.PROVIDER_FAILED, self._scrub(f"SpeechKit recognition failed: {status_text(status)}")
+            HaltCode.PROVIDER_FAILED, self._scrub(f"SpeechKit recognition failed: {status_text(status, self._scrub)}")
         )
 
     # --- finalize --------------------------------------------------------------
@@ -367,7 +367,7 @@ class SpeechKitProvider:
             policy=self._retry,
             repeatable=not paid,
             scrub=self._scrub,
-            describe=_describe,
+            describe=lambda r: _describe(r, self._scrub),
         )
 
     def _check(self, resp: httpx.Response, *, kept: str) -> None:
@@ -385,17 +385,18 @@ class SpeechKitProvider:
         if resp.status_code in REFUSED_CREDENTIALS:
             if resp.status_code == 401 and self._tokens is not None:
                 self._tokens.forget()  # expired or revoked early: the next request exchanges the key again
-            raise credentials_refused(WHO, resp.status_code, _describe(resp), self._scrub, kept=kept)
+            raise credentials_refused(WHO, resp.status_code, _describe(resp, self._scrub), self._scrub, kept=kept)
         if resp.status_code == 429:
             wait = max(retry_after(resp) or timedelta(0), timedelta(seconds=60))
+            detail = short(_describe(resp, self._scrub), self._scrub) or "RESOURCE_EXHAUSTED"
             raise RetryableError(
                 self._scrub(
-                    f"SpeechKit quota exhausted (429: {short(_describe(resp)) or 'RESOURCE_EXHAUSTED'}); "
+                    f"SpeechKit quota exhausted (429: {detail}); "
                     f"trying again in {int(wait.total_seconds())} s at the earliest"
                 ),
                 retry_after=wait,
             )
-        raise rejected(WHO, resp, _describe(resp), self._scrub)
+        raise rejected(WHO, resp, _describe(resp, self._scrub), self._scrub)
 
 
 def _restriction(hint: str | None, configured: str) -> list[str]:
@@ -425,18 +426,19 @@ def _jsonstatus_text(resp: httpx.Response) -> dict[str, Any] | None:
     return None
 
 
-def _describe(resp: httpx.Response) -> str:
+def _describe(resp: httpx.Response, scrub: Scrub) -> str:
+    """The service's error: a ``google.rpc.Status`` as text (its message redacted and bounded), or the whole body."""
     status = _jsonstatus_text(resp)
     if status is not None:
-        return status_text(status)
-    return short(resp.text) if resp.content else ""
+        return status_text(status, scrub)
+    return resp.text if resp.content else ""
 
 
-def _expired(operation_id: str, detail: str) -> PermanentError:
+def _expired(operation_id: str, detail: str, scrub: Scrub) -> PermanentError:
     return PermanentError(
         HaltCode.RESULTS_EXPIRED,
         f"SpeechKit no longer has the results of operation {operation_id} (they are kept 3 days)"
-        + (f": {detail}" if detail else ""),
+        + (f": {short(detail, scrub)}" if detail else ""),
     )
 
 

@@ -85,7 +85,7 @@ def transcript_from(events: list[dict[str, Any]], scrub: Scrub = redact) -> Tran
         error = stream_error(event)
         if error is not None:
             code = HaltCode.RESULTS_EXPIRED if error.get("code") == NOT_FOUND else HaltCode.PROVIDER_FAILED
-            raise PermanentError(code, scrub(f"SpeechKit recognition failed: {status_text(error)}"))
+            raise PermanentError(code, scrub(f"SpeechKit recognition failed: {status_text(error, scrub)}"))
         result = event.get("result", event)
         if not isinstance(result, dict):
             continue
@@ -203,12 +203,12 @@ def stream_error(event: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
-def status_text(status: Any) -> str:
-    """``google.rpc.Status`` as text: ``NAME (code): message``."""
+def status_text(status: Any, scrub: Scrub = redact) -> str:
+    """``google.rpc.Status`` as text: ``NAME (code): message``, the message redacted with ``scrub`` and bounded."""
     if not isinstance(status, dict):
-        return short(str(status))
+        return short(str(status), scrub)
     code = status.get("code")
     name = _CODES.get(code, "") if isinstance(code, int) else ""
     label = f"{name} ({code})" if name else f"code {code}"
-    message = short(str(status.get("message") or ""))
+    message = short(str(status.get("message") or ""), scrub)
     return f"{label}: {message}" if message else label

@@ -68,7 +68,10 @@ class ServiceAccountKey:
         pem = data["private_key"]
         start = pem.find("-----BEGIN")
         key = cls(data["id"], data["service_account_id"], pem[start:] if start >= 0 else pem)
-        register_secrets([key.private_key])
+        # The key's base64 body: the armor lines ("BEGIN PRIVATE KEY") are no secret, and
+        # their words would be taken for pieces of one.
+        body = "".join(line.strip() for line in key.private_key.splitlines() if not line.startswith("-----"))
+        register_secrets([body])
         return key
 
 

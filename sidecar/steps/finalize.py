@@ -2,7 +2,8 @@
 
 Each piece's result is parsed by the provider that made it, shifted by the
 piece's place in the recording and joined (``sidecar.join``: every word
-once where pieces overlap). A recording without speech gets an empty
+once where pieces overlap), and stored without the registered secrets
+(``redaction.redact_transcript``). A recording without speech gets an empty
 transcript. Then the provider-side copies (uploaded audio, stored results)
 are removed.
 """
@@ -14,6 +15,7 @@ import logging
 from sidecar import languages
 from sidecar.join import PieceResult, join
 from sidecar.outcome import Advance, HaltCode, Outcome, PermanentError
+from sidecar.redaction import redact_transcript
 from sidecar.speakers import numbered
 from sidecar.steps import attempts
 from sidecar.steps.base import StepContext
@@ -59,6 +61,8 @@ async def run(ctx: StepContext) -> Outcome:
 
 
 async def _store(ctx: StepContext, transcript: Transcript) -> None:
+    # H1: a key a provider put in what it recognized is never stored, so no export carries it.
+    transcript = redact_transcript(transcript)
     segments = [s.model_dump(exclude_none=True) for s in transcript.segments]
     await ctx.session.put_text("transcript", transcript.text, segments, language=languages.code_of(transcript.language))
     if not transcript.text.strip():

@@ -3,6 +3,9 @@
 A ``ClaimSession`` carries the claim's token and the claimed record; it has
 no way to claim, settle, or touch another record, so a step cannot advance a
 record by mistake (the runner settles the outcome).
+
+A provider's raw result and a note are stored without the registered secrets
+(H1): a provider that echoes a key inside a result never gets it stored.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from sidecar.redaction import redact, redact_result
 from sidecar.storage.model import AttemptChange, AttemptRow, AttemptStatus, AudioRecord, Claim, FileRow, PiecePlace
 from sidecar.storage.protocol import Storage
 from sidecar.storage.transitions import Progress
@@ -66,6 +70,8 @@ class ClaimSession:
         status: AttemptStatus | None = None,
         raw_response: bytes | None = None,
     ) -> None:
+        if raw_response is not None:
+            raw_response = redact_result(raw_response)
         change = AttemptChange(operation_id, audio_uri, status, raw_response)
         await self._storage.update_attempt(self.claim, attempt_id, change)
 
@@ -73,7 +79,7 @@ class ClaimSession:
         await self._storage.put_text(self.claim, kind, content, segments, language=language)
 
     async def note(self, text: str) -> None:
-        await self._storage.note(self.claim, text)
+        await self._storage.note(self.claim, redact(text))
 
     async def copies_removed(self, attempt_id: str, error: str = "") -> None:
         """The attempt's provider-side copies are gone (or, with ``error``, could not be removed yet)."""

@@ -13,10 +13,14 @@ from pydantic import SecretStr
 
 from sidecar.outcome import HaltCode, PermanentError, RetryableError
 from sidecar.providers.base import OnProgress, Started, StartRequest
+from sidecar.providers.openai import transcript_from
 from sidecar.service import default_steps, pipeline
+from sidecar.transcript import Transcript
 from testkit.audio import speech_wav_bytes
 from testkit.pocketbase import Caller, PocketBaseServer
+from tests.support.exports import exported
 from tests.support.fakes import StubProvider
+from tests.support.secrets import survivors
 from tests.support.sidecar import pool_running
 from tests.support.waiting import eventually
 
@@ -87,3 +91,65 @@ async def test_planted_secrets_never_leave(
         f"{len(PLANTED)} planted secrets (API key, S3 secret, IAM token, URL signature) + the service password: "
         f"absent from halt reasons, {len(texts)} journal rows, the poll body and {len(caplog.records)} log lines"
     )
+
+
+# A key as OpenAI makes them; a provider that puts it in what it recognized (H1).
+ECHOED_KEY = "sk-proj-" + "Vb4Nm8Qx2Wz6Lk1Pj9Rt3Hs7Gd5Fc0Ya2Ue8Io4"
+
+
+class EchoingProvider(StubProvider):
+    """Answers like an OpenAI-compatible server whose transcript holds our key: whole, cut, spread over words."""
+
+    name = "echoing"
+    model = "echo-1"
+
+    async def start(self, request: StartRequest, on_progress: OnProgress) -> Started:
+        k = ECHOED_KEY
+        body = {
+            "text": f"The quick brown fox. Your key is {k}. Read it again: {k[8:20]} {k[20:32]} {k[32:]}.",
+            "segments": [
+                {"id": 0, "start": 0.0, "end": 0.2, "text": f" The quick brown fox. Your key is {k}."},
+                {"id": 1, "start": 0.2, "end": 0.4, "text": f" Read it again: {k[8:20]}"},
+                {"id": 2, "start": 0.4, "end": 0.5, "text": f" {k[20:32]} {k[32:]}."},
+            ],
+            "words": [
+                {"word": w, "start": i * 0.02, "end": i * 0.02 + 0.01}
+                for i, w in enumerate(["The", "quick", "brown", "fox.", "Your", "key", "is", f"{k}.", "Read", "it"])
+            ]
+            + [
+                {"word": w, "start": 0.3 + i * 0.04, "end": 0.32 + i * 0.04}
+                for i, w in enumerate(["again:", k[8:20], k[20:32], k[32:] + "."])
+            ],
+        }
+        return Started(operation_id="op-echo", raw=json.dumps(body).encode())
+
+    def parse(self, raw: bytes) -> Transcript:
+        return transcript_from(json.loads(raw))
+
+
+async def test_a_key_in_a_transcript_is_neither_stored_nor_exported(
+    pb: PocketBaseServer, sender: Caller, superuser: Caller
+) -> None:
+    settings = pb.settings.model_copy(deep=True)
+    settings.openai.api_key = SecretStr(ECHOED_KEY)
+    settings.pipeline.workers = 1
+    rid = sender.http.post("/api/transcriber/records", files={"file": ("a.wav", speech_wav_bytes(0.5))}).json()["id"]
+    async with pipeline(settings, steps=default_steps(), provider=EchoingProvider()) as pool:
+        async with pool_running(pool):
+            await eventually(lambda: sender.http.get(f"/api/transcriber/records/{rid}").json()["status"] == "done")
+
+    poll = sender.http.get(f"/api/transcriber/records/{rid}").json()
+    assert poll["text"].startswith("The quick brown fox. Your key is [redacted].")
+    places = {"poll": poll["text"]}
+    for fmt in ("txt", "srt", "vtt", "json"):
+        places[fmt] = exported(sender, rid, fmt)
+    texts = superuser.http.get("/api/collections/texts/records", params={"filter": f'record="{rid}"'}).json()
+    places["texts"] = json.dumps(texts["items"])
+    # Everything PocketBase keeps: the databases (texts, attempts, journal) and the stored files (the raw response).
+    for path in (pb.settings.pocketbase.data_dir).rglob("*"):
+        if path.is_file():
+            places[str(path)] = path.read_bytes().decode("latin-1")
+    for where, text in places.items():
+        assert not survivors(text, ECHOED_KEY), where
+    words = [w["word"] for s in json.loads(places["json"])["segments"] for w in s.get("words", [])]
+    assert words[:7] == ["The", "quick", "brown", "fox.", "Your", "key", "is"] and "[redacted]" in words

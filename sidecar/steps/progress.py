@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
@@ -45,6 +46,8 @@ class ProgressWriter:
         self._language: str | None = None
         self._written_activity: Activity | None = None  # the claim started without one
         self._written_language: str | None = ctx.record.language or None
+        self._votes: Counter[str] = Counter()
+        self._lock = threading.Lock()
         self._news = anyio.Event()
         self._loop: tuple[EventLoopToken, int] | None = None  # (the writer's event loop, its thread)
 
@@ -67,8 +70,11 @@ class ProgressWriter:
         self._wake()
 
     def found_language(self, code: str) -> None:
-        """The recording's language is ``code``; callable from any thread."""
-        self._language = code
+        """A piece's language is ``code``; callable from any thread. The recording's is the one most
+        pieces found so far (the first on a tie), as the join of the pieces will say at the end."""
+        with self._lock:
+            self._votes[code] += 1
+            self._language = self._votes.most_common(1)[0][0]
         self._wake()
 
     async def write(self, fraction: float | None = None) -> None:

@@ -16,9 +16,13 @@ from sidecar.clock import FakeClock
 from sidecar.outcome import CredentialsRefused, HaltCode, PermanentError, RetryableError, Verdict
 from sidecar.providers.base import OnProgress, Polled, Started, StartRequest
 from sidecar.service import default_steps
+from sidecar.settings import Settings
+from sidecar.steps.base import StepContext
+from sidecar.steps.progress import ProgressWriter
 from sidecar.storage.errors import StorageError
 from sidecar.storage.memory import InMemoryStorage
 from sidecar.storage.model import AttemptChange, AttemptStatus, Claimed, PiecePlace
+from sidecar.storage.session import ClaimSession
 from sidecar.storage.transitions import Enter, Progress
 from sidecar.threads import run_in_thread
 from sidecar.transcript import Segment, Transcript
@@ -266,3 +270,26 @@ async def test_storage_refuses_an_activity_that_only_the_record_says(storage: In
             await storage.settle(got.claim, Progress(0.1, derived))
     await storage.settle(got.claim, Progress(0.1, Activity.RECOGNIZING, "xx"))  # an unknown code is not kept
     assert (storage.row(rid).activity, storage.row(rid).language) == ("recognizing", "")
+
+
+async def test_the_language_shown_is_the_one_most_pieces_found_so_far(storage: InMemoryStorage) -> None:
+    """Each piece of a long recording votes its own language; the join keeps the most common one
+    (the first on a tie), and the poll shows that one while the pieces are recognized."""
+    rid = await normalized(storage)
+    got = await storage.claim({"normalized": timedelta(minutes=5)})
+    assert isinstance(got, Claimed)
+    ctx = StepContext(
+        ClaimSession(storage, got.claim, got.record),
+        StubProvider(),
+        lambda _name: StubProvider(),
+        Settings(),
+        storage.clock,
+        Path(tempfile.gettempdir()),
+    )
+    progress = ProgressWriter(ctx, 60_000)
+    shown = []
+    for code in ("ru", "en", "en", "ru", "ru"):
+        progress.found_language(code)
+        await progress.write()
+        shown.append(storage.row(rid).language)
+    assert shown == ["ru", "ru", "en", "ru", "ru"]  # a tie goes to the first found

@@ -212,10 +212,10 @@ class OfflineProvider:
             # Speakers after the words (a fraction of their time): laid over them by time overlap.
             found = None
             if segments and self.diarizer is not None:
+                if report is not None:
+                    report(duration * share)  # the words are done: their share in full, written with the news
                 if doing is not None:
                     doing(Activity.FINDING_SPEAKERS)
-                if report is not None:
-                    report(duration * share)
                 found = self._speakers(pcm.path, _speakers_part(report, duration, share))
             _check(cancel)
         document = {

@@ -307,8 +307,8 @@ class Session:
                 )
             except httpx.TransportError as exc:
                 raise SenderError(
-                    f"the upload did not complete ({type(exc).__name__}); nothing was created unless "
-                    "`GET /api/transcriber/records` lists it"
+                    f"the upload did not complete ({type(exc).__name__}); if the server got it all, "
+                    "GET /api/transcriber/records lists the recording"
                 ) from exc
         if resp.status_code != 201:
             raise SenderError(f"upload refused ({resp.status_code}): {_error(resp)}")

@@ -3,6 +3,7 @@ command, a worker with the real offline engine and speakers), a real PocketBase 
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import subprocess
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from testkit.media import wav_bytes
 from testkit.pocketbase import PASSWORD, Caller, PocketBaseServer, free_port, running_pocketbase
 from tests.support.waiting import eventually_sync
 
@@ -149,3 +151,21 @@ def test_waiting_stopped_with_ctrl_c_is_resumed_by_the_record_id(tmp_path: Path)
         assert resumed.stderr.decode().startswith(f"record: {rid}\n")
         unknown = subprocess.run([*CLI, "wait", "nosuchrecord123", *auth(pb, sender)], capture_output=True, timeout=60)
         assert unknown.returncode == 1 and b"no recording nosuchrecord123" in unknown.stderr
+
+
+def test_a_large_upload_keeps_the_commands_memory_flat(tmp_path: Path) -> None:
+    """The file is streamed from disk a chunk at a time while its progress is counted (1 GB is allowed)."""
+    big = tmp_path / "big.wav"
+    with big.open("wb") as fh:
+        fh.write(wav_bytes(1.0))
+        for _ in range(300):
+            fh.write(b"\0" * (1 << 20))
+    with running_pocketbase(tmp_path) as pb:
+        sender = pb.new_sender()
+        args = ["transcribe", str(big), *auth(pb, sender), "--timeout", "1"]  # no worker: give up once uploaded
+        with command(args, tmp_path, "big") as (cli, _out, err):
+            _pid, status, usage = os.wait4(cli.pid, 0)
+            cli.returncode = os.waitstatus_to_exitcode(status)
+        assert cli.returncode == 4, err.read_text()
+        assert f"{big.name}: uploading 100% (314.6 MB of 314.6 MB)" in err.read_text()
+        assert usage.ru_maxrss < 150 * 1024  # KiB: a fraction of the 315 MB sent

@@ -127,3 +127,20 @@ def test_the_formats_and_languages_the_server_takes_pass() -> None:
         check_options(fmt, None)
     check_options("txt", "ru")
     check_options("srt", "yue")
+
+
+def test_an_outage_is_noted_once_and_a_busy_server_is_asked_again_when_it_says() -> None:
+    import httpx
+
+    from sidecar.sender import Session, Unavailable, _retry_after
+
+    out = io.StringIO()
+    with Session("http://127.0.0.1:9", "a@example.com", "pw", Lines(out)) as session:
+        assert session._outage_hook(Unavailable("server unreachable")) is True
+        assert session._outage_hook(Unavailable("server answered 503")) is True
+        assert session._outage_hook(Unavailable("server answered 429", retry_after=7.0)) == 7.0
+        assert session._outage_hook(ValueError("a bug is not an outage")) is False
+    assert out.getvalue() == "server unreachable, retrying…\n"  # once for the whole outage
+    assert _retry_after(httpx.Response(429, headers={"Retry-After": "7"})) == 7.0
+    assert _retry_after(httpx.Response(429, headers={"Retry-After": "86400"})) == 60.0  # never sleeps for a day
+    assert _retry_after(httpx.Response(503)) is None

@@ -38,7 +38,10 @@ for (const op of FENCED_OPS) {
       else if (name === "fail") queue.fail($app, id, token, now, routes.num(body, "retry_at"), text || "step failed");
       else if (name === "release") queue.release($app, id, token, now);
       else if (name === "extend") queue.extend($app, id, token, now, routes.num(body, "until"));
-      else if (name === "progress") queue.progress($app, id, token, now, routes.fraction(body, "progress"));
+      else if (name === "progress") {
+        queue.progress($app, id, token, now, routes.fraction(body, "progress"),
+          routes.optStr(body, "activity", 50), routes.optStr(body, "language", 10));
+      }
       return e.json(200, { ok: true });
     });
   }, $apis.requireAuth("services"));

@@ -8,7 +8,7 @@ import secrets
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import anyio
 import typer
@@ -236,30 +236,92 @@ def backup_restore(
     typer.echo(f"start it with: transcriber serve --data-dir {into.resolve()}")
 
 
-@app.command()
-def transcribe(
-    file: Annotated[Path, typer.Argument(exists=True, dir_okay=False, readable=True)],
-    server: Annotated[str, typer.Option("--server", envvar="TRANSCRIBER_SERVER")] = "http://127.0.0.1:8090",
-    email: Annotated[str | None, typer.Option("--email", envvar="TRANSCRIBER_EMAIL")] = None,
-    password: Annotated[str | None, typer.Option("--password", envvar="TRANSCRIBER_PASSWORD")] = None,
-    fmt: Annotated[str, typer.Option("--format", help="txt, srt, vtt or json")] = "txt",
-    title: Annotated[str | None, typer.Option("--title")] = None,
-    timeout: Annotated[
-        float, typer.Option("--timeout", help="Seconds to wait for the transcript (a six-hour meeting may take hours).")
-    ] = 86400,
-) -> None:
-    """Upload FILE as a sender, wait for the transcript and print it."""
-    from sidecar.sender import SenderError, transcribe_file
+ServerOpt = Annotated[str, typer.Option("--server", envvar="TRANSCRIBER_SERVER")]
+EmailOpt = Annotated[str | None, typer.Option("--email", envvar="TRANSCRIBER_EMAIL")]
+PasswordOpt = Annotated[str | None, typer.Option("--password", envvar="TRANSCRIBER_PASSWORD")]
+FormatOpt = Annotated[str, typer.Option("--format", help="txt, srt, vtt or json (txt: as the HTTP txt export).")]
+TimeoutOpt = Annotated[
+    float, typer.Option("--timeout", help="Seconds to wait for the transcript (a six-hour meeting may take hours).")
+]
 
+
+def _credentials(email: str | None, password: str | None) -> tuple[str, str]:
     if not email or not password:
         typer.echo("error: --email and --password (or TRANSCRIBER_EMAIL/TRANSCRIBER_PASSWORD) are required", err=True)
         raise typer.Exit(2)
+    return email, password
+
+
+@app.command()
+def transcribe(
+    file: Annotated[Path, typer.Argument(exists=True, dir_okay=False, readable=True)],
+    server: ServerOpt = "http://127.0.0.1:8090",
+    email: EmailOpt = None,
+    password: PasswordOpt = None,
+    fmt: FormatOpt = "txt",
+    title: Annotated[str | None, typer.Option("--title")] = None,
+    language: Annotated[
+        str | None, typer.Option("--language", help="The language spoken (ISO 639-1, e.g. ru); found when left out.")
+    ] = None,
+    timeout: TimeoutOpt = 86400,
+) -> None:
+    """Upload FILE as a sender, wait for the transcript and print it (the record's id first, on stderr)."""
+    from sidecar.sender import SenderError, check_options, transcribe_file, write_transcript
+
+    record: list[str] = []
     try:
-        text = transcribe_file(server, email, password, file, fmt=fmt, title=title, timeout=timeout)
+        check_options(fmt, language)  # before anything is uploaded
+        user, secret = _credentials(email, password)
+        text = transcribe_file(
+            server,
+            user,
+            secret,
+            file,
+            fmt=fmt,
+            title=title,
+            language=language,
+            timeout=timeout,
+            on_record=record.append,
+        )
     except SenderError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(exc.exit_code) from exc
-    typer.echo(text)
+    except KeyboardInterrupt:
+        _stopped_waiting(record)
+    write_transcript(text)
+
+
+@app.command()
+def wait(
+    record_id: Annotated[str, typer.Argument(metavar="ID", help="The record id `transcribe` printed.")],
+    server: ServerOpt = "http://127.0.0.1:8090",
+    email: EmailOpt = None,
+    password: PasswordOpt = None,
+    fmt: FormatOpt = "txt",
+    timeout: TimeoutOpt = 86400,
+) -> None:
+    """Wait for a recording uploaded earlier (by its record id) and print its transcript."""
+    from sidecar.sender import SenderError, check_options, wait_for, write_transcript
+
+    try:
+        check_options(fmt, None)
+        user, secret = _credentials(email, password)
+        text = wait_for(server, user, secret, record_id, fmt=fmt, timeout=timeout)
+    except SenderError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(exc.exit_code) from exc
+    except KeyboardInterrupt:
+        _stopped_waiting([record_id])
+    write_transcript(text)
+
+
+def _stopped_waiting(record: list[str]) -> NoReturn:
+    """Ctrl-C: the recording goes on at the server; say how to pick it up again."""
+    if record:
+        typer.echo(f"stopped waiting; the recording goes on. Resume with: transcriber wait {record[0]}", err=True)
+    else:
+        typer.echo("stopped before the upload completed", err=True)
+    raise typer.Exit(130)
 
 
 @app.command()

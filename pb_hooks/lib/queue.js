@@ -119,7 +119,8 @@ function claimOnce(app, plan) {
   const sql =
     "UPDATE audio_records SET claim_token = {:token}, claim_expires_at = " + plan.leaseCase +
     ", available_at = " + plan.leaseCase +
-    ", attempts = attempts + 1, updated = {:upd}" +
+    // A new claim starts with no reported activity: the poll derives it until the step says more.
+    ", attempts = attempts + 1, activity = '', updated = {:upd}" +
     // INDEXED BY: left to itself SQLite picks the state index and sorts every
     // claimable row, leased and paused ones included (measured: 142x slower at
     // 1M rows). The claim index's range skips them.
@@ -207,7 +208,8 @@ function nextAvailableAt(app, now) {
 // The queue transitions, each defined once as the fields it sets, from the
 // stored record and `now`. The sidecar's fenced writes (below) and the owner's
 // panel edits (lib/panel.js) apply the same definitions.
-const FREE = { claim_token: "", claim_expires_at: 0 };
+// A claim ends: what its holder reported doing (`activity`) ends with it.
+const FREE = { claim_token: "", claim_expires_at: 0, activity: "" };
 
 const TRANSITIONS = {
   // A step finished: the next stage, its clock restarted, attempts afresh.
@@ -233,9 +235,13 @@ const TRANSITIONS = {
   extend: (rec, now, a) => ({ claim_expires_at: a.until, available_at: a.until }),
   // LA4: how far recognition has come; it never goes back.
   // Moving progress also tells the stall watchdog the step is alive (progress_at).
-  progress: (rec, now, a) => a.progress > rec.getFloat("progress")
-    ? { progress: a.progress, progress_at: now }
-    : { progress: rec.getFloat("progress") },
+  // With it, optionally, what the step is doing now and the language it found
+  // (both checked against the schema's lists by `progress` below).
+  progress: (rec, now, a) => Object.assign(
+    a.progress > rec.getFloat("progress") ? { progress: a.progress, progress_at: now } : { progress: rec.getFloat("progress") },
+    a.activity ? { activity: a.activity } : {},
+    a.language ? { language: a.language } : {},
+  ),
   // The owner clears the halt: the stage resumes with a fresh count and clock (ST6).
   resume: (rec, now) => Object.assign({}, FREE, {
     halted_at: "", halt_code: "", halt_reason: "", state_entered_at: now, paused_until: 0, attempts: 0,
@@ -331,8 +337,15 @@ function extend(app, id, token, now, until) {
   fenced(app, id, token, now, "extend", { until: until }, null);
 }
 
-function progress(app, id, token, now, value) {
-  fenced(app, id, token, now, "progress", { progress: value }, null);
+// `activity` (or null): one of the schema's activities that describe work; anything else is refused.
+// `language` (or null): kept only when it is a code of the schema's list, as the texts route does.
+function progress(app, id, token, now, value, activity, language) {
+  if (activity !== null && (records.activities(app).indexOf(activity) < 0 || records.DERIVED_ONLY.indexOf(activity) >= 0)) {
+    throw new Invalid("'activity' must be one of " +
+      records.activities(app).filter((v) => records.DERIVED_ONLY.indexOf(v) < 0).join(", "));
+  }
+  const found = language !== null && records.languages(app).indexOf(language) >= 0 ? language : null;
+  fenced(app, id, token, now, "progress", { progress: value, activity: activity, language: found }, null);
 }
 
 module.exports = {

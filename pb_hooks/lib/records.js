@@ -15,6 +15,30 @@ function progressOf(rec) {
   return null;
 }
 
+// Activities that follow from the record alone; a step may report only the others.
+const DERIVED_ONLY = ["queued", "done", "halted"];
+
+// The closed list of activities (the schema's select values, sidecar/activity.py).
+function activities(app) {
+  return app.findCachedCollectionByNameOrId("audio_records").fields.getByName("activity").values;
+}
+
+// What is happening to the record now: from its stage and whether a worker
+// holds it (a claim not yet expired), or the finer word the holder reported.
+function activityOf(rec, now) {
+  if (rec.getString("halted_at") !== "") return "halted";
+  const state = rec.getString("state");
+  if (state === "done") return "done";
+  const claimed = rec.getString("claim_token") !== "" && rec.getFloat("claim_expires_at") > now;
+  if (claimed && rec.getString("activity") !== "") return rec.getString("activity");
+  if (state === "submitted") return "waiting_for_provider";  // held or not: the provider has it
+  if (!claimed) return "queued";
+  if (state === "uploaded") return "normalizing";
+  if (state === "normalized") return "recognizing";
+  if (state === "transcribed") return "finalizing";
+  return "queued";
+}
+
 // I2 (and, without `text`, each item of the list, O12).
 function pollBody(app, rec, withText) {
   const done = rec.getString("state") === "done";
@@ -27,6 +51,7 @@ function pollBody(app, rec, withText) {
   const body = {
     id: rec.id,
     status: rec.getString("state"),
+    activity: activityOf(rec, Date.now()),
     halted: halted,
     halted_at: respond.iso(rec.getString("halted_at")),
     halt_code: halted && rec.getString("halt_code") !== "" ? rec.getString("halt_code") : null,
@@ -68,4 +93,7 @@ function languages(app) {
   return app.findCachedCollectionByNameOrId("audio_records").fields.getByName("language").values;
 }
 
-module.exports = { pollBody: pollBody, findOwned: findOwned, journal: journal, transcriptOf: transcriptOf, languages: languages };
+module.exports = {
+  pollBody: pollBody, findOwned: findOwned, journal: journal, transcriptOf: transcriptOf, languages: languages,
+  activities: activities, activityOf: activityOf, DERIVED_ONLY: DERIVED_ONLY,
+};

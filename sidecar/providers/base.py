@@ -23,6 +23,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Protocol
 
+from sidecar.activity import Activity
 from sidecar.audio import AudioSpec
 from sidecar.transcript import Transcript
 
@@ -41,6 +42,10 @@ class StartRequest:
     # A provider that recognizes as it goes reports how many seconds of the audio
     # it has recognized (from any thread); the step turns that into progress (LA4).
     report: Callable[[float], None] | None = None
+    # ... and, as soon as it knows them, the language it recognizes in (a code of
+    # sidecar.languages) and what it is doing now (one of activity.REPORTED).
+    found_language: Callable[[str], None] | None = None
+    doing: Callable[[Activity], None] | None = None
 
 
 @dataclass(frozen=True)

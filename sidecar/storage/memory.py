@@ -24,6 +24,7 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 
+from sidecar.activity import REPORTED
 from sidecar.clock import Clock, SystemClock
 from sidecar.languages import LANGUAGES
 from sidecar.outcome import HaltCode
@@ -79,6 +80,7 @@ class Row:
     language: str = ""
     progress: float = 0.0
     progress_at: int = 0
+    activity: str = ""  # what the claim's holder reported doing ("": nothing finer than the stage)
 
     def view(self) -> AudioRecord:
         return AudioRecord.model_validate(self.__dict__)
@@ -210,6 +212,7 @@ class InMemoryStorage:
         row.claim_token = secrets.token_urlsafe(30)
         row.claim_expires_at = row.available_at = now + int(leases[row.state].total_seconds() * 1000)
         row.attempts += 1
+        row.activity = ""
         return Claimed(Claim(row.id, row.claim_token), row.view())
 
     async def settle(self, claim: Claim, change: Transition) -> None:
@@ -250,8 +253,15 @@ class InMemoryStorage:
                 raise StorageError("'until' must be later than 'now'", status=400)
             row.claim_expires_at = row.available_at = change.until_ms
         elif isinstance(change, Progress):
-            if change.value > row.progress:
-                row.progress, row.progress_at = change.value, now
+            if change.activity is not None and change.activity not in REPORTED:
+                raise StorageError(f"'activity' must be one of {sorted(REPORTED)}", status=400)
+            value = float(change.body()["progress"])
+            if value > row.progress:
+                row.progress, row.progress_at = value, now
+            if change.activity is not None:
+                row.activity = change.activity.value
+            if change.language is not None and change.language in LANGUAGES:
+                row.language = change.language
         self._changed_now()
 
     async def get_record(self, record_id: str) -> AudioRecord:
@@ -407,7 +417,7 @@ class InMemoryStorage:
 
     @staticmethod
     def _release(row: Row) -> None:
-        row.claim_token, row.claim_expires_at = "", 0
+        row.claim_token, row.claim_expires_at, row.activity = "", 0, ""
 
     def _release_for_owner(self, row: Row) -> None:
         """The queue side of an owner's stage change or resume (as lib/panel.js applies it)."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from sidecar.activity import Activity
 from sidecar.redaction import redact, redact_result
 from sidecar.storage.model import AttemptChange, AttemptRow, AttemptStatus, AudioRecord, Claim, FileRow, PiecePlace
 from sidecar.storage.protocol import Storage
@@ -57,9 +58,10 @@ class ClaimSession:
             self.claim, provider=provider, model=model, piece=piece, offset_ms=offset_ms
         )
 
-    async def progress(self, value: float) -> None:
-        """How far recognition has come (0..1); storage keeps the highest value."""
-        await self._storage.settle(self.claim, Progress(value))
+    async def progress(self, value: float, *, activity: Activity | None = None, language: str | None = None) -> None:
+        """How far recognition has come (0..1; storage keeps the highest value), and, optionally, what
+        the step is doing now and the language it found: the poll shows each at once."""
+        await self._storage.settle(self.claim, Progress(value, activity, language))
 
     async def update_attempt(
         self,

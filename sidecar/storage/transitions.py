@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from sidecar.activity import Activity
 from sidecar.outcome import HaltCode
 
 __all__ = ["Enter", "Extend", "Halt", "Pause", "Progress", "Release", "Retry", "Transition"]
@@ -87,13 +88,26 @@ class Extend:
 
 @dataclass(frozen=True)
 class Progress:
-    """How far recognition has come, 0..1 (LA4); storage keeps the highest value reported."""
+    """How far recognition has come, 0..1 (LA4); storage keeps the highest value reported.
+
+    With it, optionally: what the step is doing now (``activity``, one of
+    ``activity.REPORTED``; kept while the claim lasts) and the language it
+    found (a code of ``languages.LANGUAGES``; another is not kept), shown by
+    the poll at once.
+    """
 
     op: ClassVar[str] = "progress"
     value: float
+    activity: Activity | None = None
+    language: str | None = None
 
     def body(self) -> dict[str, Any]:
-        return {"progress": max(0.0, min(1.0, round(self.value, 4)))}
+        body: dict[str, Any] = {"progress": max(0.0, min(1.0, round(self.value, 4)))}
+        if self.activity is not None:
+            body["activity"] = self.activity.value
+        if self.language is not None:
+            body["language"] = self.language
+        return body
 
 
 Transition = Enter | Pause | Halt | Retry | Release | Extend | Progress

@@ -17,13 +17,14 @@ import anyio
 import anyio.to_thread
 import pytest
 
+from sidecar.activity import Activity
 from sidecar.clock import FakeClock
 from sidecar.outcome import HaltCode
 from sidecar.pocketbase.client import PocketBaseClient
 from sidecar.storage.errors import FencedOut, StorageError
 from sidecar.storage.model import AttemptChange, AttemptStatus, Claimed, FileRole, NoWork
 from sidecar.storage.protocol import Storage
-from sidecar.storage.transitions import Enter, Extend, Halt, Pause, Release, Retry
+from sidecar.storage.transitions import Enter, Extend, Halt, Pause, Progress, Release, Retry
 from testkit.media import wav_bytes
 from testkit.pocketbase import Caller, PocketBaseServer, created_ms
 from tests.support.sidecar import twin
@@ -43,6 +44,8 @@ QUEUE_FIELDS = (
     "paused_until",
     "available_at",
     "language",
+    "progress",
+    "activity",
 )
 
 
@@ -314,6 +317,29 @@ async def test_extend_keeps_the_record_from_other_claims(backend: Backend) -> No
     assert (await backend.row(rid))["claim_expires_at"] == until
     backend.clock.advance(6 * 60)  # past the first lease
     assert await backend.storage.claim(LEASES) == NoWork(until)
+
+
+async def test_progress_carries_what_the_step_does_and_the_language_it_found(backend: Backend) -> None:
+    rid = await backend.add()
+    got = await claim(backend)
+    await backend.storage.settle(got.claim, Progress(0.25, Activity.FINDING_SPEAKERS, "ru"))
+    row = await backend.row(rid)
+    assert (row["progress"], row["activity"], row["language"]) == (0.25, "finding_speakers", "ru")
+    await backend.storage.settle(got.claim, Progress(0.1, None, "zz"))  # never back; an unknown code is not kept
+    row = await backend.row(rid)
+    assert (row["progress"], row["activity"], row["language"]) == (0.25, "finding_speakers", "ru")
+    for derived in (Activity.QUEUED, Activity.DONE, Activity.HALTED):  # the record alone says these
+        with pytest.raises(StorageError):
+            await backend.storage.settle(got.claim, Progress(0.3, derived))
+    # What a step said it did ends with its claim: a lease that ran out, then a claim of the next stage.
+    backend.clock.advance(5 * 60 + 0.001)
+    again = await claim(backend)
+    assert (await backend.row(rid))["activity"] == ""
+    await backend.storage.settle(again.claim, Progress(0.3, Activity.NORMALIZING))
+    assert (await backend.row(rid))["activity"] == "normalizing"
+    await backend.storage.settle(again.claim, Enter("normalized"))
+    row = await backend.row(rid)
+    assert (row["activity"], row["language"], row["progress"]) == ("", "ru", 0.3)
 
 
 async def test_every_write_of_a_lost_claim_is_refused(backend: Backend, tmp_path: Path) -> None:

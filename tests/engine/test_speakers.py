@@ -12,14 +12,16 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
 
+from sidecar.activity import Activity
 from sidecar.audio import normalize
 from sidecar.join import PieceResult, join
 from sidecar.providers.diarizer import OfflineDiarizer
-from sidecar.providers.offline import OfflineProvider
+from sidecar.providers.offline import RECOGNITION_SHARE, OfflineProvider
 from sidecar.service import default_steps
 from sidecar.settings import OfflineSettings
 from sidecar.speakers import numbered
@@ -116,6 +118,32 @@ def test_a_dialogue_through_the_service_has_speakers_in_its_exports(tmp_path: Pa
         assert "Speaker" not in exported(sender, plain, "vtt") + exported(sender, plain, "srt")
 
 
+def test_the_engine_says_the_language_first_and_keeps_moving_while_it_finds_speakers(
+    provider: OfflineProvider, tmp_path: Path
+) -> None:
+    dialogue = next(d for d in DIALOGUES if d.audio.stem == "en_2speakers")
+    wav = _wav(dialogue.audio, tmp_path, provider)
+    said: list[tuple[str, Any]] = []
+    raw = provider.recognize(
+        wav,
+        threading.Event(),
+        report=lambda seconds: said.append(("done", seconds)),
+        found_language=lambda code: said.append(("language", code)),
+        doing=lambda activity: said.append(("doing", activity)),
+    )
+    duration = float(provider.parse(raw).duration or 0)
+    assert said[0] == ("doing", Activity.RECOGNIZING)
+    assert said[1] == ("language", "en")  # voted before a word is decoded
+    speakers = said.index(("doing", Activity.FINDING_SPEAKERS))
+    words = [float(v) for k, v in said[:speakers] if k == "done"]
+    after = [float(v) for k, v in said[speakers:] if k == "done"]
+    assert len(words) >= 3 and words == sorted(words)
+    # The words take their share, in full before the speakers are looked for...
+    assert words[-1] == pytest.approx(duration * RECOGNITION_SHARE, abs=0.01)
+    assert after == sorted(after) and after[0] > words[-1]
+    assert after[-1] == pytest.approx(duration, abs=0.01)  # ...and the speakers carry it to the end
+
+
 def test_the_extra_is_needed_only_when_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
     from sidecar.providers import diarizer
 
@@ -134,7 +162,9 @@ def test_a_long_meeting_keeps_each_voice_one_speaker(provider: OfflineProvider, 
     # needs the windows and the matching of voices across them.
     wav, reference = meeting(tmp_path / "meeting.wav", 21)
     assert provider.diarizer is not None
-    turns = provider.diarizer.diarize(wav).turns
+    done: list[float] = []
+    turns = provider.diarizer.diarize(wav, done.append).turns
+    assert len(done) == 3 and done == sorted(done) and done[-1] == 1.0  # progress after each of its windows
     assert len({t.speaker for t in turns}) == len({t.speaker for t in reference}) == 6
     assert der(reference, turns) <= 0.10
 
@@ -169,7 +199,7 @@ def test_a_voice_heard_in_two_pieces_keeps_one_label(provider: OfflineProvider, 
 def test_a_failing_diarizer_costs_the_speakers_never_the_words(
     provider: OfflineProvider, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    def broken(wav: Path) -> None:
+    def broken(wav: Path, report: object = None) -> None:
         raise RuntimeError("out of its depth")
 
     assert provider.diarizer is not None

@@ -34,6 +34,7 @@ def test_upload_creates_record_and_original_and_answers_the_poll_body(
     assert set(body) == {
         "id",
         "status",
+        "activity",
         "halted",
         "halted_at",
         "halt_code",
@@ -45,7 +46,7 @@ def test_upload_creates_record_and_original_and_answers_the_poll_body(
         "text",
     }
     assert body["language"] is None
-    assert body["status"] == "uploaded"
+    assert (body["status"], body["activity"]) == ("uploaded", "queued")
     assert body["halted"] is False and body["halted_at"] is None and body["halt_code"] is None
     assert body["title"] == "Monday standup"
     assert body["text"] is None
@@ -195,7 +196,8 @@ def test_a_sender_lists_their_own_recordings_newest_first_and_never_anothers(
     assert listed == mine[::-1]  # newest first
     item = body["items"][0]
     assert "text" not in item and item["title"] == "mine 2" and item["status"] == "uploaded"
-    assert set(item) == {"id", "status", "halted", "halted_at", "halt_code", "title", "language", "progress"} | {
+    assert set(item) == {"id", "status", "activity", "halted", "halted_at", "halt_code", "title", "language"} | {
+        "progress",
         "created",
         "updated",
     }

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from sidecar.activity import REPORTED, Activity
 from sidecar.audio import FORMATS
 from sidecar.languages import LANGUAGES
 from sidecar.outcome import HaltCode
@@ -47,6 +50,22 @@ def test_file_roles(fields: dict[str, dict[str, Any]]) -> None:
 def test_languages(fields: dict[str, dict[str, Any]]) -> None:
     assert fields["audio_records.language"]["values"] == list(LANGUAGES)
     assert fields["audio_records.language_hint"]["values"] == list(LANGUAGES)
+
+
+def test_activities(fields: dict[str, dict[str, Any]]) -> None:
+    assert fields["audio_records.activity"]["type"] == "select"
+    assert fields["audio_records.activity"]["values"] == [a.value for a in Activity]
+
+
+def test_the_hooks_say_only_activities_of_the_list_and_let_steps_report_the_same_ones() -> None:
+    records_js = (Path(__file__).resolve().parents[2] / "pb_hooks" / "lib" / "records.js").read_text()
+    derived_only = re.search(r"const DERIVED_ONLY = \[([^\]]*)\]", records_js)
+    assert derived_only is not None
+    assert set(re.findall(r'"(\w+)"', derived_only.group(1))) == {a.value for a in Activity} - REPORTED
+    body = records_js[records_js.index("function activityOf") :]
+    body = body[: body.index("\n}\n")]
+    said = set(re.findall(r'return "(\w+)"', body))
+    assert said and said <= {a.value for a in Activity}
 
 
 def test_every_provider_asks_for_a_format_normalize_writes() -> None:

@@ -3,21 +3,32 @@
 from __future__ import annotations
 
 import tempfile
+import threading
 from datetime import timedelta
 from pathlib import Path
 
+import anyio
+import anyio.to_thread
 import pytest
 
+from sidecar.activity import Activity
 from sidecar.clock import FakeClock
 from sidecar.outcome import CredentialsRefused, HaltCode, PermanentError, RetryableError, Verdict
 from sidecar.providers.base import OnProgress, Polled, Started, StartRequest
 from sidecar.service import default_steps
+from sidecar.settings import Settings
+from sidecar.steps.base import StepContext
+from sidecar.steps.progress import ProgressWriter
+from sidecar.storage.errors import StorageError
 from sidecar.storage.memory import InMemoryStorage
 from sidecar.storage.model import AttemptChange, AttemptStatus, Claimed, PiecePlace
-from sidecar.storage.transitions import Enter
+from sidecar.storage.session import ClaimSession
+from sidecar.storage.transitions import Enter, Progress
+from sidecar.threads import run_in_thread
 from sidecar.transcript import Segment, Transcript
 from tests.support.fakes import StubProvider
 from tests.support.sidecar import twin_sidecar
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.anyio
 
@@ -177,3 +188,108 @@ async def test_a_failed_piece_is_recognized_again_alone_and_the_others_are_kept(
     assert sorted(polls) == ["op-0", "op-1", "op-2", "op-again"]  # the pieces in hand never asked again
     assert storage.texts[(rid, "transcript")].content == "said in op-0 said in op-again said in op-2"
     assert storage.row(rid).state == "done"
+
+
+async def normalized(storage: InMemoryStorage, seconds: int = 60) -> str:
+    """A record normalized into one piece of ``seconds``, all speech, waiting in ``normalized``."""
+    rid = storage.add_record()
+    got = await storage.claim({"uploaded": timedelta(minutes=5)})
+    assert isinstance(got, Claimed)
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "p.wav").write_bytes(b"RIFF")
+        place = PiecePlace(0, 1, 0, seconds * 1000)
+        await storage.attach_file(
+            got.claim,
+            Path(tmp) / "p.wav",
+            role="normalized",
+            format="wav_pcm16",
+            duration_ms=seconds * 1000,
+            place=place,
+        )
+    await storage.settle(got.claim, Enter("normalized"))
+    return rid
+
+
+async def test_the_language_and_what_the_engine_does_reach_the_record_at_once(
+    storage: InMemoryStorage, clock: FakeClock
+) -> None:
+    """The poll shows the language found and the engine's activity while recognition still runs:
+    written the moment the engine says them (no time passes on this clock), not at the next tick."""
+    said = threading.Event()
+    go_on = threading.Event()
+
+    class Talking(StubProvider):
+        async def start(self, request: StartRequest, on_progress: OnProgress) -> Started:
+            def work(_cancel: threading.Event) -> None:
+                assert request.report and request.found_language and request.doing
+                request.report(30.0)
+                request.found_language("ru")
+                request.doing(Activity.FINDING_SPEAKERS)
+                said.set()
+                go_on.wait(30)
+
+            await run_in_thread(work)
+            raw = Transcript(text="привет", language="ru", segments=[Segment(start=0, end=1, text="привет")])
+            return Started("local", raw=raw.model_dump_json().encode())
+
+    rid = await normalized(storage)
+    started_at = clock.now_ms()
+    async with twin_sidecar(storage, default_steps(), provider=Talking()) as pool:
+        got = await storage.claim(pool.runner.table.leases())
+        assert isinstance(got, Claimed)
+        verdicts: list[Verdict] = []
+
+        async def run() -> None:
+            verdicts.append(await pool.runner.run(got))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run)
+            try:
+                await anyio.to_thread.run_sync(said.wait, 30)
+                await eventually(
+                    lambda: (storage.row(rid).activity, storage.row(rid).language) == ("finding_speakers", "ru"),
+                    within=10,
+                    every=0.01,
+                )
+                row = storage.row(rid)
+                assert row.progress == 0.5  # the progress so far travels with the news
+                assert clock.now_ms() == started_at  # at once: no tick of the writer has passed
+            finally:
+                go_on.set()
+    assert verdicts == [Verdict.ADVANCED]
+    row = storage.row(rid)
+    assert (row.state, row.activity, row.language) == ("submitted", "", "ru")  # the claim's activity ended with it
+
+
+async def test_storage_refuses_an_activity_that_only_the_record_says(storage: InMemoryStorage) -> None:
+    rid = await normalized(storage)
+    got = await storage.claim({"normalized": timedelta(minutes=5)})
+    assert isinstance(got, Claimed)
+    for derived in (Activity.QUEUED, Activity.DONE, Activity.HALTED):
+        with pytest.raises(StorageError):
+            await storage.settle(got.claim, Progress(0.1, derived))
+    await storage.settle(got.claim, Progress(0.1, Activity.RECOGNIZING, "xx"))  # an unknown code is not kept
+    assert (storage.row(rid).activity, storage.row(rid).language) == ("recognizing", "")
+
+
+async def test_the_language_shown_is_the_one_most_pieces_found_so_far(storage: InMemoryStorage) -> None:
+    """Each piece of a long recording votes its own language; the join keeps the most common one
+    (the first on a tie), and the poll shows that one while the pieces are recognized."""
+    rid = await normalized(storage)
+    got = await storage.claim({"normalized": timedelta(minutes=5)})
+    assert isinstance(got, Claimed)
+    ctx = StepContext(
+        ClaimSession(storage, got.claim, got.record),
+        StubProvider(),
+        lambda _name: StubProvider(),
+        Settings(),
+        storage.clock,
+        Path(tempfile.gettempdir()),
+    )
+    progress = ProgressWriter(ctx, 60_000)
+    shown = []
+    for code in ("ru", "en", "en", "ru", "ru"):
+        progress.found_language(code)
+        await progress.write()
+        shown.append(storage.row(rid).language)
+    assert shown == ["ru", "ru", "en", "ru", "ru"]  # a tie goes to the first found

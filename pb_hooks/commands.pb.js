@@ -122,3 +122,81 @@ $app.rootCmd.addCommand(new Command({
     console.log("backups: " + (settings.backups.cron ? "every '" + settings.backups.cron + "', keeping " + settings.backups.cronMaxKeep : "no schedule") + (bucket ? ", to s3://" + bucket : ", to <data_dir>/backups"));
   },
 }));
+
+// Erases one sender's data on request: every recording of theirs with its
+// files (originals, normalized pieces, raw results), transcripts, journal and
+// attempts, their topics, and (unless --keep-account) the account; then one
+// audit row. Recordings are otherwise never deleted (ST5): this command is the
+// one way, run by the owner on the host (`transcriber sender erase`, which
+// removes the provider-side copies first and asks for confirmation). Raw SQL
+// in one transaction: the model hooks refuse deletes on purpose.
+$app.rootCmd.addCommand(new Command({
+  use: "sender-erase EMAIL BY [--keep-account]",
+  short: "Erase one sender's recordings, files, transcripts and journal (and account), with an audit row",
+  run: (cmd, args) => {
+    if (args.length < 2) {
+      console.error("usage: sender-erase EMAIL BY [--keep-account]");
+      $os.exit(2);
+    }
+    const email = args[0];
+    const keepAccount = args.indexOf("--keep-account") >= 0;
+    let user;
+    try {
+      user = $app.findAuthRecordByEmail("users", email);
+    } catch (_) {
+      console.error("no sender with email " + email);
+      $os.exit(1);
+    }
+    const ids = arrayOf(new DynamicModel({ id: "" }));
+    $app.db().newQuery("SELECT id FROM audio_records WHERE owner = {:owner}").bind({ owner: user.id }).all(ids);
+    const recordIds = ids.map((r) => r.id);
+    const fsys = $app.newFilesystem();
+    let files = 0;
+    let bytes = 0;
+    const dirs = [];
+    try {
+      for (const collection of ["files", "recognition_attempts"]) {
+        const col = $app.findCollectionByNameOrId(collection);
+        const rows = arrayOf(new DynamicModel({ id: "", blob: "", size: 0 }));
+        const blobField = collection === "files" ? "blob" : "raw_response";
+        const sizeExpr = collection === "files" ? "size" : "0";
+        for (const rid of recordIds) {
+          $app.db().newQuery("SELECT id, " + blobField + " AS blob, " + sizeExpr + " AS size FROM " + collection + " WHERE record = {:r}")
+            .bind({ r: rid }).all(rows);
+          for (const row of rows) {
+            if (row.blob) {
+              files++;
+              bytes += row.size;
+            }
+            dirs.push(col.id + "/" + row.id);
+          }
+        }
+      }
+      $app.runInTransaction((tx) => {
+        for (const rid of recordIds) {
+          for (const table of ["record_events", "texts", "files", "recognition_attempts"]) {
+            tx.db().newQuery("DELETE FROM " + table + " WHERE record = {:r}").bind({ r: rid }).execute();
+          }
+          tx.db().newQuery("DELETE FROM audio_records WHERE id = {:r}").bind({ r: rid }).execute();
+        }
+        tx.db().newQuery("DELETE FROM topics WHERE owner = {:o}").bind({ o: user.id }).execute();
+        if (!keepAccount) tx.db().newQuery("DELETE FROM users WHERE id = {:o}").bind({ o: user.id }).execute();
+        const audit = new Record(tx.findCollectionByNameOrId("erasures"));
+        audit.set("sender_id", user.id);
+        audit.set("email_sha256", $security.sha256(email.toLowerCase()));
+        audit.set("recordings", recordIds.length);
+        audit.set("files", files);
+        audit.set("bytes", bytes);
+        audit.set("provider_copies", parseInt($os.getenv("TRANSCRIBER_ERASE_PROVIDER_COPIES"), 10) || 0);
+        audit.set("account_erased", !keepAccount);
+        audit.set("by", args[1]);
+        tx.save(audit);
+      });
+      // The rows are gone; their stored files follow (a failure here leaves only orphaned bytes, no data).
+      for (const dir of dirs) fsys.deletePrefix(dir);
+    } finally {
+      fsys.close();
+    }
+    console.log(JSON.stringify({ sender_id: user.id, recordings: recordIds.length, files: files, bytes: bytes, account_erased: !keepAccount }));
+  },
+}));

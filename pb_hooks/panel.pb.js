@@ -54,3 +54,11 @@ onRecordUpdateRequest((e) => {
 onRecordDeleteRequest((e) => {
   throw new BadRequestError(`Rows of '${e.collection.name}' are kept with their recording and cannot be deleted.`);
 }, "record_events", "recognition_attempts", "files", "texts");
+
+// The audit of erasures outlives what it records: nobody deletes or edits it.
+onRecordDeleteRequest((e) => {
+  throw new BadRequestError("The audit of erasures is kept for good.");
+}, "erasures");
+onRecordUpdateRequest((e) => {
+  throw new BadRequestError("The audit of erasures is kept as written.");
+}, "erasures");

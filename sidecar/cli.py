@@ -158,6 +158,76 @@ def user_add(
     typer.echo(f"sender {email} created" + (f"; password: {pw}" if generated else ""))
 
 
+@user_app.command("export")
+def user_export(
+    email: str,
+    out: Annotated[Path, typer.Option("--out", help="The archive to write (a zip).")],
+    config: ConfigOpt = None,
+    data_dir: DataDirOpt = None,
+) -> None:
+    """Everything of one sender as one archive: recordings, files, transcripts, journal."""
+    from sidecar.senders import SenderDataError, export
+
+    settings = _settings(config, data_dir)
+    try:
+        held, written = export(settings.pocketbase.data_dir, email, out)
+    except SenderDataError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+    typer.echo(f"exported {len(held.records)} recording(s) and {written} file(s) of {held.email} to {out}")
+
+
+@user_app.command("erase")
+def user_erase(
+    email: str,
+    yes: Annotated[bool, typer.Option("--yes", help="Do not ask for confirmation.")] = False,
+    keep_account: Annotated[bool, typer.Option("--keep-account", help="Erase the data but keep the account.")] = False,
+    config: ConfigOpt = None,
+    data_dir: DataDirOpt = None,
+) -> None:
+    """Erase one sender's data for good (recordings, files, provider-side copies, transcripts, journal,
+    and the account unless --keep-account); an audit row records that it happened."""
+    from sidecar.senders import SenderDataError, erase_rows, read, remove_provider_copies
+    from sidecar.service import make_provider
+
+    settings = _settings(config, data_dir)
+    try:
+        held = read(settings.pocketbase.data_dir, email)
+    except SenderDataError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+    what = f"{len(held.records)} recording(s), {len(held.files)} file row(s) and the journal of {held.email}"
+    if not yes:
+        typer.echo(f"This erases {what}{'' if keep_account else ', and the account'}, for good.")
+        if typer.prompt("Type the address to confirm").strip().lower() != held.email.lower():
+            typer.echo("not confirmed: nothing erased", err=True)
+            raise typer.Exit(1)
+
+    async def cleanup(provider: str, operation_id: str, audio_uri: str) -> None:
+        p = make_provider(settings, provider)
+        try:
+            await p.cleanup(operation_id, audio_uri)
+        finally:
+            await p.aclose()
+
+    removed, failed = anyio.run(remove_provider_copies, held, cleanup)
+    if failed:
+        typer.echo("error: some provider-side copies could not be removed; nothing erased:", err=True)
+        for line in failed:
+            typer.echo(f"  {line}", err=True)
+        raise typer.Exit(1)
+    try:
+        summary = erase_rows(settings, email, keep_account=keep_account, provider_copies=removed)
+    except (SenderDataError, RuntimeError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+    typer.echo(
+        f"erased {summary['recordings']} recording(s), {summary['files']} stored file(s) ({summary['bytes']:,} bytes)"
+        f" and {removed} provider-side cop{'y' if removed == 1 else 'ies'} of {held.email}"
+        + ("" if keep_account else "; the account is gone")
+    )
+
+
 OwnerEmailOpt = Annotated[
     str | None, typer.Option("--email", help="The owner's (superuser's) email; default [pocketbase] superuser_email.")
 ]

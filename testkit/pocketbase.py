@@ -36,6 +36,7 @@ COLLECTIONS = [
     "users",
     "usage_daily",
     "usage_providers",
+    "erasures",
 ]
 # The read-only views among them (usage, for the owner).
 VIEWS = ["usage_daily", "usage_providers"]

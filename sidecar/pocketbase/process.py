@@ -133,8 +133,14 @@ PASSWORD_ENV = "TRANSCRIBER_ACCOUNT_PASSWORD"  # noqa: S105 (a variable name, no
 UMASK = 0o077
 
 
-def _run(settings: Settings, *args: str, password: str | None = None) -> str:
+def run_command(settings: Settings, *args: str, extra_env: dict[str, str] | None = None) -> str:
+    """Runs one of PocketBase's (or the hooks') console commands on the data directory; its output."""
+    return _run(settings, *args, extra_env=extra_env)
+
+
+def _run(settings: Settings, *args: str, password: str | None = None, extra_env: dict[str, str] | None = None) -> str:
     env = environment(settings)
+    env.update(extra_env or {})
     if password is not None:
         env[PASSWORD_ENV] = password
     proc = subprocess.run(

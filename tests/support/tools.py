@@ -2,7 +2,7 @@
 
 ``scripts/test`` installs them where it can (root with apt) and says loudly
 when it cannot; such tests are then skipped with the reason. Under
-``TRANSCRIBER_TESTS_STRICT=1`` (``.ci/run`` sets it) a missing program fails
+``TESTS_STRICT=1`` (``.ci/run`` sets it) a missing program fails
 the test instead: CI never passes by skipping them.
 """
 
@@ -12,7 +12,7 @@ import os
 
 import pytest
 
-STRICT_ENV = "TRANSCRIBER_TESTS_STRICT"
+STRICT_ENV = "TESTS_STRICT"
 
 
 def require(missing: str | None) -> None:

@@ -17,7 +17,7 @@ from sidecar.providers.instant import InstantProvider
 from sidecar.service import default_steps
 from testkit.audio import write_audio, write_video_only
 from testkit.media import wav_bytes
-from testkit.pocketbase import COLLECTIONS, VIEWS, PocketBaseServer, running_pocketbase
+from testkit.pocketbase import COLLECTIONS, OWNER_ONLY, PocketBaseServer, running_pocketbase
 from tests.support.sidecar import pool_running, running_sidecar
 from tests.support.waiting import eventually
 
@@ -169,11 +169,11 @@ def test_authorization_matrix(pb: PocketBaseServer, figures: dict[str, str]) -> 
     any_id = {
         c: (su.http.get(f"/api/collections/{c}/records").json()["items"] or [{"id": "nothere123456789"}])[0]["id"]
         for c in COLLECTIONS
-        if c not in VIEWS  # empty here; tests/integration/test_usage.py and test_rules.py cover them
+        if c not in OWNER_ONLY  # empty here: test_usage.py, test_sender_data.py and test_rules.py cover them
     }
     any_id["audio_records"] = rid
     cells = 0
-    for c in (c for c in COLLECTIONS if c not in VIEWS):
+    for c in (c for c in COLLECTIONS if c not in OWNER_ONLY):
         base = f"/api/collections/{c}/records"
         before = su.http.get(base).json()
         for who in CALLERS:

@@ -499,8 +499,8 @@ def _transcode(
             out.start_encoding()  # a file of no samples is still a file: its headers
             out.mux(out_stream.encode(None))
         except av.error.FFmpegError as exc:
-            if isinstance(exc, OSError):
-                raise  # the disk, not the file
+            if isinstance(exc, (OSError, MemoryError)):
+                raise  # the disk or the memory, not the file: worth another attempt
             raise PermanentError(
                 HaltCode.UNSUPPORTED_MEDIA, f"the file's audio could not be converted ({_ffmpeg_reason(exc)})"
             ) from exc

@@ -544,6 +544,15 @@ def test_a_header_that_declares_a_second_is_not_trusted(tmp_path: Path, shape: s
     assert took < 60
 
 
+def test_a_full_disk_is_not_the_files_fault(tmp_path: Path) -> None:
+    # Converter errors on odd media halt unsupported_media; a write the disk
+    # refuses (EFBIG here, ENOSPC alike) stays an error worth another attempt.
+    src = write_audio(tmp_path / "minute.wav", 60.0, codec="pcm_s16le")
+    done, _ = _normalize_under_a_write_limit(src, tmp_path / "out.wav", 256 << 10)
+    assert done.returncode == 1 and done.stdout == ""
+    assert "OSError: [Errno 27] File too large" in done.stderr
+
+
 def test_a_header_that_says_too_little_costs_a_second_decoding_not_the_recording(tmp_path: Path) -> None:
     # Two minutes of tone in a FLAC whose STREAMINFO claims one second: within
     # the cap, so once counted it is written whole, its decoded length kept.

@@ -1,4 +1,4 @@
-"""``bench/run [--quick] [--only PF1,PF3] [--results FILE]``: the performance figures PF1–PF10.
+"""``bench/run [--quick] [--only PF1,PF3] [--results FILE]``: the performance figures PF1–PF12.
 
 Each figure is printed as one line as soon as it is measured, then all of
 them are written to bench/results.md as a Markdown table. A figure whose
@@ -32,6 +32,7 @@ MODULES = [
     ("PF8", "bench.pf8_long", "six-hour recordings per provider vs one minute"),
     ("PF9", "bench.pf9_batched", "batched offline decoding vs bare faster-whisper"),
     ("PF10", "bench.pf10_speakers", "offline speaker labels: DER, time and memory"),
+    ("PF12", "bench.pf12_storage", "bytes stored per hour of audio, fresh and for good"),
 ]
 
 HEADER = ["id", "measure", "value", "reference (same run)", "ratio", "goal", "result", "notes"]

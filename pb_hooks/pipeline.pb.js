@@ -47,15 +47,21 @@ for (const op of FENCED_OPS) {
   }, $apis.requireAuth("services"));
 }
 
-// A file of the record (normalized audio), attached under the fence.
+// A file of the record (normalized audio), attached under the fence. A piece
+// without speech (a silent recording) is a row without a blob: nothing in it
+// is ever sent anywhere, so nothing of it is kept but its place and length.
 routerAdd("POST", "/api/pipeline/records/{id}/files", (e) => {
   const routes = require(`${__hooks}/lib/routes.js`);
   const queue = require(`${__hooks}/lib/queue.js`);
   const id = e.request.pathValue("id");
   return routes.handle(e, (body) => {
     const token = queue.strArg(body, "token", 100);
-    const blobs = e.findUploadedFiles("blob");
-    if (!blobs || blobs.length !== 1) throw new queue.Invalid("exactly one 'blob' file is required");
+    const multipart = String(e.request.header.get("Content-Type") || "").indexOf("multipart/form-data") === 0;
+    const blobs = multipart ? e.findUploadedFiles("blob") || [] : [];
+    const silent = body.speech_ms !== undefined && body.speech_ms !== "" && routes.num(body, "speech_ms") === 0;
+    if (blobs.length > 1 || (blobs.length === 0 && !silent)) {
+      throw new queue.Invalid("exactly one 'blob' file is required (none only for a piece without speech)");
+    }
     const row = queue.underFence($app, id, token, (tx) => {
       const key = routes.optStr(body, "write_key", 100) || "";
       const earlier = queue.writtenBefore(tx, "files", id, key);
@@ -65,12 +71,12 @@ routerAdd("POST", "/api/pipeline/records/{id}/files", (e) => {
       r.set("write_key", key);
       r.set("role", queue.strArg(body, "role", 50));
       r.set("format", routes.optStr(body, "format", 50) || "");
-      r.set("name", blobs[0].originalName);
-      r.set("size", blobs[0].size);
+      r.set("name", blobs.length ? blobs[0].originalName : "");
+      r.set("size", blobs.length ? blobs[0].size : 0);
       r.set("duration_ms", routes.optNum(body, "duration_ms"));
       for (const f of ["piece", "pieces", "offset_ms", "speech_ms"]) r.set(f, routes.optNum(body, f));
       r.set("location", routes.optStr(body, "location", 2000) || "");
-      r.set("blob", blobs[0]);
+      if (blobs.length) r.set("blob", blobs[0]);
       tx.save(r);
       return r;
     });
@@ -215,5 +221,50 @@ routerAdd("POST", "/api/pipeline/attempts/{aid}/copies", (e) => {
       tx.save(r);
     });
     return e.json(200, { ok: true });
+  });
+}, $apis.requireAuth("services"));
+
+// No stored copy outgrows its use: the normalized copies of a recording done
+// since before `done_before` lose their blobs (PocketBase deletes the files
+// once the save commits); the rows stay as history with `removed_at` set, and
+// the journal says so once. Not fenced (a done record has no claim), and
+// guarded here rather than by the caller: a record that is not done (the
+// owner set its stage back), halted, or done later is left as it is. The
+// original and the transcript are never touched.
+routerAdd("POST", "/api/pipeline/records/{id}/normalized/remove", (e) => {
+  const routes = require(`${__hooks}/lib/routes.js`);
+  const queue = require(`${__hooks}/lib/queue.js`);
+  const records = require(`${__hooks}/lib/records.js`);
+  const id = e.request.pathValue("id");
+  return routes.handle(e, (body) => {
+    const now = routes.num(body, "now");
+    const doneBefore = routes.num(body, "done_before");
+    const result = { removed: 0, bytes: 0 };
+    $app.runInTransaction((tx) => {
+      let rec;
+      try {
+        rec = tx.findRecordById("audio_records", id);
+      } catch (_) {
+        throw new queue.Invalid("no such record");
+      }
+      const doneAt = rec.getInt("state_entered_at");
+      if (rec.getString("state") !== "done" || rec.getString("halted_at") !== "" || doneAt > doneBefore) return;
+      const rows = tx.findRecordsByFilter(
+        "files", "record = {:id} && role = 'normalized' && blob != '' && removed_at = 0", "", 0, 0, { id: id });
+      for (const r of rows) {
+        result.removed += 1;
+        result.bytes += r.getInt("size");
+        r.set("blob", "");
+        r.set("removed_at", now);
+        tx.save(r);
+      }
+      if (result.removed === 0) return;
+      const days = Math.max(0, now - doneAt) / 86400000;
+      records.journal(tx, id, "done", "note",
+        "normalized audio removed, the recording done " + days.toFixed(1) + " days ago: " + result.removed +
+        " file(s), " + (result.bytes / 1e6).toFixed(1) + " MB; the original and the transcript stay " +
+        "(set the stage to 'uploaded' to normalize again)", "worker");
+    });
+    return e.json(200, result);
   });
 }, $apis.requireAuth("services"));

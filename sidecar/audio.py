@@ -87,6 +87,7 @@ class Normalized:
     format: str
     duration_ms: int
     size: int
+    source_channels: int = 0  # how many channels the original had (mixed into spec.channels)
 
 
 @dataclass(frozen=True)
@@ -141,6 +142,9 @@ _LAYOUTS = {1: "mono", 2: "stereo"}
 # estimates from the bitrate; reject on the probe only when the excess is
 # clear, the decoded duration is checked exactly anyway.
 _PROBE_TOLERANCE = 1.05
+# Audio written on a header's word beyond what it declared, before decoding
+# alone takes over (a few hundred kB of 16 kHz PCM).
+_UNCONFIRMED_SLACK_MS = 10_000
 # Bitrate headroom on the retry: container overhead does not scale down.
 _RETRY_MARGIN = 0.9
 # How often (in decoded frames) the growing output is measured against max_bytes.
@@ -161,9 +165,21 @@ def probe(path: Path) -> Probe:
 def normalize(src: Path, dst: Path, spec: AudioSpec, *, cancel: threading.Event | None = None) -> Normalized:
     """Decode ``src``'s first audio stream and write it to ``dst`` in ``spec``'s form.
 
+    The decoded length is the only length trusted. A header that says the
+    audio is longer than ``spec.max_duration`` halts at once; one that says
+    less is believed only as far as writing goes: past what it declared,
+    nothing more is written, the rest is counted by decoding alone, and
+    only a length within the limit is then written in full. So a small file
+    that declares a second and unpacks to a hundred hours costs a few
+    hundred kilobytes of output before it halts, and a file whose header is
+    merely wrong costs one more decoding.
+
     Raises ``PermanentError`` (``UNSUPPORTED_MEDIA`` or ``TOO_LONG``) when the
     file cannot become what the spec asks, ``NormalizeCancelled`` when
-    ``cancel`` is set. ``dst`` appears only once it is complete.
+    ``cancel`` is set. ``dst`` appears only once it is complete. A file
+    whose audio track holds no samples at all (a WAV header and nothing
+    else) becomes an empty file of ``spec``'s form, 0 ms long: a recording
+    without speech, not a damaged one.
     """
     target = FORMATS.get(spec.format)
     if target is None:
@@ -176,38 +192,35 @@ def normalize(src: Path, dst: Path, spec: AudioSpec, *, cancel: threading.Event 
     with _open_input(src) as container:
         if not container.streams.audio:
             raise PermanentError(HaltCode.UNSUPPORTED_MEDIA, "the file has no audio track")
-        probed_ms = _probed_duration_ms(container, container.streams.audio[0])
-    if probed_ms is None and spec.max_duration is not None:
-        # The header does not say: count before writing anything. Decoding
-        # alone is cheap, and a small file that unpacks to hundreds of hours
-        # (constant FLAC frames) halts here without a byte written.
-        probed_ms = _counted_duration_ms(src, spec.max_duration, cancel)
-    _check_probed(probed_ms, spec, target, rate)
-
-    bitrate = None
-    if target.lossy:
-        bitrate = spec.bitrate or target.default_bitrate
-        if probed_ms and spec.max_bytes:
-            # Aim under the cap from the start rather than encode twice; below
-            # the codec's floor, the size check after encoding decides.
-            bitrate = max(target.min_bitrate, min(bitrate, _fitting_bitrate(spec.max_bytes, probed_ms)))
+        declared_ms = _probed_duration_ms(container, container.streams.audio[0])
+    # A header that admits to more than the limit is believed: nothing is decoded.
+    _check_probed(declared_ms, spec, target, rate)
 
     part = dst.with_name(f".{dst.name}.part")
     try:
-        duration_ms = _transcode(src, part, spec, target, rate, bitrate, cancel)
-        size = part.stat().st_size
-        if spec.max_bytes is not None and size > spec.max_bytes:
-            retry = _retry_bitrate(target, bitrate, size, spec.max_bytes)
-            if retry is None:
-                raise _too_big(size, spec.max_bytes)
-            duration_ms = _transcode(src, part, spec, target, rate, retry, cancel)
-            size = part.stat().st_size
-            if size > spec.max_bytes:
-                raise _too_big(size, spec.max_bytes)
+        # Written as far as the header declared (nothing when it does not say);
+        # a longer stream is counted to its end, then written again, its length known.
+        known_ms, confirmed = declared_ms, False
+        written: _Written | None = None
+        for _ in range(2):
+            try:
+                written = _fitted(src, part, spec, target, rate, known_ms, confirmed, cancel)
+                break
+            except _Unconfirmed as longer:
+                known_ms, confirmed = longer.counted_ms, True
+                _check_probed(known_ms, spec, target, rate)
+        if written is None:  # pragma: no cover - a second decoding of the same file counts the same
+            raise PermanentError(HaltCode.UNSUPPORTED_MEDIA, "the file decodes differently each time")
         os.replace(part, dst)
     finally:
         part.unlink(missing_ok=True)
-    return Normalized(path=dst, format=spec.format, duration_ms=duration_ms, size=size)
+    return Normalized(
+        path=dst,
+        format=spec.format,
+        duration_ms=written.duration_ms,
+        size=written.size,
+        source_channels=written.source_channels,
+    )
 
 
 def encode_pcm(
@@ -276,11 +289,10 @@ def pcm_chunks(
     with _open_input(path) as inp:
         if not inp.streams.audio:
             raise PermanentError(HaltCode.UNSUPPORTED_MEDIA, "the file has no audio track")
-        stream = inp.streams.audio[0]
-        resampler = AudioResampler(format="flt", layout="mono", rate=rate)
-        frames = itertools.chain(_decoded_frames(inp, stream, cancel), [None])
+        mono = _MonoFeed("flt", "mono", rate)
+        frames = itertools.chain(_Decoding(inp, inp.streams.audio[0], cancel).frames(), [None])
         for frame in frames:
-            for out in resampler.resample(frame):
+            for out in mono.resample(frame):
                 data = out.to_ndarray().reshape(-1).astype(np.float32, copy=False)
                 parts.append(data)
                 held += data.size
@@ -332,19 +344,6 @@ def _probed_duration_ms(container: InputContainer, stream: AudioStream | None) -
     return None
 
 
-def _counted_duration_ms(path: Path, limit: timedelta, cancel: threading.Event) -> int:
-    """The decoded length of ``path``'s audio, or ``_too_long`` as soon as it passes ``limit``."""
-    limit_ms = _ms(limit)
-    seconds = Fraction(0)
-    with _open_input(path) as inp:
-        for frame in _decoded_frames(inp, inp.streams.audio[0], cancel):
-            if frame.sample_rate:
-                seconds += Fraction(frame.samples, frame.sample_rate)
-            if seconds * 1000 > limit_ms:
-                raise _too_long(None, limit)
-    return int(seconds * 1000)
-
-
 def _encoder_rate(target: _Target, wanted: int) -> int:
     if target.rates is None or wanted in target.rates:
         return wanted
@@ -375,6 +374,56 @@ def _retry_bitrate(target: _Target, bitrate: int | None, size: int, max_bytes: i
     return lower if lower >= target.min_bitrate else None
 
 
+@dataclass(frozen=True)
+class _Written:
+    duration_ms: int
+    size: int
+    source_channels: int
+
+
+class _Unconfirmed(Exception):
+    """Decoding went past the length the header declared; ``counted_ms`` is the whole length, counted."""
+
+    def __init__(self, counted_ms: int) -> None:
+        super().__init__(f"{counted_ms} ms")
+        self.counted_ms = counted_ms
+
+
+def _fitted(
+    src: Path,
+    dst: Path,
+    spec: AudioSpec,
+    target: _Target,
+    rate: int,
+    known_ms: int | None,
+    confirmed: bool,
+    cancel: threading.Event,
+) -> _Written:
+    """``src`` in ``spec``'s form within ``spec.max_bytes``: encoded once, and once more lower if it overshot."""
+    bitrate = None
+    if target.lossy:
+        bitrate = spec.bitrate or target.default_bitrate
+        if known_ms and spec.max_bytes:
+            # Aim under the cap from the start rather than encode twice; below
+            # the codec's floor, the size check after encoding decides.
+            bitrate = max(target.min_bitrate, min(bitrate, _fitting_bitrate(spec.max_bytes, known_ms)))
+    budget = None if confirmed else _allowance(known_ms or 0)
+    written = _transcode(src, dst, spec, target, rate, bitrate, cancel, budget)
+    if spec.max_bytes is not None and written.size > spec.max_bytes:
+        retry = _retry_bitrate(target, bitrate, written.size, spec.max_bytes)
+        if retry is None:
+            raise _too_big(written.size, spec.max_bytes)
+        written = _transcode(src, dst, spec, target, rate, retry, cancel, None)  # its length now decoded
+        if written.size > spec.max_bytes:
+            raise _too_big(written.size, spec.max_bytes)
+    return written
+
+
+def _allowance(declared_ms: int) -> int:
+    """How much audio (ms) is written on a header's word before decoding confirms it."""
+    return int(declared_ms * _PROBE_TOLERANCE) + _UNCONFIRMED_SLACK_MS if declared_ms else 0
+
+
 def _transcode(
     src: Path,
     dst: Path,
@@ -383,25 +432,38 @@ def _transcode(
     rate: int,
     bitrate: int | None,
     cancel: threading.Event,
-) -> int:
-    """One pass from ``src`` to ``dst``; the decoded duration in ms."""
+    budget_ms: int | None,
+) -> _Written:
+    """One pass from ``src`` to ``dst``.
+
+    Writes at most ``budget_ms`` of audio (None: the length is confirmed,
+    write it all); decoding past it goes on without writing and ends in
+    ``_Unconfirmed`` with the whole length, or in ``too_long`` the moment the
+    decoded audio passes ``spec.max_duration``.
+    """
     max_duration = spec.max_duration
-    limit_samples = _ms(max_duration) * rate // 1000 if max_duration is not None else None
+    limit_ms = _ms(max_duration) if max_duration is not None else None
     check_size = spec.max_bytes is not None and not target.lossy
     written = 0
     frames_seen = 0
-    decoded_any = False
+    # Decoded nanoseconds, at the source's own rate: integers, as a Fraction per frame costs more
+    # than the decoding of a small frame (a six-hour count of 120 ms packets is 180,000 of them);
+    # rounding down loses under a nanosecond a frame.
+    decoded_ns = 0
+    limit_ns = limit_ms * 1_000_000 if limit_ms is not None else None
+    budget_ns = budget_ms * 1_000_000 if budget_ms is not None else None
+    counting = False  # past the budget: decoding only
+    channels = 0
     time_base = Fraction(1, rate)
 
     with _open_input(src) as inp:
         if not inp.streams.audio:
             raise PermanentError(HaltCode.UNSUPPORTED_MEDIA, "the file has no audio track")
-        in_stream = inp.streams.audio[0]
+        decoding = _Decoding(inp, inp.streams.audio[0], cancel)
         out = av.open(str(dst), mode="w", format=target.container)
         try:
             out_stream = _add_output_stream(out, target, rate, spec.channels, bitrate)
-            resampler: AudioResampler | None = None
-            source_shape: tuple[str, str, int] | None = None
+            mono = _MonoFeed(target.sample_format, _LAYOUTS[spec.channels], rate)
 
             def emit(frames: list[AudioFrame]) -> None:
                 nonlocal written
@@ -410,34 +472,95 @@ def _transcode(
                     frame.time_base = time_base
                     written += frame.samples
                     out.mux(out_stream.encode(frame))
-                if max_duration is not None and limit_samples is not None and written > limit_samples:
-                    raise _too_long(None, max_duration)
 
-            for frame in _decoded_frames(inp, in_stream, cancel):
-                decoded_any = True
-                shape = (frame.format.name, frame.layout.name, frame.sample_rate)
-                if resampler is None or shape != source_shape:
-                    # Some streams change rate or layout midway (concatenated
-                    # MP3s, broadcast AAC); a resampler is built for one shape.
-                    if resampler is not None:
-                        emit(resampler.resample(None))
-                    resampler = AudioResampler(format=target.sample_format, layout=_LAYOUTS[spec.channels], rate=rate)
-                    source_shape = shape
-                emit(resampler.resample(frame))
+            for frame in decoding.frames():
+                if frame.sample_rate:
+                    decoded_ns += frame.samples * 1_000_000_000 // frame.sample_rate
+                if limit_ns is not None and max_duration is not None and decoded_ns > limit_ns:
+                    raise _too_long(None, max_duration)
+                if counting or (budget_ns is not None and decoded_ns > budget_ns):
+                    counting = True
+                    continue
+                channels = max(channels, frame.layout.nb_channels)
+                emit(mono.resample(frame))
                 frames_seen += 1
                 if check_size and frames_seen % _SIZE_CHECK_EVERY == 0:
                     size = dst.stat().st_size
                     if spec.max_bytes is not None and size > spec.max_bytes:
                         raise _too_big(size, spec.max_bytes)
-            if resampler is not None:
-                emit(resampler.resample(None))
-            if written == 0:
-                reason = "holds no samples" if decoded_any else "could not be decoded (empty, truncated or damaged)"
-                raise PermanentError(HaltCode.UNSUPPORTED_MEDIA, f"the file's audio track {reason}")
+            if counting:
+                raise _Unconfirmed(decoded_ns // 1_000_000)
+            emit(mono.resample(None))
+            if written == 0 and decoding.damaged:
+                raise PermanentError(
+                    HaltCode.UNSUPPORTED_MEDIA,
+                    "the file's audio track could not be decoded (empty, truncated or damaged)",
+                )
+            out.start_encoding()  # a file of no samples is still a file: its headers
             out.mux(out_stream.encode(None))
+        except av.error.FFmpegError as exc:
+            if isinstance(exc, (OSError, MemoryError)):
+                raise  # the disk or the memory, not the file: worth another attempt
+            raise PermanentError(
+                HaltCode.UNSUPPORTED_MEDIA, f"the file's audio could not be converted ({_ffmpeg_reason(exc)})"
+            ) from exc
         finally:
             out.close()
-    return written * 1000 // rate
+    return _Written(written * 1000 // rate, dst.stat().st_size, channels)
+
+
+class _MonoFeed:
+    """Frames of any shape → frames of the output's format, layout and rate.
+
+    FFmpeg's resampler mixes down only layouts it knows (mono, stereo, 5.1,
+    or a count it has a default layout for); a stream of another count (9,
+    17, 255 channels in a WAV) is mixed here first, every channel weighed
+    alike. Some streams change rate or layout midway (concatenated MP3s,
+    broadcast AAC): a resampler is built for one shape, so each new shape
+    gets its own.
+    """
+
+    def __init__(self, sample_format: str, layout: str, rate: int) -> None:
+        self._format, self._layout, self._rate = sample_format, layout, rate
+        self._resampler: AudioResampler | None = None
+        self._shape: tuple[str, str, int] | None = None
+        self._mix = False
+
+    def resample(self, frame: AudioFrame | None) -> list[AudioFrame]:
+        if frame is None:
+            return self._resampler.resample(None) if self._resampler is not None else []
+        out: list[AudioFrame] = []
+        shape = (frame.format.name, frame.layout.name, frame.sample_rate)
+        if self._resampler is None or shape != self._shape:
+            if self._resampler is not None:
+                out += self._resampler.resample(None)
+            self._resampler = AudioResampler(format=self._format, layout=self._layout, rate=self._rate)
+            self._shape = shape
+            try:
+                self._mix = False
+                return out + self._resampler.resample(frame)
+            except av.error.ArgumentError:
+                # The resampler refused this layout before taking any of it: mix it down here.
+                self._resampler = AudioResampler(format=self._format, layout=self._layout, rate=self._rate)
+                self._mix = True
+        return out + self._resampler.resample(_mixed_down(frame) if self._mix else frame)
+
+
+def _mixed_down(frame: AudioFrame) -> AudioFrame:
+    """The frame's channels averaged into one, as float samples."""
+    data = frame.to_ndarray()
+    channels = frame.layout.nb_channels
+    if not frame.format.is_planar:
+        data = data.reshape(-1, channels).T
+    samples = data.astype(np.float64)
+    kind = frame.format.name.rstrip("p")
+    if kind == "u8":
+        samples = (samples - 128.0) / 128.0
+    elif kind in ("s16", "s32", "s64"):
+        samples /= float(1 << (frame.format.bytes * 8 - 1))
+    mono = AudioFrame.from_ndarray(samples.mean(axis=0).astype(np.float32).reshape(1, -1), format="flt", layout="mono")
+    mono.sample_rate = frame.sample_rate
+    return mono
 
 
 def _add_output_stream(
@@ -453,28 +576,38 @@ def _add_output_stream(
     return stream
 
 
-def _decoded_frames(inp: InputContainer, stream: AudioStream, cancel: threading.Event) -> Iterator[AudioFrame]:
+class _Decoding:
     """Frames of ``stream``, tolerating damage after the first good frame.
 
-    A packet that fails to decode is skipped; a demuxer error ends the stream
-    (a truncated upload still yields what it holds). Whether anything at all
-    decoded is the caller's judgement.
+    A packet that fails to decode is skipped; a demuxer error ends the
+    stream (a truncated upload still yields what it holds). Either marks the
+    decoding ``damaged``: a stream that yields nothing and was never damaged
+    holds no samples (a WAV header and nothing else), one that was is
+    unreadable. That judgement is the caller's.
     """
-    packets = inp.demux(stream)
-    while True:
-        if cancel.is_set():
-            raise NormalizeCancelled("normalization was cancelled")
-        try:
-            packet = next(packets)
-        except StopIteration:
-            return
-        except av.error.FFmpegError:
-            return
-        try:
-            frames = packet.decode()
-        except av.error.FFmpegError:
-            continue
-        yield from frames
+
+    def __init__(self, inp: InputContainer, stream: AudioStream, cancel: threading.Event) -> None:
+        self._inp, self._stream, self._cancel = inp, stream, cancel
+        self.damaged = False
+
+    def frames(self) -> Iterator[AudioFrame]:
+        packets = self._inp.demux(self._stream)
+        while True:
+            if self._cancel.is_set():
+                raise NormalizeCancelled("normalization was cancelled")
+            try:
+                packet = next(packets)
+            except StopIteration:
+                return
+            except av.error.FFmpegError:
+                self.damaged = True
+                return
+            try:
+                frames = packet.decode()
+            except av.error.FFmpegError:
+                self.damaged = True
+                continue
+            yield from frames
 
 
 def _ms(delta: timedelta) -> int:

@@ -61,6 +61,16 @@ class Metrics:
             ["provider"],
             registry=self.registry,
         )
+        self.normalized_removed = Counter(
+            "transcriber_normalized_copies_removed",
+            "Normalized copies of finished recordings removed after [pipeline] keep_normalized.",
+            registry=self.registry,
+        )
+        self.normalized_removed_bytes = Counter(
+            "transcriber_normalized_removed_bytes",
+            "Bytes of normalized copies of finished recordings removed.",
+            registry=self.registry,
+        )
         self.credentials_refused = Counter(
             "transcriber_credentials_refused",
             "Steps postponed because a provider refused our credentials (401/403), by stage.",

@@ -86,6 +86,10 @@ class PipelineSettings(Section):
     # and how long a halted record's copies are kept for a resume (SpeechKit keeps results 3 days).
     sweep_every: Duration = timedelta(minutes=10)
     keep_halted_copies: Duration = timedelta(days=3)
+    # How long a finished recording keeps its normalized audio (the provider's input, for a
+    # redo from stage normalized); the same sweep removes it then. The original and the
+    # transcript are never removed.
+    keep_normalized: Duration = timedelta(days=7)
 
 
 class PocketBaseSettings(Section):

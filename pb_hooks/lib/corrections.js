@@ -108,6 +108,53 @@ function rederive(segments, content) {
   return out;
 }
 
+// A cue holds about this many words when the text brings no timings of its own.
+const CUE_WORDS = 12;
+// Seconds per word when the recording's length is not known either.
+const SECONDS_PER_WORD = 0.4;
+
+// Segments for `content` where no timed segment exists to carry its words: a
+// transcript emptied by an earlier correction, or a recording with no speech
+// found whose text the owner wrote by hand. The words are cut into cues of
+// about CUE_WORDS (at a sentence's end where one is near) spread over the
+// recording, each in proportion to its length in characters; all marked corrected.
+function spread(content, seconds) {
+  const all = words(content);
+  if (all.length === 0) return [];
+  const chunks = [];
+  let chunk = [];
+  for (const w of all) {
+    chunk.push(w);
+    const sentenceEnd = /[.!?…]["»”')\]]*$/.test(w);
+    if ((chunk.length >= CUE_WORDS && sentenceEnd) || chunk.length >= CUE_WORDS * 2) {
+      chunks.push(chunk);
+      chunk = [];
+    }
+  }
+  if (chunk.length > 0) chunks.push(chunk);
+  const total = seconds > 0 ? seconds : all.length * SECONDS_PER_WORD;
+  const chars = chunks.map((c) => c.join(" ").length + 1);
+  const sum = chars.reduce((a, b) => a + b, 0);
+  const out = [];
+  let at = 0;
+  chunks.forEach((c, i) => {
+    const end = i === chunks.length - 1 ? total : at + total * chars[i] / sum;
+    out.push({ start: Math.round(at * 1000) / 1000, end: Math.round(end * 1000) / 1000, text: c.join(" "), corrected: true });
+    at = end;
+  });
+  return out;
+}
+
+// The recording's length in seconds, from its current normalized pieces (kept
+// as rows even without their audio); 0 when unknown.
+function durationOf(app, recordId) {
+  const rows = app.findRecordsByFilter(
+    "files", "record = {:id} && role = 'normalized' && superseded = false", "", 0, 0, { id: recordId });
+  let ms = 0;
+  for (const r of rows) ms = Math.max(ms, r.getInt("offset_ms") + r.getInt("duration_ms"));
+  return ms / 1000;
+}
+
 // Before an owner's save of a `texts` row: when the content changed, the
 // segments follow it, and the recording's journal says so (without the words).
 function followContent(app, row) {
@@ -115,13 +162,19 @@ function followContent(app, row) {
   const after = row.getString("content");
   if (before === after) return;
   const exports_ = require(`${__hooks}/lib/exports.js`);
-  const segments = rederive(exports_.segmentsOf(row.original()), after);
+  const recordId = row.getString("record");
+  let segments = rederive(exports_.segmentsOf(row.original()), after);
+  let how = " timed segments follow the new text";
+  if (segments.length === 0 && words(after).length > 0) {
+    // Nothing timed to carry the words: they are spread over the recording.
+    segments = spread(after, durationOf(app, recordId));
+    how = " segments spread over the recording (no timed segment was left to follow)";
+  }
   row.set("segments", segments);
   const changed = segments.filter((s) => s.corrected).length;
-  const rec = app.findRecordById("audio_records", row.getString("record"));
+  const rec = app.findRecordById("audio_records", recordId);
   require(`${__hooks}/lib/records.js`).journal(app, rec.id, rec.getString("state"), "note",
-    "transcript corrected by the owner: " + changed + " of " + segments.length + " timed segments follow the new text",
-    "owner");
+    "transcript corrected by the owner: " + changed + " of " + segments.length + how, "owner");
 }
 
-module.exports = { rederive: rederive, followContent: followContent };
+module.exports = { rederive: rederive, spread: spread, followContent: followContent };

@@ -42,6 +42,14 @@ function supersedeNormalized(app, recordId) {
   }
 }
 
+// Whether a current normalized copy with speech in it has lost its blob (pipeline.pb.js, normalized/remove).
+function normalizedRemoved(app, recordId) {
+  const rows = app.findRecordsByFilter(
+    "files", "record = {:id} && role = 'normalized' && superseded = false && removed_at > 0 && speech_ms > 0",
+    "", 1, 0, { id: recordId });
+  return rows.length > 0;
+}
+
 // `rec` holds the submitted values; `app` is the transaction the save runs in.
 function mergeOwnerEdit(app, rec) {
   const stored = app.findRecordById("audio_records", rec.id);
@@ -69,6 +77,14 @@ function mergeOwnerEdit(app, rec) {
         (wasHalted ? ", halted" : "") + "). Nothing was saved: close this form, open the recording again and redo your change.");
     }
     return;
+  }
+
+  if (wanted.state !== stage && wanted.state === "normalized" && normalizedRemoved(app, rec.id)) {
+    // Recognizing again reads the normalized copy, removed some time after the recording was done.
+    throw new BadRequestError(
+      "The normalized audio of this recording was removed after it was done (its journal says when), so it cannot " +
+      "be recognized again from stage 'normalized'. Nothing was saved: set the stage to 'uploaded' instead; " +
+      "it is normalized again from the original.");
   }
 
   const now = Date.now();

@@ -19,7 +19,7 @@ from anyio.abc import TaskStatus
 from sidecar.clock import Clock
 from sidecar.outcome import HaltCode
 from sidecar.pipeline.runner import Runner
-from sidecar.pipeline.sweep import sweep_once
+from sidecar.pipeline.sweep import sweep_normalized, sweep_once
 from sidecar.redaction import redact
 from sidecar.storage.errors import StorageError, StorageUnavailable
 from sidecar.storage.model import Claimed, NoWork
@@ -129,7 +129,7 @@ class WorkerPool:
         log.info("pool stopped")
 
     async def _sweep_copies(self) -> None:
-        """The provider-side copies nobody will read again, removed now and then (O6)."""
+        """Copies nobody will read again, removed now and then: the provider's (O6), then our normalized ones."""
         p, runner = self.runner.settings.pipeline, self.runner
         while True:
             try:
@@ -140,6 +140,12 @@ class WorkerPool:
                 runner.metrics.copies.labels(result="failed").inc(failed)
             except Exception as exc:  # the sweep must never take the workers down
                 log.warning("sweep of provider-side copies failed: %s", redact(str(exc)))
+            try:
+                files, size = await sweep_normalized(runner.storage, runner.clock, p.keep_normalized)
+                runner.metrics.normalized_removed.inc(files)
+                runner.metrics.normalized_removed_bytes.inc(size)
+            except Exception as exc:  # nor this one
+                log.warning("sweep of normalized copies failed: %s", redact(str(exc)))
             await runner.clock.sleep(p.sweep_every.total_seconds())
 
     async def _worker(self, n: int) -> None:

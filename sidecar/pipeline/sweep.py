@@ -13,6 +13,12 @@ every ``[pipeline] sweep_every``. An attempt's copies are due when:
 
 A removal that fails is noted once on the record's journal and tried again
 at the next sweep.
+
+The same pass removes our own copies that outgrew their use
+(``sweep_normalized``): the normalized audio of a recording done longer
+than ``[pipeline] keep_normalized`` is read by nobody (the transcript is
+stored), so its blobs go; the ``files`` rows stay as history, marked
+removed, and the original and the transcript are kept (ST5).
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ from sidecar.redaction import redact
 from sidecar.storage.model import AttemptStatus, SweepItem
 from sidecar.storage.protocol import Storage
 
-__all__ = ["sweep_once"]
+__all__ = ["sweep_normalized", "sweep_once"]
 
 log = logging.getLogger("transcriber.sweep")
 
@@ -55,6 +61,22 @@ async def sweep_once(
     if removed or failed:
         log.info("sweep: provider-side copies of %d attempt(s) removed, %d left for later", removed, failed)
     return removed, failed
+
+
+async def sweep_normalized(storage: Storage, clock: Clock, keep: timedelta) -> tuple[int, int]:
+    """The normalized copies of recordings done longer than ``keep``, removed: (files, bytes)."""
+    done_before = clock.now_ms() - int(keep.total_seconds() * 1000)
+    files = size = 0
+    while True:
+        batch = 0
+        for record_id in await storage.records_with_normalized_copies(done_before):
+            removed, freed = await storage.remove_normalized(record_id, done_before)
+            batch, files, size = batch + removed, files + removed, size + freed
+        if batch == 0:  # nothing left, or only records that moved on meanwhile
+            break
+    if files:
+        log.info("sweep: %d normalized copy(ies) of finished recordings removed, %.1f MB", files, size / 1e6)
+    return files, size
 
 
 async def _due(storage: Storage, item: SweepItem, clock: Clock, keep_halted: timedelta) -> bool:

@@ -274,7 +274,7 @@ class PocketBaseClient:
     async def attach_file(
         self,
         claim: Claim,
-        path: Path,
+        path: Path | None,
         *,
         role: str,
         format: str,
@@ -284,26 +284,30 @@ class PocketBaseClient:
     ) -> FileRow:
         place = place or PiecePlace.whole(duration_ms)
         key = _write_key()
+        fields = {
+            "token": claim.token,
+            "role": role,
+            "format": format,
+            "duration_ms": str(duration_ms),
+            "location": location,
+            "write_key": key,
+            "piece": str(place.piece),
+            "pieces": str(place.pieces),
+            "offset_ms": str(place.offset_ms),
+            "speech_ms": str(place.speech_ms),
+        }
+        url = f"/api/pipeline/records/{claim.id}/files"
 
         @_ride_out_restart
         async def upload() -> httpx.Response:
+            if path is None:  # a piece without speech: its row, no blob
+                return await self.request("POST", url, json=fields)
             # The file is opened afresh for each try: a consumed stream cannot be sent twice.
             with path.open("rb") as fh:
                 return await self.request(
                     "POST",
-                    f"/api/pipeline/records/{claim.id}/files",
-                    data={
-                        "token": claim.token,
-                        "role": role,
-                        "format": format,
-                        "duration_ms": str(duration_ms),
-                        "location": location,
-                        "write_key": key,
-                        "piece": str(place.piece),
-                        "pieces": str(place.pieces),
-                        "offset_ms": str(place.offset_ms),
-                        "speech_ms": str(place.speech_ms),
-                    },
+                    url,
+                    data=fields,
                     files={"blob": (path.name, fh, "application/octet-stream")},
                     timeout_s=self._upload_timeout,
                 )
@@ -394,6 +398,31 @@ class PocketBaseClient:
     async def copies_removed(self, attempt_id: str, error: str = "") -> None:
         body = {"now": self.clock.now_ms(), "error": error}
         await self.request("POST", f"/api/pipeline/attempts/{attempt_id}/copies", json=body)
+
+    # -- normalized copies of finished recordings -------------------------------------------
+
+    async def records_with_normalized_copies(self, done_before_ms: int, limit: int = 100) -> list[str]:
+        done_before = int(done_before_ms)
+        resp = await self.request(
+            "GET",
+            "/api/collections/files/records",
+            params={
+                "filter": 'role = "normalized" && removed_at = 0 && blob != "" && record.state = "done" '
+                f'&& record.halted_at = "" && record.state_entered_at <= {done_before}',
+                "fields": "record",
+                "sort": "created",
+                "perPage": limit,
+                "skipTotal": "true",
+            },
+        )
+        return list(dict.fromkeys(str(r["record"]) for r in resp.json().get("items", [])))
+
+    @_ride_out_restart
+    async def remove_normalized(self, record_id: str, done_before_ms: int) -> tuple[int, int]:
+        body = {"now": self.clock.now_ms(), "done_before": int(done_before_ms)}
+        resp = await self.request("POST", f"/api/pipeline/records/{record_id}/normalized/remove", json=body)
+        data = resp.json()
+        return int(data["removed"]), int(data["bytes"])
 
 
 def _write_key() -> str:

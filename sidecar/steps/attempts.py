@@ -99,6 +99,12 @@ async def start(ctx: StepContext, piece: PieceWork, progress: ProgressWriter | N
             return await _reread(ctx, attempt_id)
 
     row = piece.file
+    if row.removed_at or not row.blob:
+        # Removed some time after the recording was done ([pipeline] keep_normalized); the panel
+        # refuses a redo from 'normalized' then, and this is the guard behind it.
+        raise PermanentError(
+            HaltCode.UNSUPPORTED_MEDIA, f"the normalized audio of {piece.label} was removed; {REDO_FROM_UPLOAD}"
+        )
     path = ctx.workdir / f"piece-{row.piece}.{row.blob.rsplit('.', 1)[-1] if '.' in row.blob else 'bin'}"
     await ctx.session.download(row, path)
 

@@ -1,14 +1,18 @@
 """normalize (stage ``uploaded``): the original → the pieces the provider reads (LA1, LA2).
 
 The original is decoded once to 16 kHz mono PCM (a temporary file: memory
-stays flat whatever the length), longer than ``[intake] max_duration`` is
-too_long (from the container's header when it says, before any decoding).
+stays flat whatever the length). Longer than ``[intake] max_duration`` is
+too_long: at once when the container's header says so, else the moment the
+decoded audio passes it (a header that says less is not trusted: past what
+it declared, nothing more is written until decoding confirms the length).
 Voice activity detection finds the speech; the piece plan cuts the recording
 where the provider's cap requires, in pauses; each piece is encoded in the
 provider's format and stored as its own ``files`` row (role ``normalized``,
-its place in the recording, how much speech it holds). The original is never
-replaced. A retry finds the pieces already stored and adds only the missing
-ones (the plan comes out the same on the same audio).
+its place in the recording, how much speech it holds). A recording without
+speech (silence, noise, a file of no samples) keeps no normalized copy: its
+row says how long it is and that nothing in it is to be recognized (L5).
+The original is never replaced. A retry finds the pieces already stored and
+adds only the missing ones (the plan comes out the same on the same audio).
 """
 
 from __future__ import annotations
@@ -40,12 +44,13 @@ _PCM = AudioSpec(format="wav_pcm16", sample_rate=16000, channels=1, bitrate=None
 
 @dataclass(frozen=True)
 class Cut:
-    """One piece, ready to store."""
+    """One piece, ready to store (``path`` None: no speech in it, nothing to keep)."""
 
-    path: Path
+    path: Path | None
     format: str
     duration_ms: int
     place: PiecePlace
+    source_channels: int = 0
 
 
 async def run(ctx: StepContext) -> Outcome:
@@ -71,8 +76,14 @@ async def run(ctx: StepContext) -> Outcome:
             )
     total_ms = sum(c.duration_ms for c in cuts) - _overlap_ms(cuts)
     speech_s = sum(c.place.speech_ms for c in cuts) / 1000
+    channels = cuts[0].source_channels
+    mixed = f" ({channels} channels mixed into one)" if channels > 2 else ""
+    if cuts[0].path is None:
+        held = "the audio track holds no samples" if total_ms == 0 else f"{total_ms / 1000:.1f} s"
+        return Advance(f"no speech found in {held}{mixed}: nothing to recognize, no normalized copy kept")
     return Advance(
-        f"normalized to {cuts[0].format}: {total_ms / 1000:.1f} s in {len(cuts)} piece(s), {speech_s:.1f} s of speech"
+        f"normalized to {cuts[0].format}: {total_ms / 1000:.1f} s in {len(cuts)} piece(s), "
+        f"{speech_s:.1f} s of speech{mixed}"
     )
 
 
@@ -83,20 +94,22 @@ def cut(src: Path, workdir: Path, spec: AudioSpec, limit: timedelta, cancel: thr
     )
     with PcmReader(full.path) as pcm:
         regions, total = vad.find_speech_in_blocks(_watched(pcm.blocks(BLOCK_SECONDS), cancel))
+        channels = full.source_channels
         if not regions:
-            # Nothing to recognize: kept whole as it is, never sent anywhere.
-            return [Cut(full.path, _PCM.format, full.duration_ms, PiecePlace(0, 1, 0, 0))]
+            # Nothing to recognize, never sent anywhere: nothing of it is kept but its length.
+            return [Cut(None, spec.format, full.duration_ms, PiecePlace(0, 1, 0, 0), channels)]
         seconds = spec.piece_seconds()
         pieces = plan(regions, total, PieceLimits(max_seconds=seconds or float(total)))
         cuts = []
         for p in pieces:
             place = PiecePlace(p.index, len(pieces), p.offset_ms, p.speech_ms(regions))
             if len(pieces) == 1 and (spec.format, spec.sample_rate, spec.channels) == ("wav_pcm16", 16000, 1):
-                cuts.append(Cut(full.path, spec.format, full.duration_ms, place))  # already what the provider reads
+                # already what the provider reads
+                cuts.append(Cut(full.path, spec.format, full.duration_ms, place, channels))
                 continue
             dst = workdir / f"piece-{p.index}.{audio.FORMATS[spec.format].extension}"
             made = audio.encode_pcm(pcm, p.start, p.end, dst, spec, cancel=cancel)
-            cuts.append(Cut(made.path, spec.format, made.duration_ms, place))
+            cuts.append(Cut(made.path, spec.format, made.duration_ms, place, channels))
         return cuts
 
 

@@ -318,7 +318,7 @@ class InMemoryStorage:
     async def attach_file(
         self,
         claim: Claim,
-        path: Path,
+        path: Path | None,
         *,
         role: str,
         format: str,
@@ -327,12 +327,14 @@ class InMemoryStorage:
         place: PiecePlace | None = None,
     ) -> FileRow:
         await anyio.lowlevel.checkpoint()
-        data = await anyio.Path(path).read_bytes()
+        place = place or PiecePlace.whole(duration_ms)
+        if path is None and place.speech_ms > 0:
+            raise StorageError("a file with speech needs its blob", status=400)
+        data = await anyio.Path(path).read_bytes() if path is not None else None
         self._fenced(claim)
         row = self._store_file(
-            claim.id, role, path.name, data, format=format, duration_ms=duration_ms, location=location
+            claim.id, role, path.name if path else "", data, format=format, duration_ms=duration_ms, location=location
         )
-        place = place or PiecePlace.whole(duration_ms)
         for name in ("piece", "pieces", "offset_ms", "speech_ms"):
             setattr(row, name, getattr(place, name))
         return row.model_copy()
@@ -407,6 +409,44 @@ class InMemoryStorage:
         else:
             attempt.row.copies_removed_at, attempt.row.copies_error = self.clock.now_ms(), ""
 
+    # -- normalized copies of finished recordings -------------------------------------------
+
+    async def records_with_normalized_copies(self, done_before_ms: int, limit: int = 100) -> list[str]:
+        await anyio.lowlevel.checkpoint()
+        found: dict[str, None] = {}
+        for f, _ in self._files.values():
+            kept = f.role == FileRole.NORMALIZED and f.blob and not f.removed_at
+            if kept and self._done_before(f.record, done_before_ms):
+                found[f.record] = None
+        return list(found)[:limit]
+
+    async def remove_normalized(self, record_id: str, done_before_ms: int) -> tuple[int, int]:
+        await anyio.lowlevel.checkpoint()
+        if not self._done_before(record_id, done_before_ms):
+            return 0, 0
+        removed = size = 0
+        for fid, (f, _) in list(self._files.items()):
+            if f.record == record_id and f.role == FileRole.NORMALIZED and f.blob and not f.removed_at:
+                removed, size = removed + 1, size + f.size
+                f.blob, f.removed_at = "", self.clock.now_ms()
+                self._files[fid] = (f, b"")
+        if removed:
+            row = self.records[record_id]
+            days = max(0, self.clock.now_ms() - row.state_entered_at) / 86_400_000
+            self._journal(
+                row,
+                "note",
+                f"normalized audio removed, the recording done {days:.1f} days ago: {removed} file(s), "
+                f"{size / 1e6:.1f} MB; the original and the transcript stay "
+                "(set the stage to 'uploaded' to normalize again)",
+                "worker",
+            )
+        return removed, size
+
+    def _done_before(self, record_id: str, done_before_ms: int) -> bool:
+        row = self.records[record_id]
+        return row.state == "done" and not row.halted_at and row.state_entered_at <= done_before_ms
+
     # -- internals ------------------------------------------------------------------------
 
     def _fenced(self, claim: Claim) -> Row:
@@ -439,20 +479,28 @@ class InMemoryStorage:
         self._changed_now()
 
     def _store_file(
-        self, record_id: str, role: str, name: str, data: bytes, *, format: str, duration_ms: int, location: str = ""
+        self,
+        record_id: str,
+        role: str,
+        name: str,
+        data: bytes | None,
+        *,
+        format: str,
+        duration_ms: int,
+        location: str = "",
     ) -> FileRow:
         row = FileRow(
             id=_id(),
             record=record_id,
             role=role,
             format=format,
-            blob=f"{_id()}_{name}",
+            blob=f"{_id()}_{name}" if data is not None else "",
             name=name,
             location=location,
-            size=len(data),
+            size=len(data) if data is not None else 0,
             duration_ms=duration_ms,
         )
-        self._files[row.id] = (row, data)
+        self._files[row.id] = (row, data if data is not None else b"")
         self._changed_now()
         return row
 

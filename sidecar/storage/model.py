@@ -109,6 +109,7 @@ class FileRow(BaseModel):
     pieces: int = 1  # ... of this many
     offset_ms: int = 0  # where it starts in the recording
     speech_ms: int = 0  # how much speech it holds; 0: never sent to be recognized
+    removed_at: int = 0  # when its blob was removed, its recording long done (ms); 0: kept
 
 
 @dataclass(frozen=True)

@@ -83,14 +83,16 @@ class Storage(Protocol):
     async def attach_file(
         self,
         claim: Claim,
-        path: Path,
+        path: Path | None,
         *,
         role: str,
         format: str,
         duration_ms: int,
         location: str = "",
         place: PiecePlace | None = None,
-    ) -> FileRow: ...
+    ) -> FileRow:
+        """A file of the record; ``path`` None: a row without a blob, for a piece with no speech (nothing to keep)."""
+        ...
 
     async def create_attempt(
         self, claim: Claim, *, provider: str, model: str, audio_uri: str = "", piece: int = 0, offset_ms: int = 0
@@ -112,4 +114,18 @@ class Storage(Protocol):
 
     async def copies_removed(self, attempt_id: str, error: str = "") -> None:
         """Records that an attempt's copies are gone, or (``error``) why they could not be removed yet."""
+        ...
+
+    # -- normalized copies of finished recordings ---------------------------------------
+
+    async def records_with_normalized_copies(self, done_before_ms: int, limit: int = 100) -> list[str]:
+        """Records done (not halted) since before ``done_before_ms`` that still hold normalized blobs, oldest first."""
+        ...
+
+    async def remove_normalized(self, record_id: str, done_before_ms: int) -> tuple[int, int]:
+        """Removes the record's normalized blobs if it is still done since before then: (files, bytes).
+
+        The rows stay, ``removed_at`` set; the record's journal says so once.
+        A record that is no longer done (the owner set its stage back) loses nothing.
+        """
         ...

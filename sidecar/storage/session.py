@@ -47,7 +47,7 @@ class ClaimSession:
     # -- fenced writes ------------------------------------------------------------
 
     async def attach_file(
-        self, path: Path, *, role: str, format: str, duration_ms: int, place: PiecePlace | None = None
+        self, path: Path | None, *, role: str, format: str, duration_ms: int, place: PiecePlace | None = None
     ) -> FileRow:
         return await self._storage.attach_file(
             self.claim, path, role=role, format=format, duration_ms=duration_ms, place=place

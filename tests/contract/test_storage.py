@@ -22,7 +22,7 @@ from sidecar.clock import FakeClock
 from sidecar.outcome import HaltCode
 from sidecar.pocketbase.client import PocketBaseClient
 from sidecar.storage.errors import FencedOut, StorageError
-from sidecar.storage.model import AttemptChange, AttemptStatus, Claimed, FileRole, NoWork
+from sidecar.storage.model import AttemptChange, AttemptStatus, Claimed, FileRole, NoWork, PiecePlace
 from sidecar.storage.protocol import Storage
 from sidecar.storage.transitions import Enter, Extend, Halt, Pause, Progress, Release, Retry
 from testkit.media import wav_bytes
@@ -489,3 +489,49 @@ async def test_attempts_with_copies_are_listed_until_removed(backend: Backend) -
     assert [i.attempt.copies_error for i in await backend.storage.attempts_to_sweep()] == ["503 SlowDown"]
     await backend.storage.copies_removed(copied)
     assert await backend.storage.attempts_to_sweep() == []
+
+
+async def test_a_piece_without_speech_is_a_row_without_a_blob(backend: Backend, tmp_path: Path) -> None:
+    rid = await backend.add()
+    got = await claim(backend)
+    silent = PiecePlace(0, 1, 0, 0)
+    made = await backend.storage.attach_file(
+        got.claim, None, role="normalized", format="wav_pcm16", duration_ms=3_600_000, place=silent
+    )
+    [stored] = await backend.storage.files_of(rid, FileRole.NORMALIZED)
+    assert (stored.id, stored.blob, stored.size, stored.duration_ms, stored.speech_ms) == (made.id, "", 0, 3_600_000, 0)
+    with pytest.raises(StorageError):  # a piece with speech is sent somewhere: it needs its audio
+        await backend.storage.attach_file(
+            got.claim, None, role="normalized", format="wav_pcm16", duration_ms=1000, place=PiecePlace(0, 1, 0, 500)
+        )
+
+
+async def test_normalized_copies_of_a_recording_done_long_enough_are_removed_once(
+    backend: Backend, tmp_path: Path
+) -> None:
+    audio = tmp_path / "n.wav"
+    audio.write_bytes(wav_bytes(0.2))
+    done, waiting = await backend.add(), await backend.add()
+    for _ in range(2):
+        got = await claim(backend)
+        await backend.storage.attach_file(got.claim, audio, role="normalized", format="wav_pcm16", duration_ms=200)
+        await backend.storage.settle(got.claim, Enter("done" if got.claim.id == done else "normalized"))
+    done_at = backend.clock.now_ms()
+    assert await backend.storage.records_with_normalized_copies(done_at - 1000) == []  # done only just now
+    assert await backend.storage.remove_normalized(done, done_at - 1000) == (0, 0)
+    assert await backend.storage.remove_normalized(waiting, done_at + 1000) == (0, 0)  # not done: kept
+
+    assert await backend.storage.records_with_normalized_copies(done_at + 1000) == [done]
+    backend.clock.advance(3600)
+    assert await backend.storage.remove_normalized(done, done_at + 1000) == (1, audio.stat().st_size)
+    [row] = await backend.storage.files_of(done, FileRole.NORMALIZED)
+    assert (row.blob, row.removed_at, row.size) == ("", backend.clock.now_ms(), audio.stat().st_size)
+    assert len((await backend.storage.files_of(done, FileRole.ORIGINAL))[0].blob) > 0
+    assert await backend.storage.records_with_normalized_copies(done_at + 1000) == []
+    assert await backend.storage.remove_normalized(done, done_at + 1000) == (0, 0)
+    notes = [t for k, t in await backend.journal(done) if k == "note"]
+    assert notes == [
+        "normalized audio removed, the recording done 0.0 days ago: 1 file(s), 0.0 MB; "
+        "the original and the transcript stay (set the stage to 'uploaded' to normalize again)"
+    ]
+    assert len((await backend.storage.files_of(waiting, FileRole.NORMALIZED))[0].blob) > 0

@@ -1,5 +1,5 @@
 """Bad input of every kind: a clear 4xx at intake or a clean halt with a code in the
-pipeline; never a 5xx; nothing orphaned."""
+pipeline (an audio track of no samples: done and empty); never a 5xx; nothing orphaned."""
 
 from __future__ import annotations
 
@@ -56,12 +56,17 @@ INTAKE_ABUSE: dict[str, dict[str, Any]] = {
 
 # accepted at intake (the first bytes look right); only decoding can tell
 PIPELINE_ABUSE: dict[str, tuple[str, Callable[[Path], bytes]]] = {
-    "truncated (header only)": ("t.wav", lambda tmp: wav_bytes(1.0)[:44]),
-    "zero-length audio": ("z.wav", lambda tmp: zero_frame_wav()),
     "no audio stream": ("v.mp4", lambda tmp: write_video_only(tmp / "v.mp4").read_bytes()),
     "corrupt ogg": ("c.ogg", lambda tmp: b"OggS\x00\x02" + bytes(range(256)) * 40),
     "garbage behind an mp3 frame header": ("g.mp3", lambda tmp: b"\xff\xfb\x90\x64" + bytes(range(255, -1, -1)) * 40),
     "truncated m4a": ("m.m4a", lambda tmp: write_audio(tmp / "m.m4a", 2, codec="aac").read_bytes()[:600]),
+}
+
+
+# an audio track of no samples: nothing damaged, nothing to hear (L5): done, empty
+EMPTY: dict[str, tuple[str, Callable[[Path], bytes]]] = {
+    "truncated (header only)": ("t.wav", lambda tmp: wav_bytes(1.0)[:44]),
+    "zero-length audio": ("z.wav", lambda tmp: zero_frame_wav()),
 }
 
 
@@ -101,6 +106,11 @@ def test_bad_input_gets_a_clear_answer_or_a_clean_halt_and_leaves_no_orphans(
             resp = sender.http.post("/api/transcriber/records", files={"file": (name, make(tmp_path))})
             assert resp.status_code == 201, (kind, resp.text)
             accepted[resp.json()["id"]] = kind
+        empty: dict[str, str] = {}
+        for kind, (name, make) in EMPTY.items():
+            resp = sender.http.post("/api/transcriber/records", files={"file": (name, make(tmp_path))})
+            assert resp.status_code == 201, (kind, resp.text)
+            empty[resp.json()["id"]] = kind
 
         # path-like ids and other people's ids at the poll
         for bad_id in ["../../api/collections/users/records", "%2e%2e%2f", "x" * 300, "' OR 1=1 --"]:
@@ -128,6 +138,15 @@ def test_bad_input_gets_a_clear_answer_or_a_clean_halt_and_leaves_no_orphans(
             poll = sender.http.get(f"/api/transcriber/records/{rid}").json()
             assert poll["halted"] and poll["halt_code"] == "unsupported_media"
             halted[kind] = rec["halt_reason"]
+        for rid, kind in empty.items():
+            poll = sender.http.get(f"/api/transcriber/records/{rid}").json()
+            assert (poll["status"], poll["halted"], poll["text"]) == ("done", False, ""), (kind, poll)
+            events = su.http.get(
+                "/api/collections/record_events/records", params={"filter": f'record="{rid}"', "perPage": 100}
+            ).json()["items"]
+            notes = [e["outcome_text"] for e in events]
+            assert "no speech found: the transcript is empty" in notes, (kind, notes)
+            assert any("the audio track holds no samples" in n for n in notes), (kind, notes)
         assert su.http.get(f"/api/collections/audio_records/records/{odd.json()['id']}").json()["state"] == "done"
 
         # every stored file belongs to a row
@@ -138,10 +157,11 @@ def test_bad_input_gets_a_clear_answer_or_a_clean_halt_and_leaves_no_orphans(
 
         log = pb.log()
         assert " 500 " not in log and "panic" not in log.lower()
-    kinds = len(INTAKE_ABUSE) + 1 + len(PIPELINE_ABUSE) + 4
+    kinds = len(INTAKE_ABUSE) + 1 + len(PIPELINE_ABUSE) + len(EMPTY) + 4
     figures["bad inputs"] = (
         f"{kinds} kinds: {len(INTAKE_ABUSE)} refused at intake with 4xx ({sorted(set(refused.values()))}), "
-        f"{len(PIPELINE_ABUSE)} halted unsupported_media on the first try, 4 hostile poll ids 404, 1 odd name accepted"
+        f"{len(PIPELINE_ABUSE)} halted unsupported_media on the first try, {len(EMPTY)} without samples done and "
+        "empty, 4 hostile poll ids 404, 1 odd name accepted"
     )
 
 

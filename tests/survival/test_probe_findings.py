@@ -1,12 +1,19 @@
-"""The outside probe's findings (issue H3, H6, H7 and the panel's gaps), each
-replayed against the real server: a decompression bomb, PocketBase's own
-errors, absurd numbers in the fenced routes, a correction that must reach every
-export, an owner change, a recording made in the panel."""
+"""The outside probes' findings (issue H3, H6, H7, the panel's gaps, and the
+second pass's media findings), each replayed against the real server: a
+decompression bomb and headers that lie about the length, PocketBase's own
+errors, absurd numbers in the fenced routes, a correction that must reach
+every export (also after one that emptied the text), an owner change, a
+recording made in the panel, silent and odd media (hundreds of channels, no
+samples), and normalized copies that outgrow their use."""
 
 from __future__ import annotations
 
 import json
+import resource
+import struct
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +23,10 @@ import pytest
 
 from sidecar.providers.instant import InstantProvider
 from sidecar.service import default_steps
-from testkit.flac_bomb import write_flac_bomb
+from testkit.flac_bomb import LYING, write_flac_bomb
 from testkit.media import wav_bytes
 from testkit.pocketbase import Caller, PocketBaseServer, running_pocketbase
+from tests.conftest import DATA
 from tests.support.exports import exported, finished, parse_srt, parse_vtt, seg
 from tests.support.sidecar import pool_running, running_sidecar
 from tests.support.waiting import eventually
@@ -53,6 +61,136 @@ def test_a_flac_bomb_halts_too_long_at_once_and_nothing_big_is_stored(tmp_path: 
         assert rec["halt_reason"] == "the audio is longer than allowed (limit 6:00:00)"
         stored = [p.stat().st_size for p in (pb.settings.pocketbase.data_dir / "storage").rglob("*") if p.is_file()]
         assert max(stored) < 1 << 20  # the upload itself and PocketBase's notes about it
+
+
+@contextmanager
+def no_file_larger_than(limit: int) -> Iterator[None]:
+    """This process may write no file larger than ``limit`` (Python ignores SIGXFSZ: the write fails, EFBIG)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+
+
+def stored_sizes(pb: PocketBaseServer) -> list[int]:
+    return [p.stat().st_size for p in (pb.settings.pocketbase.data_dir / "storage").rglob("*") if p.is_file()]
+
+
+def files_of(su: Caller, rid: str, role: str) -> list[dict[str, Any]]:
+    found = su.http.get("/api/collections/files/records", params={"filter": f'record="{rid}" && role="{role}"'})
+    items: list[dict[str, Any]] = found.json()["items"]
+    return items
+
+
+@pytest.mark.parametrize("shape", list(LYING))
+def test_a_header_that_lies_about_the_length_halts_too_long_without_a_big_file(
+    tmp_path: Path, shape: str, figures: dict[str, str]
+) -> None:
+    # Each declares one second and holds a hundred hours. Believed, it bought
+    # six hours of 16 kHz PCM (690 MB) in scratch space before the cap. The
+    # workers here may write no file larger than 12 MiB: the upload itself is
+    # fetched whole (9 MB for the Ogg/Opus one), nothing else comes near.
+    suffix, write = LYING[shape]
+    bomb = write(tmp_path / f"meeting{suffix}", 100)
+    with running_pocketbase(tmp_path / "pb") as pb:
+        sender, su = pb.new_sender(), pb.superuser()
+        rid = sender.http.post(INTAKE, files={"file": (bomb.name, bomb.read_bytes())}).json()["id"]
+
+        async def run() -> float:
+            async with running_sidecar(pb, default_steps(), provider=InstantProvider()) as pool:
+                started = time.monotonic()
+                async with pool_running(pool):
+                    await eventually(lambda: sender.http.get(f"{INTAKE}/{rid}").json()["halted"], within=90)
+                return time.monotonic() - started
+
+        with no_file_larger_than(12 << 20):
+            took = anyio.run(run)
+        rec = su.http.get(f"/api/collections/audio_records/records/{rid}").json()
+        assert (rec["halt_code"], rec["attempts"]) == ("too_long", 1), rec["halt_reason"]
+        assert rec["halt_reason"] == "the audio is longer than allowed (limit 6:00:00)"
+        assert [e["kind"] for e in journal(su, rid)].count("step_failed") == 0
+        assert max(stored_sizes(pb)) <= bomb.stat().st_size + (1 << 20)  # the upload, nothing made of it
+        figures[f"lying header ({shape}, {bomb.stat().st_size // 1000} kB) halted too_long in"] = f"{took:.1f} s"
+
+
+def test_a_silent_hour_keeps_no_normalized_copy_and_a_hand_written_text_gets_cues(tmp_path: Path) -> None:
+    # 6.6 kB of FLAC holding an hour of silence: normalized, it was a 115 MB
+    # WAV kept for good, though nothing in it is ever sent anywhere.
+    silence = write_flac_bomb(tmp_path / "hour.flac", hours=1)
+    with running_pocketbase(tmp_path / "pb") as pb:
+        sender, su = pb.new_sender(), pb.superuser()
+        rid = sender.http.post(INTAKE, files={"file": ("hour.flac", silence.read_bytes())}).json()["id"]
+
+        async def run() -> None:
+            async with running_sidecar(pb, default_steps(), provider=InstantProvider()) as pool:
+                async with pool_running(pool):
+                    await eventually(lambda: sender.http.get(f"{INTAKE}/{rid}").json()["status"] == "done", within=60)
+
+        anyio.run(run)
+        poll = sender.http.get(f"{INTAKE}/{rid}").json()
+        assert (poll["halted"], poll["text"]) == (False, "")
+        notes = [e["outcome_text"] for e in journal(su, rid)]
+        # an hour in whole FLAC blocks: 3,604.4 s
+        assert "no speech found in 3604.4 s: nothing to recognize, no normalized copy kept" in notes
+        assert "no speech found: the transcript is empty" in notes
+        [row] = files_of(su, rid, "normalized")
+        assert (row["blob"], row["size"], row["duration_ms"], row["speech_ms"]) == ("", 0, 3_604_425, 0)
+        assert max(stored_sizes(pb)) < 100_000
+
+        # The owner writes what was said by hand: the timed exports follow, spread over the hour.
+        [text] = su.http.get("/api/collections/texts/records", params={"filter": f'record="{rid}"'}).json()["items"]
+        typed = "The meeting was not recorded. Notes: budget approved. Next meeting on Monday."
+        assert su.http.patch(f"/api/collections/texts/records/{text['id']}", json={"content": typed}).is_success
+        cues = parse_srt(exported(sender, rid, "srt"))
+        assert " ".join(c[3] for c in cues) == typed
+        assert (cues[0][1], cues[-1][2]) == (0.0, 3604.425)
+        assert [c[2] for c in parse_vtt(exported(sender, rid, "vtt"))] == [c[3] for c in cues]
+
+
+def _wav(channels: int, frames: int, rate: int = 8000) -> bytes:
+    data = bytes(2 * channels * frames)
+    fmt = struct.pack("<HHIIHH", 1, channels, rate, rate * 2 * channels, 2 * channels, 16)
+    body = b"WAVEfmt " + struct.pack("<I", 16) + fmt + b"data" + struct.pack("<I", len(data)) + data
+    return b"RIFF" + struct.pack("<I", len(body)) + body
+
+
+def test_hundreds_of_channels_and_no_samples_end_done_and_empty(tmp_path: Path) -> None:
+    # A 255-channel WAV ended attempts_exhausted (FFmpeg's resampler: "Invalid
+    # argument", five times); a WAV header without samples ended
+    # unsupported_media. Neither holds speech: done, empty, and the journal says why (L5).
+    with running_pocketbase(tmp_path / "pb") as pb:
+        sender, su = pb.new_sender(), pb.superuser()
+        ids = {
+            "255 channels": sender.http.post(INTAKE, files={"file": ("wide.wav", _wav(255, 2000))}).json()["id"],
+            "no samples": sender.http.post(INTAKE, files={"file": ("empty.wav", _wav(1, 0))}).json()["id"],
+        }
+
+        def settled() -> bool:
+            polls = [sender.http.get(f"{INTAKE}/{rid}").json() for rid in ids.values()]
+            return all(p["status"] == "done" or p["halted"] for p in polls)
+
+        async def run() -> None:
+            async with running_sidecar(pb, default_steps(), provider=InstantProvider()) as pool:
+                async with pool_running(pool):
+                    await eventually(settled, within=60)
+
+        anyio.run(run)
+        expected = {
+            "255 channels": "no speech found in 0.2 s (255 channels mixed into one): nothing to recognize",
+            "no samples": "no speech found in the audio track holds no samples: nothing to recognize",
+        }
+        for name, rid in ids.items():
+            poll = sender.http.get(f"{INTAKE}/{rid}").json()
+            assert (poll["status"], poll["halted"], poll["text"]) == ("done", False, ""), (name, poll)
+            events = journal(su, rid)
+            assert [e["kind"] for e in events].count("step_failed") == 0, name
+            notes = [e["outcome_text"] for e in events]
+            assert any(n.startswith(expected[name]) for n in notes), (name, notes)
+            assert "no speech found: the transcript is empty" in notes, name
+            srt = sender.http.get(f"{INTAKE}/{rid}/transcript", params={"format": "srt"})
+            assert (srt.status_code, srt.text) == (200, "")
 
 
 def test_every_error_a_sender_can_meet_carries_a_code(tmp_path: Path) -> None:
@@ -151,6 +289,80 @@ def test_an_owners_correction_reaches_every_export_and_leaves_no_old_word(
     assert first["corrected"] and "words" not in first  # the old word times told the old words
     assert second["corrected"] and not third.get("corrected")
     assert any(e["kind"] == "note" and "corrected by the owner" in e["outcome_text"] for e in journal(superuser, rid))
+
+
+def test_a_correction_to_nothing_and_then_to_new_text_reaches_every_export(
+    pb: PocketBaseServer, sender: Caller, service: Caller, superuser: Caller
+) -> None:
+    # Emptied, the transcript kept no segment; the next correction had nothing
+    # to map its words onto: txt had the text, SRT and VTT no cue.
+    segments = [seg(0.0, 2.5, " Please call Anna."), seg(2.5, 6.0, " She knows the plan.")]
+    rid = finished(sender, service, segments, "Please call Anna. She knows the plan.")
+    row = superuser.http.get("/api/collections/texts/records", params={"filter": f'record="{rid}"'}).json()["items"][0]
+    url = f"/api/collections/texts/records/{row['id']}"
+    assert superuser.http.patch(url, json={"content": ""}).is_success
+    assert exported(sender, rid, "srt") == "" and parse_vtt(exported(sender, rid, "vtt")) == []
+    retyped = "Please call the client. She knows the plan, surely."
+    assert superuser.http.patch(url, json={"content": retyped}).is_success
+
+    assert exported(sender, rid, "txt") == retyped
+    srt = parse_srt(exported(sender, rid, "srt"))
+    assert " ".join(c[3] for c in srt) == retyped
+    assert [c[2] for c in parse_vtt(exported(sender, rid, "vtt"))] == [c[3] for c in srt]
+    body = json.loads(exported(sender, rid, "json"))
+    assert body["text"] == retyped and " ".join(s["text"] for s in body["segments"]) == retyped
+    assert all(s["corrected"] and "words" not in s for s in body["segments"])
+    assert all(0 <= c[1] <= c[2] for c in srt)
+    notes = [e["outcome_text"] for e in journal(superuser, rid) if e["kind"] == "note"]
+    assert any("spread over the recording" in n for n in notes), notes
+
+
+def test_normalized_copies_of_finished_recordings_are_removed_after_keep_normalized(tmp_path: Path) -> None:
+    # Recordings are never deleted, but the normalized audio is the provider's
+    # input: once the transcript is stored, nobody reads it. After
+    # keep_normalized it goes; its row stays as history, the original and the
+    # transcript stay, and a redo from 'normalized' is refused with the way out.
+    speech = (DATA / "speech" / "fox.ogg").read_bytes()
+    with running_pocketbase(tmp_path / "pb") as pb:
+        sender, su = pb.new_sender(), pb.superuser()
+        rid = sender.http.post(INTAKE, files={"file": ("fox.ogg", speech)}).json()["id"]
+        [original] = files_of(su, rid, "original")
+
+        def removed() -> bool:
+            return all(r["removed_at"] > 0 for r in files_of(su, rid, "normalized"))
+
+        async def run() -> None:
+            async with running_sidecar(
+                pb, default_steps(), provider=InstantProvider(), keep_normalized=0, sweep_every=0.2
+            ) as pool:
+                async with pool_running(pool):
+                    await eventually(lambda: sender.http.get(f"{INTAKE}/{rid}").json()["status"] == "done", within=60)
+                    await eventually(removed, within=30)
+
+        before = sum(stored_sizes(pb))
+        anyio.run(run)
+        [row] = files_of(su, rid, "normalized")
+        assert row["blob"] == "" and row["size"] > 50_000 and row["duration_ms"] > 0  # the row stays as history
+        assert sum(stored_sizes(pb)) <= before + 10_000  # what remains is what was uploaded
+        [kept] = files_of(su, rid, "original")
+        assert kept["blob"] == original["blob"] != ""
+        token = su.http.post("/api/files/token").json()["token"]
+        blob = su.http.get(f"/api/files/files/{kept['id']}/{kept['blob']}", params={"token": token})
+        assert blob.content == speech
+        assert sender.http.get(f"{INTAKE}/{rid}").json()["text"]  # the transcript stays
+        assert exported(sender, rid, "srt")
+        notes = [e["outcome_text"] for e in journal(su, rid) if e["kind"] == "note"]
+        assert [n for n in notes if n.startswith("normalized audio removed")] == [
+            f"normalized audio removed, the recording done 0.0 days ago: 1 file(s), {row['size'] / 1e6:.1f} MB; "
+            "the original and the transcript stay (set the stage to 'uploaded' to normalize again)"
+        ]
+
+        url = f"/api/collections/audio_records/records/{rid}"
+        form = su.http.get(url).json()
+        refused = su.http.patch(url, json={**form, "state": "normalized"})
+        assert refused.status_code == 400 and "set the stage to 'uploaded' instead" in refused.json()["message"]
+        assert su.http.get(url).json()["state"] == "done"
+        assert su.http.patch(url, json={**form, "state": "uploaded"}).status_code == 200
 
 
 def test_a_correction_of_a_long_transcript_moves_only_what_changed(

@@ -5,15 +5,18 @@ from __future__ import annotations
 import json
 import os
 import resource
+import struct
 import subprocess
 import sys
 import threading
 import time
+import wave
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
 import anyio
+import numpy as np
 import pytest
 
 from sidecar import audio
@@ -21,7 +24,7 @@ from sidecar.audio import AudioSpec, NormalizeCancelled, normalize, probe
 from sidecar.outcome import HaltCode, PermanentError
 from sidecar.threads import run_in_thread
 from testkit.audio import decode_info, tone_frames, write_audio, write_video_only
-from testkit.flac_bomb import write_flac_bomb
+from testkit.flac_bomb import LYING, write_flac_bomb
 
 OPUS = AudioSpec("ogg_opus", 16000, 1, 32000)
 LONG_MINUTES = 20
@@ -152,7 +155,6 @@ BAD: dict[str, Callable[[Path], Path]] = {
     "random-bytes-as-wav": _random_bytes,
     "text-file": _text,
     "zero-length": _empty,
-    "wav-header-only": _header_only,
     "ogg-truncated": _truncated_ogg,
     "video-without-audio": lambda d: write_video_only(d / "picture.mp4"),
     "missing": _missing,
@@ -179,12 +181,46 @@ def test_bad_input_reasons_are_specific(tmp_path: Path) -> None:
     cases = {
         "video-without-audio": "no audio track",
         "zero-length": "empty",
-        "wav-header-only": "could not be decoded",
+        "ogg-truncated": "not a readable audio or video file",
         "random-bytes-as-wav": "not a readable audio or video file",
     }
     for kind, expected in cases.items():
         with pytest.raises(PermanentError, match=expected):
             normalize(BAD[kind](tmp_path), tmp_path / "out.ogg", OPUS)
+
+
+def _wav(path: Path, samples: np.ndarray, rate: int = 16000) -> Path:
+    """A 16-bit WAV of ``samples`` (frames × channels, floats in -1..1), any channel count."""
+    channels = samples.shape[1]
+    data = (samples * 32767).astype("<i2").tobytes()
+    fmt = struct.pack("<HHIIHH", 1, channels, rate, rate * 2 * channels, 2 * channels, 16)
+    body = b"WAVEfmt " + struct.pack("<I", 16) + fmt + b"data" + struct.pack("<I", len(data)) + data
+    path.write_bytes(b"RIFF" + struct.pack("<I", len(body)) + body)
+    return path
+
+
+def test_a_file_of_no_samples_is_an_empty_recording(tmp_path: Path) -> None:
+    # A WAV header and not one sample: nothing to hear, nothing damaged (L5).
+    for src in (_wav(tmp_path / "zero.wav", np.zeros((0, 1))), _header_only(tmp_path)):
+        result = normalize(src, tmp_path / "out.wav", AudioSpec("wav_pcm16", max_duration=timedelta(hours=6)))
+        assert (result.duration_ms, result.path.is_file()) == (0, True)
+        assert decode_info(result.path).seconds == 0.0
+        _no_leftovers(tmp_path)
+
+
+@pytest.mark.parametrize("channels", [9, 255])
+def test_channels_the_resampler_cannot_mix_are_mixed_here(tmp_path: Path, channels: int) -> None:
+    # FFmpeg's resampler refuses a count it has no layout for (9, 17, 32, 255
+    # in a WAV: "Invalid argument"); the channels are averaged instead.
+    rate = 16000
+    tone = 0.5 * np.sin(np.arange(rate // 2) * 2 * np.pi * 440 / rate)
+    src = _wav(tmp_path / "many.wav", np.repeat(tone[:, None], channels, axis=1), rate)
+    result = normalize(src, tmp_path / "out.wav", AudioSpec("wav_pcm16", max_duration=timedelta(hours=6)))
+    assert (result.duration_ms, result.source_channels) == (500, channels)
+    with wave.open(str(result.path)) as w:
+        assert (w.getnchannels(), w.getframerate()) == (1, rate)
+        got = np.frombuffer(w.readframes(w.getnframes()), "<i2") / 32767
+    assert abs(np.abs(got).max() - 0.5) < 0.02  # the same tone in every channel: the same tone
 
 
 # --- caps --------------------------------------------------------------------
@@ -226,9 +262,9 @@ def test_lossless_over_max_bytes_is_too_long(tmp_path: Path) -> None:
 
 
 def test_lossy_output_shrinks_to_fit_max_bytes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # Without a probed duration the first pass runs at the spec's bitrate,
+    # With no aim from the length the first pass runs at the spec's bitrate,
     # overshoots, and the one retry must pick a bitrate that fits.
-    monkeypatch.setattr(audio, "_probed_duration_ms", lambda *_: None)
+    monkeypatch.setattr(audio, "_fitting_bitrate", lambda *_: 10**9)
     src = write_audio(tmp_path / "in.wav", 4.0, codec="pcm_s16le")
     cap = 12_000
     result = normalize(src, tmp_path / "out.ogg", AudioSpec("ogg_opus", bitrate=64000, max_bytes=cap))
@@ -455,29 +491,81 @@ def test_pcm_chunks_stream_in_pieces_cut_at_quiet_moments(tmp_path: Path) -> Non
         assert np.abs(p[-rate // 20 :]).max() < 0.01  # each cut falls in a silence
 
 
-def test_a_flac_bomb_is_too_long_before_a_byte_is_written(tmp_path: Path) -> None:
-    # 642 KiB of FLAC that decodes to 100 hours, its header silent on the length.
-    # The child may write at most 1 MiB: decoding into the output first would
-    # be killed by the limit (SIGXFSZ) long before reaching the 6-hour cap.
-    bomb = write_flac_bomb(tmp_path / "bomb.flac", hours=100)
+def _normalize_under_a_write_limit(src: Path, dst: Path, limit: int) -> tuple[subprocess.CompletedProcess[str], float]:
+    """``normalize`` to 16 kHz PCM (a six-hour cap) in a child that may write no file larger than ``limit``.
+
+    Writing past the limit kills the child (SIGXFSZ); what it prints is the halt.
+    """
     child = f"""
 from datetime import timedelta
 from pathlib import Path
 from sidecar.audio import AudioSpec, normalize
 from sidecar.outcome import PermanentError
 try:
-    normalize(Path({str(bomb)!r}), Path({str(tmp_path / "out.wav")!r}),
-              AudioSpec("wav_pcm16", max_duration=timedelta(hours=6)))
+    normalize(Path({str(src)!r}), Path({str(dst)!r}), AudioSpec("wav_pcm16", max_duration=timedelta(hours=6)))
 except PermanentError as e:
     print(e.code.value, e)
 """
 
     def limit_writes() -> None:
-        resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
+    started = time.monotonic()
     done = subprocess.run(
         [sys.executable, "-c", child], capture_output=True, text=True, preexec_fn=limit_writes, timeout=120, check=False
     )
+    return done, time.monotonic() - started
+
+
+def test_a_flac_bomb_is_too_long_before_a_byte_is_written(tmp_path: Path) -> None:
+    # 642 KiB of FLAC that decodes to 100 hours, its header silent on the length.
+    # The child may write at most 1 MiB: decoding into the output first would
+    # be killed by the limit (SIGXFSZ) long before reaching the 6-hour cap.
+    bomb = write_flac_bomb(tmp_path / "bomb.flac", hours=100)
+    done, _ = _normalize_under_a_write_limit(bomb, tmp_path / "out.wav", 1 << 20)
     assert done.returncode == 0, (done.returncode, done.stderr[-500:])
     assert done.stdout.strip() == "too_long the audio is longer than allowed (limit 6:00:00)"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bomb.flac"]
+
+
+@pytest.mark.parametrize("shape", list(LYING))
+def test_a_header_that_declares_a_second_is_not_trusted(tmp_path: Path, shape: str) -> None:
+    # Each declares 1 s (STREAMINFO, Matroska's Duration, Ogg's granule
+    # positions) and holds 100 hours: believed, it bought six hours of PCM
+    # (690 MB) before the cap. Past what the header declared nothing more is
+    # written; the rest is only decoded, and halts at the cap.
+    suffix, write = LYING[shape]
+    bomb = write(tmp_path / f"bomb{suffix}", 100)
+    assert probe(bomb).duration_ms == 1000
+    done, took = _normalize_under_a_write_limit(bomb, tmp_path / "out.wav", 4 << 20)
+    assert done.returncode == 0, (done.returncode, done.stderr[-500:])
+    assert done.stdout.strip() == "too_long the audio is longer than allowed (limit 6:00:00)"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [bomb.name]
+    assert took < 60
+
+
+def test_a_full_disk_is_not_the_files_fault(tmp_path: Path) -> None:
+    # Converter errors on odd media halt unsupported_media; a write the disk
+    # refuses (EFBIG here, ENOSPC alike) stays an error worth another attempt.
+    src = write_audio(tmp_path / "minute.wav", 60.0, codec="pcm_s16le")
+    done, _ = _normalize_under_a_write_limit(src, tmp_path / "out.wav", 256 << 10)
+    assert done.returncode == 1 and done.stdout == ""
+    assert "OSError: [Errno 27] File too large" in done.stderr
+
+
+def test_a_header_that_says_too_little_costs_a_second_decoding_not_the_recording(tmp_path: Path) -> None:
+    # Two minutes of tone in a FLAC whose STREAMINFO claims one second: within
+    # the cap, so once counted it is written whole, its decoded length kept.
+    honest = write_audio(tmp_path / "honest.flac", 120.0, codec="flac", rate=16000)
+    data = bytearray(honest.read_bytes())
+    at = data.index(b"fLaC") + 4 + 4 + 10  # STREAMINFO's rate/channels/bits/total field
+    packed = int.from_bytes(data[at : at + 8], "big")
+    data[at : at + 8] = ((packed & ~((1 << 36) - 1)) | 16000).to_bytes(8, "big")
+    liar = tmp_path / "liar.flac"
+    liar.write_bytes(bytes(data))
+    assert probe(liar).duration_ms == 1000
+
+    result = normalize(liar, tmp_path / "out.wav", AudioSpec("wav_pcm16", max_duration=timedelta(hours=6)))
+    assert abs(result.duration_ms - 120_000) <= 20
+    assert abs(decode_info(result.path).seconds - 120.0) <= 0.02
+    _no_leftovers(tmp_path)

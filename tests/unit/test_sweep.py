@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
 from sidecar.clock import FakeClock
 from sidecar.outcome import HaltCode, RetryableError
-from sidecar.pipeline.sweep import sweep_once
+from sidecar.pipeline.sweep import sweep_normalized, sweep_once
 from sidecar.providers.base import Provider
 from sidecar.storage.memory import InMemoryStorage
-from sidecar.storage.model import AttemptChange, AttemptStatus, Claimed
+from sidecar.storage.model import AttemptChange, AttemptStatus, Claimed, FileRole, PiecePlace
 from sidecar.storage.transitions import Enter, Halt, Pause
 from tests.support.fakes import StubProvider
 
@@ -107,3 +108,57 @@ async def test_a_removal_that_fails_is_noted_once_and_tried_again(storage: InMem
     assert await sweep(storage, cloud) == (1, 0)
     [row] = await storage.attempts_of(rid)
     assert row.copies_removed_at > 0 and row.copies_error == ""
+
+
+async def finished_with(storage: InMemoryStorage, tmp_path: Path, *, speech: bool = True) -> str:
+    """A record whose normalize stored a copy (or, without speech, a row and no copy), then done."""
+    rid = storage.add_record()
+    got = await storage.claim(LEASES)
+    assert isinstance(got, Claimed) and got.record.id == rid
+    audio = tmp_path / f"{rid}.wav"
+    audio.write_bytes(b"RIFF" + bytes(50_000))
+    place = PiecePlace(0, 1, 0, 1000 if speech else 0)
+    await storage.attach_file(
+        got.claim, audio if speech else None, role="normalized", format="wav_pcm16", duration_ms=1000, place=place
+    )
+    await storage.settle(got.claim, Enter("done"))
+    return rid
+
+
+async def test_normalized_copies_go_keep_normalized_after_the_recording_is_done(
+    storage: InMemoryStorage, clock: FakeClock, tmp_path: Path
+) -> None:
+    keep = timedelta(days=7)
+    done = await finished_with(storage, tmp_path)
+    silent = await finished_with(storage, tmp_path, speech=False)
+    clock.advance(6 * 86400)
+    later = await finished_with(storage, tmp_path)  # done six days after the first
+    waiting = storage.add_record()
+    assert await sweep_normalized(storage, clock, keep) == (0, 0)
+
+    clock.advance(86400 + 1)
+    assert await sweep_normalized(storage, clock, keep) == (1, 50_004)
+    [gone] = await storage.files_of(done, FileRole.NORMALIZED)
+    assert gone.blob == "" and gone.removed_at == clock.now_ms()
+    assert (await storage.files_of(done, FileRole.ORIGINAL))[0].blob  # the original stays
+    assert [(await storage.files_of(r, FileRole.NORMALIZED))[0].blob != "" for r in (later,)] == [True]
+    assert (await storage.files_of(silent, FileRole.NORMALIZED))[0].removed_at == 0  # nothing there to remove
+    assert await storage.files_of(waiting, FileRole.NORMALIZED) == []
+    assert await sweep_normalized(storage, clock, keep) == (0, 0)  # once
+
+    clock.advance(6 * 86400)
+    assert await sweep_normalized(storage, clock, keep) == (1, 50_004)
+    assert any(
+        e.text.startswith("normalized audio removed, the recording done 7.0 days ago")
+        for e in storage.journal_of(later)
+    )
+
+
+async def test_a_record_set_back_before_the_sweep_keeps_its_copies(
+    storage: InMemoryStorage, clock: FakeClock, tmp_path: Path
+) -> None:
+    rid = await finished_with(storage, tmp_path)
+    clock.advance(8 * 86400)
+    storage.owner_set_stage(rid, "normalized")  # a redo: its copy is needed again
+    assert await sweep_normalized(storage, clock, timedelta(days=7)) == (0, 0)
+    assert (await storage.files_of(rid, FileRole.NORMALIZED))[0].blob

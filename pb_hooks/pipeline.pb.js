@@ -214,3 +214,30 @@ routerAdd("POST", "/api/pipeline/attempts/{aid}/copies", (e) => {
     return e.json(200, { ok: true });
   });
 }, $apis.requireAuth("services"));
+
+// A protected file (an original or normalized recording, a provider's raw
+// response) streamed to the service user under its Authorization header.
+// PocketBase's own file route takes a file token in the URL only, and its
+// request log keeps every URL: the log kept the service account's tokens.
+routerAdd("GET", "/api/pipeline/files/{collection}/{record}/{filename}", (e) => {
+  const respond = require(`${__hooks}/lib/respond.js`);
+  const collection = e.request.pathValue("collection");
+  if (["files", "recognition_attempts"].indexOf(collection) < 0) {
+    return respond.fail(e, 404, "not_found", "No such file.");
+  }
+  const filename = e.request.pathValue("filename");
+  let rec;
+  try {
+    rec = $app.findRecordById(collection, e.request.pathValue("record"));
+  } catch (_) {
+    return respond.fail(e, 404, "not_found", "No such file.");
+  }
+  if (!rec.findFileFieldByFile(filename)) return respond.fail(e, 404, "not_found", "No such file.");
+  const fsys = $app.newFilesystem();
+  try {
+    // http.ServeContent underneath: streamed, ranges honoured.
+    fsys.serve(e.response, e.request, rec.baseFilesPath() + "/" + filename, filename);
+  } finally {
+    fsys.close();
+  }
+}, $apis.requireAuth("services"));

@@ -30,14 +30,24 @@ function readFailure(err, maxMb) {
   return new Refused(400, "bad_upload", "The upload could not be read as multipart form data.");
 }
 
-// The file part, streamed to a temporary file: {path, name, size}.
+// A name the temporary file can carry: the sender's, when the filesystem takes it.
+function fileNameOf(part) {
+  const name = String(part.fileName()); // Go's reader keeps only the last path element
+  if (name === "." || name === ".." || name.indexOf("\u0000") >= 0 || toBytes(name).length > 200) return "upload";
+  return name;
+}
+
+// The file part, streamed to a temporary file: {path, dir, name, size}. The
+// file carries the sender's name in a directory of its own, so the stored
+// blob is named after it as PocketBase names uploads.
 function spool(part, maxMb) {
-  const dir = $os.tempDir();
-  const base = "transcriber-upload-" + $security.randomString(24);
-  const root = $os.openRoot(dir);
+  const dir = "transcriber-upload-" + $security.randomString(24);
+  const name = fileNameOf(part);
+  const root = $os.openRoot($os.tempDir());
   let size = 0;
   try {
-    const out = root.create(base);
+    root.mkdir(dir, 0o700);
+    const out = root.create(dir + "/" + name);
     try {
       size = out.readFrom(part);
     } finally {
@@ -45,13 +55,14 @@ function spool(part, maxMb) {
     }
   } catch (err) {
     try {
-      root.remove(base);
+      root.removeAll(dir);
     } catch (_) { /* never made */ }
     throw readFailure(err, maxMb);
   } finally {
     root.close();
   }
-  return { path: dir + "/" + base, name: String(part.fileName()), size: size };
+  const at = $os.tempDir() + "/" + dir;
+  return { path: at + "/" + name, dir: at, name: String(part.fileName()), size: size };
 }
 
 // Reads the request's form. `spec`:
@@ -120,7 +131,7 @@ function read(e, spec) {
 function discard(file) {
   if (!file) return;
   try {
-    $os.remove(file.path);
+    $os.removeAll(file.dir);
   } catch (_) { /* already gone */ }
 }
 

@@ -87,3 +87,31 @@ async def test_planted_secrets_never_leave(
         f"{len(PLANTED)} planted secrets (API key, S3 secret, IAM token, URL signature) + the service password: "
         f"absent from halt reasons, {len(texts)} journal rows, the poll body and {len(caplog.records)} log lines"
     )
+
+
+async def test_the_service_accounts_downloads_leave_no_token_in_pocketbases_request_log(
+    pb: PocketBaseServer, sender: Caller, superuser: Caller
+) -> None:
+    """PocketBase's file route takes a file token in the URL, and PocketBase's request log keeps
+    every URL: the log kept the service account's tokens. The workers now download under their
+    Authorization header, which no log keeps."""
+    from sidecar.providers.instant import InstantProvider
+
+    rid = sender.http.post("/api/transcriber/records", files={"file": ("a.wav", speech_wav_bytes(0.5))}).json()["id"]
+    settings = pb.settings.model_copy(deep=True)
+    async with pipeline(settings, steps=default_steps(), provider=InstantProvider()) as pool:
+        async with pool_running(pool):
+            await eventually(lambda: sender.http.get(f"/api/transcriber/records/{rid}").json()["status"] == "done")
+
+    def logged_urls() -> list[str]:
+        items = superuser.http.get("/api/logs", params={"perPage": 500}).json()["items"]
+        return [str(i["data"].get("url", "")) for i in items]
+
+    def downloads() -> list[str]:
+        urls = [u for u in logged_urls() if "/files/" in u]
+        return urls if len(urls) >= 2 else []
+
+    # PocketBase writes its log in batches: wait for both downloads (the original, the raw response)
+    found = await eventually(downloads, within=30)
+    assert all(u.startswith("/api/pipeline/files/") for u in found), found
+    assert not [u for u in logged_urls() if "token" in u.lower()]

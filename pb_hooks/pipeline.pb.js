@@ -75,6 +75,23 @@ routerAdd("POST", "/api/pipeline/records/{id}/files", (e) => {
   });
 }, $apis.requireAuth("services"), $apis.bodyLimit(0));
 
+// H4: normalize measured the recording's decoded length. It is charged to the
+// sender's day in place of intake's reservation, in the fenced transaction;
+// when it breaks the quota nothing is charged and the answer says why (the
+// step halts the record over_quota, before any recognition).
+routerAdd("POST", "/api/pipeline/records/{id}/audio", (e) => {
+  const routes = require(`${__hooks}/lib/routes.js`);
+  const queue = require(`${__hooks}/lib/queue.js`);
+  const quotas = require(`${__hooks}/lib/quotas.js`);
+  const id = e.request.pathValue("id");
+  return routes.handle(e, (body) => {
+    const token = queue.strArg(body, "token", 100);
+    const duration = routes.num(body, "duration_ms");
+    const over = queue.underFence($app, id, token, (tx, rec) => quotas.measured(tx, rec, duration, Date.now()));
+    return e.json(200, over ? { fits: false, reason: over } : { fits: true });
+  });
+}, $apis.requireAuth("services"));
+
 // P18: the attempt row exists before the provider is called.
 routerAdd("POST", "/api/pipeline/records/{id}/attempts", (e) => {
   const routes = require(`${__hooks}/lib/routes.js`);

@@ -20,6 +20,23 @@ const MAX_LANGUAGE_BYTES = 64;
 // empty extras), not thousands.
 const MAX_PARTS = 10;
 
+// H4: a recording whose header says nothing of its length is guessed at this
+// many bytes a second (16 kbit/s: speech at a low bit rate), at most the
+// longest recording accepted; the guess reserves no more than the sender's
+// room left, and normalize measures the truth.
+const GUESS_BYTES_PER_SECOND = 2000;
+
+function maxDurationMs() {
+  return respond.envInt("TRANSCRIBER_INTAKE__MAX_DURATION_MS", 6 * 3600 * 1000);
+}
+
+// What the recording says of its length, or a guess: {ms, declared}.
+function lengthOf(file, container) {
+  const declared = media.declaredMs(file, container);
+  if (declared !== null) return { ms: Math.min(declared, maxDurationMs()), declared: true };
+  return { ms: Math.max(1000, Math.min(Math.ceil(file.size / GUESS_BYTES_PER_SECOND) * 1000, maxDurationMs())), declared: false };
+}
+
 function maxUploadBytes() {
   return respond.envInt("TRANSCRIBER_INTAKE__MAX_UPLOAD_MB", 1024) * 1024 * 1024;
 }
@@ -102,12 +119,17 @@ function accept(e, upload) {
 
   const owner = e.auth.id;
   const now = respond.nowMs();
+  const length = lengthOf(file, container);
   let created = null;
   let over = null;
   $app.runInTransaction((tx) => {
-    over = quotas.exceeded(tx, owner, now);
+    // H4: the recording's audio is reserved in the transaction that creates it
+    // (transactions run one at a time: a burst is counted upload by upload).
+    const admitted = quotas.admit(tx, owner, now, length);
+    over = admitted.over || null;
     if (over) return;
     const rec = new Record(tx.findCollectionByNameOrId("audio_records"));
+    rec.set("quota_ms", admitted.reserveMs);
     rec.set("owner", owner);
     rec.set("title", title);
     rec.set("state", "uploaded");
@@ -126,7 +148,9 @@ function accept(e, upload) {
     row.set("blob", file);
     tx.save(row);
 
-    records.journal(tx, rec.id, "uploaded", "accepted", "accepted " + file.size + " bytes (" + container + ")", "intake");
+    records.journal(tx, rec.id, "uploaded", "accepted", "accepted " + file.size + " bytes (" + container + "), " +
+      (admitted.reserveMs / 1000).toFixed(1) + " s of audio reserved (" + (length.declared ? "the length its header declares" :
+        "its header declares no length: a guess from its size") + ")", "intake");
     created = rec;
   });
   if (over) return quotas.refuse(e, over);

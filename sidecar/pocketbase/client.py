@@ -334,6 +334,12 @@ class PocketBaseClient:
             speech_ms=place.speech_ms,
         )
 
+    @_ride_out_restart
+    async def charge_audio(self, claim: Claim, duration_ms: int) -> str | None:
+        body = {"token": claim.token, "duration_ms": duration_ms}
+        data = (await self.request("POST", f"/api/pipeline/records/{claim.id}/audio", json=body)).json()
+        return None if data.get("fits") else str(data.get("reason") or "over the sender's audio quota")
+
     async def create_attempt(
         self, claim: Claim, *, provider: str, model: str, audio_uri: str = "", piece: int = 0, offset_ms: int = 0
     ) -> str:

@@ -177,3 +177,29 @@ async def test_a_failed_piece_is_recognized_again_alone_and_the_others_are_kept(
     assert sorted(polls) == ["op-0", "op-1", "op-2", "op-again"]  # the pieces in hand never asked again
     assert storage.texts[(rid, "transcript")].content == "said in op-0 said in op-again said in op-2"
     assert storage.row(rid).state == "done"
+
+
+async def test_normalize_charges_the_decoded_length_and_halts_a_recording_over_the_quota(
+    storage: InMemoryStorage,
+) -> None:
+    """H4: the true length replaces intake's reservation; one that breaks the sender's day halts
+    over_quota before anything is cut or sent."""
+    from testkit.media import wav_bytes
+
+    storage.audio_ms_per_day = 10_000
+    fits = storage.add_record("alice", audio=wav_bytes(6.0))
+    over = storage.add_record("alice", audio=wav_bytes(6.0))
+    elsewhere = storage.add_record("bob", audio=wav_bytes(6.0))
+    async with twin_sidecar(storage, default_steps(), provider=StubProvider()) as pool:
+        for _ in range(3):
+            got = await storage.claim({"uploaded": timedelta(minutes=5)})
+            assert isinstance(got, Claimed)
+            await pool.runner.run(got)
+    assert (storage.row(fits).state, storage.row(fits).quota_ms) == ("normalized", 6000)
+    assert (storage.row(over).halt_code, storage.row(over).state, storage.row(over).quota_ms) == (
+        "over_quota",
+        "uploaded",
+        0,
+    )
+    assert await storage.files_of(over, "normalized") == []
+    assert storage.row(elsewhere).quota_ms == 6000  # another sender's day is their own

@@ -84,6 +84,23 @@ routerAdd("POST", "/api/pipeline/records/{id}/files", (e) => {
   });
 }, $apis.requireAuth("services"), $apis.bodyLimit(0));
 
+// H4: normalize measured the recording's decoded length. It is charged to the
+// sender's day in place of intake's reservation, in the fenced transaction;
+// when it breaks the quota nothing is charged and the answer says why (the
+// step halts the record over_quota, before any recognition).
+routerAdd("POST", "/api/pipeline/records/{id}/audio", (e) => {
+  const routes = require(`${__hooks}/lib/routes.js`);
+  const queue = require(`${__hooks}/lib/queue.js`);
+  const quotas = require(`${__hooks}/lib/quotas.js`);
+  const id = e.request.pathValue("id");
+  return routes.handle(e, (body) => {
+    const token = queue.strArg(body, "token", 100);
+    const duration = routes.num(body, "duration_ms");
+    const over = queue.underFence($app, id, token, (tx, rec) => quotas.measured(tx, rec, duration, Date.now()));
+    return e.json(200, over ? { fits: false, reason: over } : { fits: true });
+  });
+}, $apis.requireAuth("services"));
+
 // P18: the attempt row exists before the provider is called.
 routerAdd("POST", "/api/pipeline/records/{id}/attempts", (e) => {
   const routes = require(`${__hooks}/lib/routes.js`);
@@ -267,4 +284,31 @@ routerAdd("POST", "/api/pipeline/records/{id}/normalized/remove", (e) => {
     });
     return e.json(200, result);
   });
+}, $apis.requireAuth("services"));
+
+// A protected file (an original or normalized recording, a provider's raw
+// response) streamed to the service user under its Authorization header.
+// PocketBase's own file route takes a file token in the URL only, and its
+// request log keeps every URL: the log kept the service account's tokens.
+routerAdd("GET", "/api/pipeline/files/{collection}/{record}/{filename}", (e) => {
+  const respond = require(`${__hooks}/lib/respond.js`);
+  const collection = e.request.pathValue("collection");
+  if (["files", "recognition_attempts"].indexOf(collection) < 0) {
+    return respond.fail(e, 404, "not_found", "No such file.");
+  }
+  const filename = e.request.pathValue("filename");
+  let rec;
+  try {
+    rec = $app.findRecordById(collection, e.request.pathValue("record"));
+  } catch (_) {
+    return respond.fail(e, 404, "not_found", "No such file.");
+  }
+  if (!rec.findFileFieldByFile(filename)) return respond.fail(e, 404, "not_found", "No such file.");
+  const fsys = $app.newFilesystem();
+  try {
+    // http.ServeContent underneath: streamed, ranges honoured.
+    fsys.serve(e.response, e.request, rec.baseFilesPath() + "/" + filename, filename);
+  } finally {
+    fsys.close();
+  }
 }, $apis.requireAuth("services"));

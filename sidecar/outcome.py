@@ -34,6 +34,7 @@ class HaltCode(StrEnum):
     RESULTS_EXPIRED = "results_expired"
     HALTED_BY_OWNER = "halted_by_owner"
     UNCLAIMABLE = "unclaimable"  # the claim could not read the record's own fields: set aside, the queue moves on
+    OVER_QUOTA = "over_quota"  # its decoded length breaks its sender's daily audio quota: halted before recognition
 
 
 class TranscriberError(Exception):

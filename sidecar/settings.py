@@ -128,7 +128,7 @@ class QuotaSettings(Section):
     uploads_per_hour: int = Field(default=60, ge=0)
     # Recordings not yet done (halted ones excluded): bounds the work one sender can queue.
     waiting: int = Field(default=20, ge=0)
-    # Hours of audio (measured at normalize) in any 24 hours.
+    # Hours of audio in any 24 hours: reserved at intake from the declared length, measured at normalize.
     audio_hours_per_day: float = Field(default=24.0, ge=0)
 
 

@@ -10,8 +10,38 @@ const CODES = {
   429: "too_many_requests",
 };
 
-// PocketBase's rate limit rules count in windows of this many seconds (see the login limits migration).
+// The window of a rate limit rule no label below matches (PocketBase's windows restart this many
+// seconds after the last request let through: the longest wait there is).
 const RATE_WINDOW_S = 10;
+
+// The labels PocketBase's limiter looks for on a request, most specific first (its
+// apis/record_auth.go: an auth collection's door is "<collection>:<action>", the password,
+// OTP and OAuth2 logins also "<collection>:auth"; then "METHOD /path" and "/path").
+function rateLabels(e) {
+  const path = String(e.request.url.path);
+  const labels = [];
+  const door = /^\/api\/collections\/([^/]+)\/([a-z0-9-]+)$/.exec(path);
+  if (door) {
+    const action = door[2].replace(/-([a-z0-9])/g, (_, c) => c.toUpperCase()).replace(/Otp$/, "OTP").replace(/Oauth2$/, "OAuth2");
+    const tags = [action];
+    if (/^authWith/.test(action)) tags.push("auth");
+    for (const tag of tags) labels.push(door[1] + ":" + tag);
+    for (const tag of tags) labels.push("*:" + tag);
+  }
+  labels.push(e.request.method + " " + path, path);
+  return labels;
+}
+
+// How long a request PocketBase's limiter refused waits at most: the duration of the rule it met.
+function rateWindow(e) {
+  const rules = $app.settings().rateLimits.rules;
+  for (const label of rateLabels(e)) {
+    for (const rule of rules) {
+      if (rule.label === label) return rule.duration;
+    }
+  }
+  return RATE_WINDOW_S;
+}
 
 function codeFor(e, status, data) {
   if (status === 400 && /\/auth-with-password$/.test(e.request.url.path)) return "login_failed";
@@ -31,8 +61,9 @@ function withCode(e, err) {
       : "The request is larger than the server accepts.";
   }
   if (status === 429) {
-    e.response.header().set("Retry-After", String(RATE_WINDOW_S));
-    message = "Too many requests from this address; wait a few seconds and try again.";
+    const wait = rateWindow(e);
+    e.response.header().set("Retry-After", String(wait));
+    message = "Too many requests from this address; try again in " + wait + " seconds.";
   }
   return require(`${__hooks}/lib/respond.js`).fail(e, status, codeFor(e, status, data), message, data);
 }

@@ -7,8 +7,35 @@ const records = require(`${__hooks}/lib/records.js`);
 const queue = require(`${__hooks}/lib/queue.js`);
 const quotas = require(`${__hooks}/lib/quotas.js`);
 
+const form = require(`${__hooks}/lib/form.js`);
+
 const MAX_TITLE = 500;
-const ALLOWED_FIELDS = ["file", "title", "language"];
+// H7: each text field is bounded in bytes before it is read, counted or
+// decoded. A title of 500 characters is at most 2,000 bytes of UTF-8; up to
+// 8 KB is read so that the refusal can say how many characters were sent.
+const MAX_TITLE_BYTES = 4 * MAX_TITLE;
+const TITLE_READ_BYTES = 8 * 1024;
+const MAX_LANGUAGE_BYTES = 64;
+// The file, a title and a language; a few more parts are tolerated (a client's
+// empty extras), not thousands.
+const MAX_PARTS = 10;
+
+// H4: a recording whose header says nothing of its length is guessed at this
+// many bytes a second (16 kbit/s: speech at a low bit rate), at most the
+// longest recording accepted; the guess reserves no more than the sender's
+// room left, and normalize measures the truth.
+const GUESS_BYTES_PER_SECOND = 2000;
+
+function maxDurationMs() {
+  return respond.envInt("TRANSCRIBER_INTAKE__MAX_DURATION_MS", 6 * 3600 * 1000);
+}
+
+// What the recording says of its length, or a guess: {ms, declared}.
+function lengthOf(file, container) {
+  const declared = media.declaredMs(file, container);
+  if (declared !== null) return { ms: Math.min(declared, maxDurationMs()), declared: true };
+  return { ms: Math.max(1000, Math.min(Math.ceil(file.size / GUESS_BYTES_PER_SECOND) * 1000, maxDurationMs())), declared: false };
+}
 
 function maxUploadBytes() {
   return respond.envInt("TRANSCRIBER_INTAKE__MAX_UPLOAD_MB", 1024) * 1024 * 1024;
@@ -23,68 +50,68 @@ function readHead(file, n) {
   }
 }
 
+function tooLong(name, bound) {
+  if (name === "title") {
+    return new form.Refused(400, "title_too_long", "The title is longer than " + bound + " bytes; at most " + MAX_TITLE + " characters are accepted.");
+  }
+  return new form.Refused(400, "unknown_language", "Unknown language (longer than " + bound + " bytes): use an ISO 639-1 code such as 'ru' or 'en', or leave it out to have the language found.");
+}
+
 function create(e) {
   const ctype = String(e.request.header.get("Content-Type") || "");
   if (ctype.toLowerCase().indexOf("multipart/form-data") !== 0) {
     return respond.fail(e, 400, "not_multipart", "Send the recording as multipart/form-data with a 'file' field.");
   }
-
-  let files;
+  let upload;
   try {
-    files = e.findUploadedFiles("file");
+    upload = form.read(e, {
+      file: "file",
+      fields: { title: TITLE_READ_BYTES, language: MAX_LANGUAGE_BYTES },
+      tooLong: tooLong,
+      maxParts: MAX_PARTS,
+      maxMb: Math.floor(maxUploadBytes() / 1048576),
+    });
   } catch (err) {
-    const msg = String(err);
-    if (msg.indexOf("multipart: message too large") >= 0) {
-      // Go's form reader says so for too many parts or headers, whatever the size.
-      return respond.fail(e, 400, "bad_upload", "The form has too many parts: send one 'file' and at most 'title' and 'language'.");
-    }
-    if (msg.indexOf("too large") >= 0) {
-      return respond.fail(e, 413, "too_large", "The upload is larger than the limit of " + Math.floor(maxUploadBytes() / 1048576) + " MB.");
-    }
-    if (msg.indexOf("no such file") >= 0 || msg.indexOf("missing") >= 0) {
-      return respond.fail(e, 400, "missing_file", "The request has no 'file' field with the recording.");
-    }
-    return respond.fail(e, 400, "bad_upload", "The upload could not be read as multipart form data.");
+    if (err instanceof form.Refused) return respond.fail(e, err.status, err.code, err.message);
+    throw err;
   }
-  if (!files || files.length === 0) {
+  try {
+    return accept(e, upload);
+  } finally {
+    form.discard(upload.file);
+  }
+}
+
+function accept(e, upload) {
+  if (!upload.file) {
     return respond.fail(e, 400, "missing_file", "The request has no 'file' field with the recording.");
   }
-  if (files.length > 1) {
-    return respond.fail(e, 400, "too_many_files", "Send exactly one recording per request (got " + files.length + ").");
+  for (const part of upload.unknown) {
+    if (part.file) return respond.fail(e, 400, "unknown_field", "Unknown file field '" + part.name.slice(0, 50) + "': send the recording as 'file'.");
+    return respond.fail(e, 400, "unknown_field", "Unknown form field '" + part.name.slice(0, 50) + "': only 'file', 'title' and 'language' are accepted.");
   }
-
-  const form = e.request.multipartForm;
-  for (const key in form.value) {
-    if (ALLOWED_FIELDS.indexOf(key) < 0) {
-      return respond.fail(e, 400, "unknown_field", "Unknown form field '" + String(key).slice(0, 50) + "': only 'file', 'title' and 'language' are accepted.");
-    }
-  }
-  for (const key in form.file) {
-    if (key !== "file") {
-      return respond.fail(e, 400, "unknown_field", "Unknown file field '" + String(key).slice(0, 50) + "': send the recording as 'file'.");
-    }
-  }
-
-  const file = files[0];
-  if (file.size <= 0) {
+  if (upload.file.size <= 0) {
     return respond.fail(e, 400, "empty_file", "The uploaded file is empty.");
   }
-  if (file.size > maxUploadBytes()) {
-    return respond.fail(e, 413, "too_large", "The file is " + Math.ceil(file.size / 1048576) + " MB; the limit is " + Math.floor(maxUploadBytes() / 1048576) + " MB.");
+  if (upload.file.size > maxUploadBytes()) {
+    return respond.fail(e, 413, "too_large", "The file is " + Math.ceil(upload.file.size / 1048576) + " MB; the limit is " + Math.floor(maxUploadBytes() / 1048576) + " MB.");
   }
+  const file = $filesystem.fileFromPath(upload.file.path);
+  file.originalName = upload.file.name;
   const container = media.sniff(readHead(file, 512));
   if (container === "") {
     return respond.fail(e, 415, "not_audio", "The file is not a known audio or video format (its first bytes match no audio/video container).");
   }
 
-  const title = String(e.request.formValue("title") || "").trim();
+  const sent = upload.values.title || "";
+  const title = sent.trim();
   const titleChars = Array.from(title).length; // characters, not UTF-16 units: an emoji is one
-  if (titleChars > MAX_TITLE) {
+  if (titleChars > MAX_TITLE || toBytes(sent).length > MAX_TITLE_BYTES) {
     return respond.fail(e, 400, "title_too_long", "The title is " + titleChars + " characters; at most " + MAX_TITLE + " are accepted.");
   }
 
   // L3: an optional language hint, one of the schema's codes ("" or "auto": none).
-  const language = String(e.request.formValue("language") || "").trim().toLowerCase();
+  const language = String(upload.values.language || "").trim().toLowerCase();
   if (language !== "" && language !== "auto" && records.languages($app).indexOf(language) < 0) {
     return respond.fail(e, 400, "unknown_language",
       "Unknown language '" + language.slice(0, 20) + "': use an ISO 639-1 code such as 'ru' or 'en', or leave it out to have the language found.");
@@ -92,12 +119,17 @@ function create(e) {
 
   const owner = e.auth.id;
   const now = respond.nowMs();
+  const length = lengthOf(file, container);
   let created = null;
   let over = null;
   $app.runInTransaction((tx) => {
-    over = quotas.exceeded(tx, owner, now);
+    // H4: the recording's audio is reserved in the transaction that creates it
+    // (transactions run one at a time: a burst is counted upload by upload).
+    const admitted = quotas.admit(tx, owner, now, length);
+    over = admitted.over || null;
     if (over) return;
     const rec = new Record(tx.findCollectionByNameOrId("audio_records"));
+    rec.set("quota_ms", admitted.reserveMs);
     rec.set("owner", owner);
     rec.set("title", title);
     rec.set("state", "uploaded");
@@ -116,7 +148,9 @@ function create(e) {
     row.set("blob", file);
     tx.save(row);
 
-    records.journal(tx, rec.id, "uploaded", "accepted", "accepted " + file.size + " bytes (" + container + ")", "intake");
+    records.journal(tx, rec.id, "uploaded", "accepted", "accepted " + file.size + " bytes (" + container + "), " +
+      (admitted.reserveMs / 1000).toFixed(1) + " s of audio reserved (" + (length.declared ? "the length its header declares" :
+        "its header declares no length: a guess from its size") + ")", "intake");
     created = rec;
   });
   if (over) return quotas.refuse(e, over);

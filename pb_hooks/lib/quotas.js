@@ -5,8 +5,16 @@
 // Settings ([quotas] in the sidecar's settings, passed as environment):
 //   uploads_per_hour     recordings accepted from one sender in any hour
 //   waiting              recordings not yet finished at once (halted ones excluded)
-//   audio_hours_per_day  hours of audio (measured at normalize) in any 24 hours
+//   audio_hours_per_day  hours of audio in any 24 hours
 // 0 turns a quota off.
+//
+// Audio is charged when it can first be known, so that a burst cannot spend
+// what no count has seen yet: each record's `quota_ms` is reserved at intake
+// (the length the container declares, or a guess from its size) and replaced
+// at normalize by the decoded length, in a fenced transaction that halts the
+// recording `over_quota` when its true length breaks the quota, before any
+// recognition. A recording halted before normalize finished (stage
+// `uploaded`) holds nothing: resumed, it is measured and checked again.
 const respond = require(`${__hooks}/lib/respond.js`);
 // PocketBase's stored datetime form, which sorts and compares as text.
 const dbTime = require(`${__hooks}/lib/queue.js`).dbTime;
@@ -42,9 +50,19 @@ function plural(n, word) {
   return n + " " + word + (n === 1 ? "" : "s");
 }
 
-// null when the sender may upload; otherwise {code, message, retryAfter}.
-function exceeded(tx, owner, now) {
+// Whether `owner` may upload a recording of `length` ({ms, declared}: the
+// length its header says, or a guess from its size): {reserveMs}, the audio
+// to reserve for it, or {over: {code, message, retryAfter}}.
+function admit(tx, owner, now, length) {
   const q = limits();
+  const over = countExceeded(tx, owner, now, q);
+  if (over) return { over: over };
+  if (q.audioMsPerDay <= 0) return { reserveMs: length.ms };
+  return audio(tx, owner, now, length, q);
+}
+
+// The quotas that count recordings: null, or why not.
+function countExceeded(tx, owner, now, q) {
   if (q.uploadsPerHour > 0) {
     const recent = tx.findRecordsByFilter("audio_records", "owner = {:owner} && created >= {:since}", "created",
       q.uploadsPerHour, 0, { owner: owner, since: dbTime(now - HOUR_MS) });
@@ -70,33 +88,74 @@ function exceeded(tx, owner, now) {
       };
     }
   }
+  return null;
+}
+
+function audio(tx, owner, now, length, q) {
+  const rows = charged(tx, owner, now, "");
+  let total = 0;
+  for (const r of rows) total += r.ms;
+  const room = q.audioMsPerDay - total;
+  if (!length.declared && room > 0) {
+    // A guess from the size can be far off either way: it reserves at most the
+    // room left, and normalize's measure decides.
+    return { reserveMs: Math.min(length.ms, room) };
+  }
+  if (length.declared && length.ms > q.audioMsPerDay) {
+    return { over: {
+      code: "too_much_audio",
+      message: "This recording is " + spell(length.ms) + " long; the limit is " + spell(q.audioMsPerDay) +
+        " of audio in 24 hours.",
+      retryAfter: DAY_MS / 1000,
+    } };
+  }
+  const need = length.declared ? length.ms : 1;
+  if (need <= room) return { reserveMs: length.ms };
+  // Space returns as the oldest recordings leave the 24-hour window.
+  let freed = 0;
+  let wait = DAY_MS / 1000;
+  for (const r of rows) {
+    freed += r.ms;
+    wait = secondsUntil(r.created, DAY_MS, now);
+    if (room + freed >= need) break;
+  }
+  return { over: {
+    code: "too_much_audio",
+    message: "You have sent " + spell(total) + " of audio in the last 24 hours" +
+      (length.declared ? " and this recording is " + spell(length.ms) + " long" : "") +
+      "; the limit is " + spell(q.audioMsPerDay) + ".",
+    retryAfter: wait,
+  } };
+}
+
+// The audio charged to `owner`'s recordings made since 24 hours before `now`
+// (oldest first), but `except`'s: [{created, ms}]. A recording halted before
+// its normalize finished holds nothing (it is measured again when resumed).
+function charged(tx, owner, now, except) {
+  const rows = arrayOf(new DynamicModel({ created: "", ms: 0 }));
+  tx.db().newQuery("SELECT created, quota_ms AS ms FROM audio_records WHERE owner = {:owner} AND created >= {:since} " +
+    "AND id != {:except} AND NOT (halted_at != '' AND state = 'uploaded') ORDER BY created").bind(
+    { owner: owner, since: dbTime(now - DAY_MS), except: except }).all(rows);
+  return rows;
+}
+
+// Normalize measured `rec`'s decoded length: charged in place of its
+// reservation, or, when it breaks its sender's quota, nothing and a reason
+// (for the halt). Inside the fenced transaction.
+function measured(tx, rec, durationMs, now) {
+  const q = limits();
+  let over = null;
   if (q.audioMsPerDay > 0) {
-    // A recording's length is known once normalized: the end of its last piece.
-    const rows = arrayOf(new DynamicModel({ created: "", ms: 0 }));
-    tx.db().newQuery("SELECT r.created AS created, COALESCE((SELECT MAX(f.offset_ms + f.duration_ms) FROM files f " +
-      "WHERE f.record = r.id AND f.role = 'normalized'), 0) AS ms FROM audio_records r " +
-      "WHERE r.owner = {:owner} AND r.created >= {:since} ORDER BY r.created").bind(
-      { owner: owner, since: dbTime(now - DAY_MS) }).all(rows);
-    let total = 0;
-    for (const r of rows) total += r.ms;
-    if (total >= q.audioMsPerDay) {
-      // Space returns as the oldest recordings leave the 24-hour window.
-      let freed = 0;
-      let wait = 1;
-      for (const r of rows) {
-        freed += r.ms;
-        wait = secondsUntil(r.created, DAY_MS, now);
-        if (total - freed < q.audioMsPerDay) break;
-      }
-      return {
-        code: "too_much_audio",
-        message: "You have sent " + spell(total) + " of audio in the last 24 hours; the limit is " +
-          spell(q.audioMsPerDay) + ".",
-        retryAfter: wait,
-      };
+    let others = 0;
+    for (const r of charged(tx, rec.getString("owner"), now, rec.id)) others += r.ms;
+    if (others + durationMs > q.audioMsPerDay) {
+      over = "the recording is " + spell(durationMs) + " long and its sender's other recordings of the last 24 hours " +
+        "hold " + spell(others) + "; the limit is " + spell(q.audioMsPerDay) + " of audio in 24 hours";
     }
   }
-  return null;
+  tx.db().newQuery("UPDATE audio_records SET quota_ms = {:ms} WHERE id = {:id}")
+    .bind({ id: rec.id, ms: over ? 0 : durationMs }).execute();
+  return over;
 }
 
 function refuse(e, over) {
@@ -104,4 +163,4 @@ function refuse(e, over) {
   return respond.fail(e, 429, over.code, over.message);
 }
 
-module.exports = { exceeded: exceeded, refuse: refuse };
+module.exports = { admit: admit, measured: measured, refuse: refuse };

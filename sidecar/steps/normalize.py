@@ -5,6 +5,9 @@ stays flat whatever the length). Longer than ``[intake] max_duration`` is
 too_long: at once when the container's header says so, else the moment the
 decoded audio passes it (a header that says less is not trusted: past what
 it declared, nothing more is written until decoding confirms the length).
+The decoded length is then charged to the sender's daily audio in place of
+what intake reserved; a recording that breaks the quota halts over_quota
+before anything is cut or sent.
 Voice activity detection finds the speech; the piece plan cuts the recording
 where the provider's cap requires, in pauses; each piece is encoded in the
 provider's format and stored as its own ``files`` row (role ``normalized``,
@@ -67,7 +70,13 @@ async def run(ctx: StepContext) -> Outcome:
 
     spec, limit = ctx.provider.audio_spec, ctx.settings.intake.max_duration
     # In a thread, stopped promptly (and waited for) if the step is cancelled.
-    cuts = await run_in_thread(lambda cancel: cut(src, ctx.workdir, spec, limit, cancel))
+    full = await run_in_thread(lambda cancel: decode(src, ctx.workdir, limit, cancel))
+    # H4: the true length replaces what intake reserved for the sender's day; a
+    # recording that breaks the quota halts here, before any recognition.
+    over = await ctx.session.charge_audio(full.duration_ms)
+    if over is not None:
+        raise PermanentError(HaltCode.OVER_QUOTA, over)
+    cuts = await run_in_thread(lambda cancel: split(full, ctx.workdir, spec, cancel))
     have = {f.piece for f in stored}
     for c in cuts:
         if c.place.piece not in have:
@@ -89,9 +98,18 @@ async def run(ctx: StepContext) -> Outcome:
 
 def cut(src: Path, workdir: Path, spec: AudioSpec, limit: timedelta, cancel: threading.Event) -> list[Cut]:
     """The original as pieces in ``spec``'s form (blocking: run it in a thread)."""
-    full = audio.normalize(
+    return split(decode(src, workdir, limit, cancel), workdir, spec, cancel)
+
+
+def decode(src: Path, workdir: Path, limit: timedelta, cancel: threading.Event) -> audio.Normalized:
+    """The original decoded once to 16 kHz mono PCM, refused past ``limit`` (blocking)."""
+    return audio.normalize(
         src, workdir / "full.wav", AudioSpec(**{**_PCM.__dict__, "max_duration": limit}), cancel=cancel
     )
+
+
+def split(full: audio.Normalized, workdir: Path, spec: AudioSpec, cancel: threading.Event) -> list[Cut]:
+    """The decoded recording as pieces in ``spec``'s form, cut in pauses (blocking)."""
     with PcmReader(full.path) as pcm:
         regions, total = vad.find_speech_in_blocks(_watched(pcm.blocks(BLOCK_SECONDS), cancel))
         channels = full.source_channels

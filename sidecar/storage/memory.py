@@ -81,6 +81,7 @@ class Row:
     progress: float = 0.0
     progress_at: int = 0
     activity: str = ""  # what the claim's holder reported doing ("": nothing finer than the stage)
+    quota_ms: int = 0  # audio charged to the sender's day (H4)
 
     def view(self) -> AudioRecord:
         return AudioRecord.model_validate(self.__dict__)
@@ -121,6 +122,7 @@ class InMemoryStorage:
     events: list[Event] = field(default_factory=list)
     texts: dict[tuple[str, str], _Text] = field(default_factory=dict)
     calls: list[str] = field(default_factory=list)  # every call by name, for tests that count round trips
+    audio_ms_per_day: int = 0  # the senders' daily audio quota (H4), 0: none
     _files: dict[str, tuple[FileRow, bytes]] = field(default_factory=dict)
     _attempts: dict[str, _Attempt] = field(default_factory=dict)
     _order: int = 0
@@ -338,6 +340,24 @@ class InMemoryStorage:
         for name in ("piece", "pieces", "offset_ms", "speech_ms"):
             setattr(row, name, getattr(place, name))
         return row.model_copy()
+
+    async def charge_audio(self, claim: Claim, duration_ms: int) -> str | None:
+        await anyio.lowlevel.checkpoint()
+        row = self._fenced(claim)
+        since = self.clock.now_ms() - 24 * 3600 * 1000
+        others = sum(
+            r.quota_ms
+            for r in self.records.values()
+            if r.owner == row.owner
+            and r.id != row.id
+            and r.created_ms >= since
+            and not (r.halted_at and r.state == "uploaded")
+        )
+        if self.audio_ms_per_day and others + duration_ms > self.audio_ms_per_day:
+            row.quota_ms = 0
+            return f"the recording is {duration_ms} ms long and its sender's others hold {others} ms"
+        row.quota_ms = duration_ms
+        return None
 
     async def create_attempt(
         self, claim: Claim, *, provider: str, model: str, audio_uri: str = "", piece: int = 0, offset_ms: int = 0

@@ -94,6 +94,11 @@ class Storage(Protocol):
         """A file of the record; ``path`` None: a row without a blob, for a piece with no speech (nothing to keep)."""
         ...
 
+    async def charge_audio(self, claim: Claim, duration_ms: int) -> str | None:
+        """Charges the recording's decoded length to its sender's daily audio (H4), in place of
+        what intake reserved; when that breaks the quota, charges nothing and returns why."""
+        ...
+
     async def create_attempt(
         self, claim: Claim, *, provider: str, model: str, audio_uri: str = "", piece: int = 0, offset_ms: int = 0
     ) -> str: ...

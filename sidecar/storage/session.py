@@ -53,6 +53,10 @@ class ClaimSession:
             self.claim, path, role=role, format=format, duration_ms=duration_ms, place=place
         )
 
+    async def charge_audio(self, duration_ms: int) -> str | None:
+        """The decoded length charged to the sender's day; why not, when it breaks their quota."""
+        return await self._storage.charge_audio(self.claim, duration_ms)
+
     async def create_attempt(self, *, provider: str, model: str, piece: int = 0, offset_ms: int = 0) -> str:
         return await self._storage.create_attempt(
             self.claim, provider=provider, model=model, piece=piece, offset_ms=offset_ms

@@ -360,6 +360,9 @@ async def test_every_write_of_a_lost_claim_is_refused(backend: Backend, tmp_path
         await backend.storage.put_text(old.claim, "transcript", "stale")
     with pytest.raises(FencedOut):
         await backend.storage.note(old.claim, "stale")
+    with pytest.raises(FencedOut):
+        await backend.storage.charge_audio(old.claim, 1000)
+    assert await backend.storage.charge_audio(new.claim, 1000) is None  # no quota set: it fits
     row = await backend.row(rid)
     assert row["claim_token"] == new.claim.token and row["state"] == "uploaded"
     assert await backend.storage.files_of(rid, FileRole.NORMALIZED) == []

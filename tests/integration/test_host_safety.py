@@ -14,6 +14,7 @@ from pydantic import SecretStr
 from sidecar.pocketbase import process
 from testkit import pocketbase as pbkit
 from testkit.media import wav_bytes
+from testkit.pocketbase import PASSWORD, running_pocketbase
 
 OWNER_PASSWORD = "owner-Pw-7x9q2LmN4"
 SENDER_PASSWORD = "sender-Pw-3k8w1ZrT6"
@@ -73,12 +74,103 @@ def test_passwords_never_ride_on_a_command_line_and_the_data_is_private(
 
 @pytest.mark.parametrize("collection", ["users", "_superusers"])
 def test_a_burst_of_wrong_passwords_is_refused_with_429(collection: str, tmp_path: Path) -> None:
-    """H2: PocketBase's rate limiter is on for logins (by migration), the owner's login included."""
-    from testkit.pocketbase import running_pocketbase
-
+    """H2: PocketBase's rate limiter is on for logins (by migration), the owner's login included:
+    one address trying many accounts."""
     with running_pocketbase(tmp_path) as pb:
-        email = pb.new_sender().email if collection == "users" else pb.superuser_email
         url = f"{pb.url}/api/collections/{collection}/auth-with-password"
-        codes = [httpx.post(url, json={"identity": email, "password": f"guess-{i}"}).status_code for i in range(40)]
+        answers = [httpx.post(url, json={"identity": f"guess{i}@example.com", "password": "x"}) for i in range(40)]
+    codes = [a.status_code for a in answers]
     assert codes[0] == 400  # a wrong password, answered as such
     assert 429 in codes and codes.count(400) <= 21, codes  # at most the rule's 20 per 10 s get through
+    limited = answers[codes.index(429)]
+    assert limited.json()["code"] == "too_many_requests" and limited.headers["Retry-After"] == "10"
+
+
+def login_from(address: str, url: str, collection: str, identity: str, password: str) -> httpx.Response:
+    with httpx.Client(base_url=url, transport=httpx.HTTPTransport(local_address=address), timeout=30) as http:
+        body = {"identity": identity, "password": password}
+        return http.post(f"/api/collections/{collection}/auth-with-password", json=body)
+
+
+def five_addresses(group: int) -> list[str]:
+    """Five loopback addresses of their own: PocketBase's limiter allows each 20 logins in 10 s."""
+    return [f"127.0.{group}.{i}" for i in range(1, 6)]
+
+
+def test_wrong_passwords_for_one_account_are_limited_whatever_the_address(tmp_path: Path) -> None:
+    """H2, second pass: 100 wrong passwords for one account from five addresses drew no 429 (PocketBase
+    counts per address). Now ten wrong passwords in 15 minutes lock the account, the right one included."""
+    with running_pocketbase(tmp_path) as pb:
+        alice, bob = pb.new_sender(), pb.new_sender()
+        five = five_addresses(1)
+        answers = [login_from(five[i % 5], pb.url, "users", alice.email, f"guess-{i}") for i in range(100)]
+        codes = [a.status_code for a in answers]
+        assert codes == [400] * 10 + [429] * 90, codes
+        locked = answers[-1]
+        assert locked.json()["code"] == "too_many_failed_logins" and "15 minutes" in locked.json()["message"]
+        assert 800 < int(locked.headers["Retry-After"]) <= 900
+        # the right password waits too: a lock that let it through would tell a guesser when they hit it
+        right = login_from("127.0.9.9", pb.url, "users", alice.email, PASSWORD)
+        assert (right.status_code, right.json()["code"]) == (429, "too_many_failed_logins")
+        # another account is not touched
+        five = five_addresses(2)
+        assert login_from(five[0], pb.url, "users", bob.email, PASSWORD).status_code == 200
+        # a right password before the lock clears the count
+        for i in range(9):
+            assert login_from(five[i % 5], pb.url, "users", bob.email, "wrong").status_code == 400
+        assert login_from(five[0], pb.url, "users", bob.email, PASSWORD).status_code == 200
+        for i in range(9):
+            assert login_from(five[i % 5], pb.url, "users", bob.email, "wrong").status_code == 400
+        # an identity no account has is answered alike (the lock tells nobody which accounts exist)
+        five = five_addresses(3)
+        nobody = [login_from(five[i % 5], pb.url, "users", "nobody@example.com", "x") for i in range(11)]
+        assert [a.status_code for a in nobody] == [400] * 10 + [429]
+        # the owner's login is counted the same way
+        five = five_addresses(4)
+        su = [login_from(five[i % 5], pb.url, "_superusers", pb.superuser_email, "x") for i in range(11)]
+        assert [a.status_code for a in su] == [400] * 10 + [429]
+
+
+def test_the_service_account_cannot_be_locked_out_by_a_stranger(tmp_path: Path) -> None:
+    """Its e-mail is known (sidecar@transcriber.local) and its password generated: wrong passwords from
+    strangers meet the per-address limit only, so the workers can always sign in again."""
+    with running_pocketbase(tmp_path) as pb:
+        account, five = pb.service_account, five_addresses(1)
+        for i in range(15):
+            assert login_from(five[i % 5], pb.url, "services", account.email, "x").status_code == 400
+        assert login_from("127.0.9.9", pb.url, "services", account.email, account.password).status_code == 200
+
+
+# Each door that mails something or takes a mailed token, with a body it accepts as well formed.
+DOORS = {
+    "request-password-reset": {"email": "alice@example.com"},
+    "request-verification": {"email": "alice@example.com"},
+    "request-otp": {"email": "alice@example.com"},
+    "confirm-password-reset": {"token": "x", "password": "long-enough-1", "passwordConfirm": "long-enough-1"},
+    "confirm-verification": {"token": "x"},
+    "confirm-email-change": {"token": "x", "password": "x"},
+}
+
+
+@pytest.mark.parametrize("door", sorted(DOORS))
+def test_every_auth_door_is_rate_limited(door: str, tmp_path: Path) -> None:
+    """H2, second pass: 30 anonymous password-reset requests drew 30 x 204, each an e-mail attempt."""
+    with running_pocketbase(tmp_path) as pb:
+        url = f"{pb.url}/api/collections/users/{door}"
+        answers = [httpx.post(url, json=DOORS[door]) for _ in range(30)]
+    codes = [a.status_code for a in answers]
+    assert 429 in codes, codes
+    first = codes.index(429)
+    allowed = 3 if door.startswith("request-") else 10
+    assert first == allowed and set(codes[first:]) == {429}, codes
+    limited = answers[first]
+    assert limited.json()["code"] == "too_many_requests"
+    assert limited.headers["Retry-After"] == "60" and "60 seconds" in limited.json()["message"]
+
+
+def test_an_e_mail_change_request_is_rate_limited(tmp_path: Path) -> None:
+    with running_pocketbase(tmp_path) as pb:
+        sender = pb.new_sender()
+        path = "/api/collections/users/request-email-change"
+        codes = [sender.http.post(path, json={"newEmail": f"new{i}@example.com"}).status_code for i in range(10)]
+    assert 429 not in codes[:3] and set(codes[3:]) == {429}, codes

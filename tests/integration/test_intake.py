@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
+from testkit.audio import write_audio
 from testkit.media import CONTAINER_HEADS, wav_bytes
 from testkit.pocketbase import Caller, PocketBaseServer, running_pocketbase
 
@@ -244,3 +245,42 @@ def test_a_slow_upload_completes_within_the_read_timeout(tmp_path: Path, read_ti
             assert resp is not None and resp.status_code == 201, resp and resp.text
         else:  # cut off mid-body: the setting is what let the slower one through
             assert resp is None or resp.status_code >= 400
+
+
+DECLARING = {
+    "wav": lambda d: write_audio(d / "a.wav", 7.0, codec="pcm_s16le"),
+    "wav-mono-8k": lambda d: write_audio(d / "a.wav", 7.0, codec="pcm_s16le", rate=8000, channels=1),
+    "flac": lambda d: write_audio(d / "a.flac", 7.0, codec="flac", rate=48000),
+    "mp3": lambda d: write_audio(d / "a.mp3", 7.0, codec="libmp3lame", bit_rate=128000),
+    "ogg-opus": lambda d: write_audio(d / "a.ogg", 7.0, codec="libopus", rate=48000),
+    "ogg-flac": lambda d: write_audio(d / "a.oga", 7.0, codec="flac", container="ogg"),
+    "m4a-aac": lambda d: write_audio(d / "a.m4a", 7.0, codec="aac"),
+    "mp4-video+aac": lambda d: write_audio(d / "a.mp4", 7.0, codec="aac", video=True),
+    "webm-opus": lambda d: write_audio(d / "a.webm", 7.0, codec="libopus", rate=48000),
+    "aiff": lambda d: write_audio(d / "a.aiff", 7.0, codec="pcm_s16be"),
+    "au": lambda d: write_audio(d / "a.au", 7.0, codec="pcm_s16be", container="au"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(DECLARING))
+def test_intake_reserves_the_length_the_container_declares(
+    shared_pb: PocketBaseServer, kind: str, tmp_path: Path
+) -> None:
+    """H4: the audio a recording reserves against its sender's day is read from its header at intake."""
+    path = DECLARING[kind](tmp_path)
+    sender, su = shared_pb.new_sender(), shared_pb.superuser()
+    rid = upload(sender, path.read_bytes(), name=path.name).json()["id"]
+    rec = su.http.get(f"/api/collections/audio_records/records/{rid}").json()
+    assert 7000 <= rec["quota_ms"] <= 7100, rec["quota_ms"]  # MP3 and Matroska count their last frame whole
+
+
+def test_a_container_that_declares_no_length_reserves_a_guess_from_its_size(
+    shared_pb: PocketBaseServer, tmp_path: Path
+) -> None:
+    path = write_audio(tmp_path / "a.aac", 7.0, codec="aac", container="adts")  # ADTS carries no length
+    sender, su = shared_pb.new_sender(), shared_pb.superuser()
+    rid = upload(sender, path.read_bytes(), name=path.name).json()["id"]
+    rec = su.http.get(f"/api/collections/audio_records/records/{rid}").json()
+    assert rec["quota_ms"] == -(-path.stat().st_size // 2000) * 1000  # 16 kbit/s
+    journal = su.http.get("/api/collections/record_events/records", params={"filter": f"record='{rid}'"}).json()
+    assert "declares no length" in journal["items"][0]["outcome_text"]

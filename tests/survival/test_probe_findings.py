@@ -19,6 +19,7 @@ from typing import Any
 
 import anyio
 import httpx
+import psutil
 import pytest
 
 from sidecar.providers.instant import InstantProvider
@@ -27,6 +28,7 @@ from testkit.flac_bomb import LYING, write_flac_bomb
 from testkit.media import wav_bytes
 from testkit.pocketbase import Caller, PocketBaseServer, running_pocketbase
 from tests.conftest import DATA
+from tests.support import raw_http
 from tests.support.exports import exported, finished, parse_srt, parse_vtt, seg
 from tests.support.sidecar import pool_running, running_sidecar
 from tests.support.waiting import eventually
@@ -226,15 +228,49 @@ def test_every_error_a_sender_can_meet_carries_a_code(tmp_path: Path) -> None:
         titled = sender.http.post(INTAKE, files={"file": ("a.wav", wav_bytes(0.1))}, data={"title": "🎙" * 500})
         assert titled.status_code == 201 and titled.json()["title"] == "🎙" * 500
 
-        # PocketBase's rate limiter says when to come back
-        for _ in range(30):
+        # PocketBase's rate limiter says when to come back (one address, many accounts)
+        for i in range(30):
             limited = anonymous.post(
-                "/api/collections/users/auth-with-password", json={"identity": sender.email, "password": "wrong"}
+                "/api/collections/users/auth-with-password",
+                json={"identity": f"nobody-{i}@example.com", "password": "wrong"},
             )
             if limited.status_code == 429:
                 break
         assert limited.status_code == 429
         assert limited.json()["code"] == "too_many_requests" and int(limited.headers["Retry-After"]) > 0
+
+
+@pytest.mark.parametrize(("field", "code"), [("title", "title_too_long"), ("language", "unknown_language")])
+def test_a_20_mb_text_field_is_refused_unread_and_costs_pocketbase_no_memory(
+    field: str, code: str, tmp_path: Path, figures: dict[str, str]
+) -> None:
+    """A long title cost PocketBase about 100 bytes a character before it was refused (2.2 GB
+    resident for 20 MiB); now every text field is bounded in bytes before it is read."""
+    with running_pocketbase(tmp_path) as pb:
+        sender, su = pb.new_sender(), pb.superuser()
+        server = psutil.Process(pb.proc.pid)
+        # the hooks loaded and warm: one upload of the ordinary kind
+        warm = sender.http.post(INTAKE, files={"file": ("a.wav", wav_bytes(0.2))}, data={field: "en"})
+        assert warm.status_code == 201
+        before = server.memory_info().rss
+        cpu_before = sum(server.cpu_times()[:2])
+        body = raw_http.multipart("b0undary", [(field, None, b"t" * (20 << 20)), ("file", "a.wav", wav_bytes(0.2))])
+        answer = raw_http.post(
+            pb.url,
+            INTAKE,
+            body,
+            {"Authorization": sender.token, "Content-Type": "multipart/form-data; boundary=b0undary"},
+        )
+        grown = server.memory_info().rss - before
+        cpu = sum(server.cpu_times()[:2]) - cpu_before
+        figures[f"PocketBase RSS after a 20 MiB {field}"] = (
+            f"{before / 2**20:.1f} MiB before, {grown / 2**20:+.1f} MiB after, {cpu:.2f} s of CPU"
+        )
+        assert grown < 4 << 20, f"PocketBase grew by {grown / 2**20:.1f} MiB ({cpu:.1f} s of CPU)"
+        assert cpu < 2.0, f"{cpu:.1f} s of CPU"
+        assert answer.status == 400 and answer.json()["code"] == code, answer
+        assert "bytes" in answer.json()["message"]
+        assert su.http.get("/api/collections/audio_records/records").json()["totalItems"] == 1
 
 
 def test_numbers_in_the_fenced_routes_are_bounded(pb: PocketBaseServer, sender: Caller, service: Caller) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any, cast
 
 import anyio
 import httpx
@@ -14,6 +15,7 @@ import pytest
 from sidecar.providers.instant import InstantProvider
 from sidecar.service import default_steps
 from sidecar.settings import QuotaSettings
+from testkit.audio import SPEECH_DIR, long_recording
 from testkit.media import wav_bytes
 from testkit.pocketbase import PocketBaseServer, running_pocketbase
 from tests.support.sidecar import pool_running, running_sidecar
@@ -82,29 +84,151 @@ def test_uploads_per_hour_are_counted_exactly_under_parallel_uploads(tmp_path: P
         assert records_of(pb, sender.id) == 7
 
 
-def test_audio_hours_per_day_count_what_was_measured(tmp_path: Path) -> None:
-    # 10 seconds a day: one 6-second recording fits, the second takes the sender over
+def flac_declaring(path: Path, seconds: float | None) -> bytes:
+    """``path`` (a FLAC) with its STREAMINFO claiming ``seconds`` of audio, or (None) saying nothing."""
+    data = bytearray(path.read_bytes())
+    assert data[:4] == b"fLaC" and data[4] & 0x7F == 0  # STREAMINFO first
+    rate = (data[18] << 12) | (data[19] << 4) | (data[20] >> 4)
+    samples = 0 if seconds is None else round(seconds * rate)
+    data[21] = (data[21] & 0xF0) | (samples >> 32 & 0x0F)
+    data[22:26] = (samples & 0xFFFFFFFF).to_bytes(4, "big")
+    return bytes(data)
+
+
+def ten_minutes_of_speech(tmp: Path) -> Path:
+    """A 10-minute FLAC (a spoken sentence, then silence): a few hundred KB, its length in its header."""
+    path = tmp / "meeting.flac"
+    long_recording(path, 600, [(1.0, SPEECH_DIR / "fox.ogg")])
+    return path
+
+
+def run_until_settled(pb: PocketBaseServer, owner: str, n: int, *, workers: int = 2) -> list[dict[str, Any]]:
+    """Runs the pipeline until each of the sender's ``n`` recordings is done or halted; their rows."""
+    su = pb.superuser()
+
+    def rows() -> list[dict[str, Any]]:
+        found = su.http.get(
+            "/api/collections/audio_records/records", params={"filter": f"owner='{owner}'", "perPage": 100}
+        ).json()["items"]
+        return cast(list[dict[str, Any]], found)
+
+    async def drain() -> None:
+        async with running_sidecar(pb, default_steps(), provider=InstantProvider(), workers=workers) as pool:
+            async with pool_running(pool):
+                await eventually(
+                    lambda: (
+                        len(settled := [r for r in rows() if r["state"] == "done" or r["halted_at"]]) == n and settled
+                    ),
+                    within=180,
+                )
+
+    anyio.run(drain)
+    return rows()
+
+
+def audio_spent(pb: PocketBaseServer, record_ids: list[str]) -> tuple[float, int]:
+    """Seconds of audio normalized (to be recognized) for these records, and their recognition attempts."""
+    su = pb.superuser()
+    seconds, attempts = 0.0, 0
+    for rid in record_ids:
+        files = su.http.get(
+            "/api/collections/files/records", params={"filter": f"record='{rid}' && role='normalized'"}
+        ).json()["items"]
+        seconds += max((f["offset_ms"] + f["duration_ms"] for f in files), default=0) / 1000
+        attempts += su.http.get(
+            "/api/collections/recognition_attempts/records", params={"filter": f"record='{rid}'"}
+        ).json()["totalItems"]
+    return seconds, attempts
+
+
+def test_a_burst_of_long_recordings_cannot_spend_more_than_the_days_audio(tmp_path: Path) -> None:
+    """The probe's burst: with 15 minutes a day, ten parallel 10-minute uploads were all accepted and
+    recognized (1.7 h), only normalized audio counting. Now each reserves the length its header
+    declares in the transaction that creates it: one fits, nine are refused at once."""
+    meeting = ten_minutes_of_speech(tmp_path).read_bytes()
+    quotas = QuotaSettings(uploads_per_hour=0, waiting=0, audio_hours_per_day=0.25)
+    with running_pocketbase(tmp_path / "pb", quotas=quotas) as pb:
+        sender = pb.new_sender()
+        with ThreadPoolExecutor(10) as pool:
+            answers = list(
+                pool.map(lambda _: sender.http.post(INTAKE, files={"file": ("meeting.flac", meeting)}), range(10))
+            )
+        assert sorted(r.status_code for r in answers) == [201] + [429] * 9
+        for refused in (r for r in answers if r.status_code == 429):
+            # space returns when the accepted recording leaves the 24-hour window
+            assert assert_refused(refused, "too_much_audio", most=86400) > 86000
+            assert refused.json()["message"] == (
+                "You have sent 10 minutes of audio in the last 24 hours and this recording is 10 minutes long; "
+                "the limit is 15 minutes."
+            )
+        assert records_of(pb, sender.id) == 1
+        rows = run_until_settled(pb, sender.id, 1)
+        assert [r["state"] for r in rows] == ["done"]
+        spent, _ = audio_spent(pb, [r["id"] for r in rows])
+        assert spent == 600.0
+        # a recording longer than a whole day's quota is refused for what it is
+        hour = tmp_path / "hour.flac"
+        long_recording(hour, 3600, [(1.0, SPEECH_DIR / "fox.ogg")])
+        too_long = sender.http.post(INTAKE, files={"file": ("hour.flac", hour.read_bytes())})
+        assert_refused(too_long, "too_much_audio", most=86400)
+        assert too_long.json()["message"] == (
+            "This recording is 1 hour long; the limit is 15 minutes of audio in 24 hours."
+        )
+
+
+def test_recordings_whose_header_says_nothing_are_measured_before_any_recognition(tmp_path: Path) -> None:
+    """Ten parallel 10-minute recordings whose headers declare no length: accepted on a guess from
+    their size (a few hundred KB of FLAC), measured at normalize, and halted over_quota there,
+    before anything is sent to be recognized, once they would break 15 minutes a day."""
+    meeting = flac_declaring(ten_minutes_of_speech(tmp_path), None)
+    quotas = QuotaSettings(uploads_per_hour=0, waiting=0, audio_hours_per_day=0.25)
+    with running_pocketbase(tmp_path / "pb", quotas=quotas) as pb:
+        sender = pb.new_sender()
+        with ThreadPoolExecutor(10) as pool:
+            answers = list(
+                pool.map(lambda _: sender.http.post(INTAKE, files={"file": ("meeting.flac", meeting)}), range(10))
+            )
+        assert [r.status_code for r in answers] == [201] * 10
+        rows = run_until_settled(pb, sender.id, 10)
+        done = [r for r in rows if r["state"] == "done"]
+        halted = [r for r in rows if r["halted_at"]]
+        assert len(done) == 1 and len(halted) == 9
+        assert {(r["halt_code"], r["state"]) for r in halted} == {("over_quota", "uploaded")}
+        assert "the limit is 15 minutes of audio in 24 hours" in halted[0]["halt_reason"]
+        assert sender.http.get(f"{INTAKE}/{halted[0]['id']}").json()["halt_code"] == "over_quota"
+        # nothing of the halted ones was cut or sent; the day's audio is within the quota
+        assert audio_spent(pb, [r["id"] for r in halted]) == (0.0, 0)
+        spent, attempts = audio_spent(pb, [r["id"] for r in rows])
+        assert spent == 600.0 and attempts >= 1
+        assert sum(r["quota_ms"] for r in rows) == 600_000
+
+
+def test_the_decoded_length_replaces_what_the_header_declared(tmp_path: Path) -> None:
+    """A header that says 2 seconds of a 6-second recording reserves 2; normalize charges the 6 it
+    decodes, and a recording whose true length breaks the quota halts over_quota, charged nothing."""
     quotas = QuotaSettings(uploads_per_hour=0, waiting=0, audio_hours_per_day=10 / 3600)
-    with running_pocketbase(tmp_path, quotas=quotas) as pb:
+    short = tmp_path / "short.flac"
+    long_recording(short, 6, [(0.5, SPEECH_DIR / "fox.ogg")])
+    liar = flac_declaring(short, 2)
+    with running_pocketbase(tmp_path / "pb", quotas=quotas) as pb:
         sender, su = pb.new_sender(), pb.superuser()
-        for _ in range(2):
-            assert sender.http.post(INTAKE, files={"file": ("a.wav", wav_bytes(6.0))}).status_code == 201
-
-        async def drain() -> None:
-            async with running_sidecar(pb, default_steps(), provider=InstantProvider(), workers=2) as pool:
-                async with pool_running(pool):
-                    await eventually(
-                        lambda: all(
-                            r["state"] == "done"
-                            for r in su.http.get("/api/collections/audio_records/records").json()["items"]
-                        ),
-                        within=60,
-                    )
-
-        anyio.run(drain)
-        refused = sender.http.post(INTAKE, files={"file": ("a.wav", wav_bytes(0.2))})
-        # space returns when the first recording leaves the 24-hour window
+        first = sender.http.post(INTAKE, files={"file": ("liar.flac", liar)})
+        second = sender.http.post(INTAKE, files={"file": ("honest.flac", short.read_bytes())})
+        assert (first.status_code, second.status_code) == (201, 201)  # 2 + 6 reserved of 10
+        refused = sender.http.post(INTAKE, files={"file": ("a.wav", wav_bytes(6.0))})
         assert assert_refused(refused, "too_much_audio", most=86400) > 86000
-        assert "sent 12 seconds of audio" in refused.json()["message"]
-        assert refused.json()["message"].endswith("the limit is 10 seconds.")
-        assert records_of(pb, sender.id) == 2
+        assert refused.json()["message"].startswith("You have sent 8 seconds of audio in the last 24 hours")
+
+        rows = {r["id"]: r for r in run_until_settled(pb, sender.id, 2, workers=1)}
+        liar_row, honest_row = rows[first.json()["id"]], rows[second.json()["id"]]
+        # oldest first: the liar measures 6 s beside the other's 6 s reserved, 12 > 10
+        assert (liar_row["halt_code"], liar_row["quota_ms"]) == ("over_quota", 0)
+        assert (honest_row["state"], honest_row["quota_ms"]) == ("done", 6000)
+        journal = su.http.get(
+            "/api/collections/record_events/records", params={"filter": f"record='{liar_row['id']}'"}
+        ).json()["items"]
+        assert any(e["kind"] == "halted" and "over_quota" in e["outcome_text"] for e in journal)
+        # what was measured counts now: 6 s sent, 4 s left
+        assert sender.http.post(INTAKE, files={"file": ("a.wav", wav_bytes(4.0))}).status_code == 201
+        refused = sender.http.post(INTAKE, files={"file": ("a.wav", wav_bytes(0.5))})
+        assert refused.json()["message"].startswith("You have sent 10 seconds of audio")

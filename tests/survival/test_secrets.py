@@ -153,3 +153,31 @@ async def test_a_key_in_a_transcript_is_neither_stored_nor_exported(
         assert not survivors(text, ECHOED_KEY), where
     words = [w["word"] for s in json.loads(places["json"])["segments"] for w in s.get("words", [])]
     assert words[:7] == ["The", "quick", "brown", "fox.", "Your", "key", "is"] and "[redacted]" in words
+
+
+async def test_the_service_accounts_downloads_leave_no_token_in_pocketbases_request_log(
+    pb: PocketBaseServer, sender: Caller, superuser: Caller
+) -> None:
+    """PocketBase's file route takes a file token in the URL, and PocketBase's request log keeps
+    every URL: the log kept the service account's tokens. The workers now download under their
+    Authorization header, which no log keeps."""
+    from sidecar.providers.instant import InstantProvider
+
+    rid = sender.http.post("/api/transcriber/records", files={"file": ("a.wav", speech_wav_bytes(0.5))}).json()["id"]
+    settings = pb.settings.model_copy(deep=True)
+    async with pipeline(settings, steps=default_steps(), provider=InstantProvider()) as pool:
+        async with pool_running(pool):
+            await eventually(lambda: sender.http.get(f"/api/transcriber/records/{rid}").json()["status"] == "done")
+
+    def logged_urls() -> list[str]:
+        items = superuser.http.get("/api/logs", params={"perPage": 500}).json()["items"]
+        return [str(i["data"].get("url", "")) for i in items]
+
+    def downloads() -> list[str]:
+        urls = [u for u in logged_urls() if "/files/" in u]
+        return urls if len(urls) >= 2 else []
+
+    # PocketBase writes its log in batches: wait for both downloads (the original, the raw response)
+    found = await eventually(downloads, within=30)
+    assert all(u.startswith("/api/pipeline/files/") for u in found), found
+    assert not [u for u in logged_urls() if "token" in u.lower()]

@@ -293,3 +293,29 @@ async def test_the_language_shown_is_the_one_most_pieces_found_so_far(storage: I
         await progress.write()
         shown.append(storage.row(rid).language)
     assert shown == ["ru", "ru", "en", "ru", "ru"]  # a tie goes to the first found
+
+
+async def test_normalize_charges_the_decoded_length_and_halts_a_recording_over_the_quota(
+    storage: InMemoryStorage,
+) -> None:
+    """H4: the true length replaces intake's reservation; one that breaks the sender's day halts
+    over_quota before anything is cut or sent."""
+    from testkit.media import wav_bytes
+
+    storage.audio_ms_per_day = 10_000
+    fits = storage.add_record("alice", audio=wav_bytes(6.0))
+    over = storage.add_record("alice", audio=wav_bytes(6.0))
+    elsewhere = storage.add_record("bob", audio=wav_bytes(6.0))
+    async with twin_sidecar(storage, default_steps(), provider=StubProvider()) as pool:
+        for _ in range(3):
+            got = await storage.claim({"uploaded": timedelta(minutes=5)})
+            assert isinstance(got, Claimed)
+            await pool.runner.run(got)
+    assert (storage.row(fits).state, storage.row(fits).quota_ms) == ("normalized", 6000)
+    assert (storage.row(over).halt_code, storage.row(over).state, storage.row(over).quota_ms) == (
+        "over_quota",
+        "uploaded",
+        0,
+    )
+    assert await storage.files_of(over, "normalized") == []
+    assert storage.row(elsewhere).quota_ms == 6000  # another sender's day is their own

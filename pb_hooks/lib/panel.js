@@ -12,7 +12,7 @@ const records = require(`${__hooks}/lib/records.js`);
 const QUEUE_FIELDS = [
   "state", "state_entered_at", "halted_at", "halt_code", "halt_reason", "attempts",
   "claim_token", "claim_expires_at", "paused_until", "available_at", "queue_rev", "language", "progress",
-  "progress_at", "activity", "quota_ms",
+  "progress_at", "activity", "quota_ms", "lease_ended_at",
 ];
 
 // Applies a queue transition of lib/queue.js to the record being saved.

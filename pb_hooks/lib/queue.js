@@ -72,7 +72,7 @@ function stageValues(app) {
 // What a claimer may have back with the claim (the queue fields, never content: ST7).
 const CLAIMED_FIELDS = [
   "id", "owner", "title", "state", "state_entered_at", "halted_at", "halt_code", "attempts", "claim_token",
-  "claim_expires_at", "paused_until", "language_hint", "language", "progress", "progress_at",
+  "claim_expires_at", "paused_until", "language_hint", "language", "progress", "progress_at", "lease_ended_at",
 ];
 
 // The claimed row as one JSON text: SQLite writes every column with its real
@@ -117,7 +117,9 @@ function claimPlan(app, now, leases) {
 // the stage table lives in the sidecar and is sent with every claim.
 function claimOnce(app, plan) {
   const sql =
-    "UPDATE audio_records SET claim_token = {:token}, claim_expires_at = " + plan.leaseCase +
+    // lease_ended_at: the previous claim's lease end (SET reads the row as it was).
+    "UPDATE audio_records SET lease_ended_at = claim_expires_at, claim_token = {:token}, claim_expires_at = " +
+    plan.leaseCase +
     ", available_at = " + plan.leaseCase +
     // A new claim starts with no reported activity: the poll derives it until the step says more.
     ", attempts = attempts + 1, activity = '', updated = {:upd}" +

@@ -82,6 +82,7 @@ class Row:
     progress_at: int = 0
     activity: str = ""  # what the claim's holder reported doing ("": nothing finer than the stage)
     quota_ms: int = 0  # audio charged to the sender's day (H4)
+    lease_ended_at: int = 0
 
     def view(self) -> AudioRecord:
         return AudioRecord.model_validate(self.__dict__)
@@ -211,6 +212,7 @@ class InMemoryStorage:
             later = [r.available_at for r in self.records.values() if r.available_at > now]
             return NoWork(min(later) if later else 0)
         row = min(eligible, key=lambda r: (r.available_at, r.id))
+        row.lease_ended_at = row.claim_expires_at
         row.claim_token = secrets.token_urlsafe(30)
         row.claim_expires_at = row.available_at = now + int(leases[row.state].total_seconds() * 1000)
         row.attempts += 1

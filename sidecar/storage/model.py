@@ -72,6 +72,7 @@ class AudioRecord(BaseModel):
     language: str = ""  # found by recognition
     progress: float = 0.0  # 0..1, how far recognition has come
     progress_at: int = 0  # when it last moved (ms); a step still making progress is not stalled
+    lease_ended_at: int = 0  # when the previous claim's lease ran out (0: handed back): waiting since, not work
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,8 @@ import pytest
 from tests.support.operator import CLI, OWNER, db_row, meeting, served
 from tests.support.waiting import eventually_sync
 
-pytestmark = pytest.mark.slow
+# Two servers, a recognition and a backup one after another: minutes on a busy machine.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
 # A valid Ogg page header, then garbage: intake accepts it, normalize halts it.
 UNDECODABLE = b"OggS\x00\x02" + bytes(range(256)) * 40

@@ -174,7 +174,7 @@ async def test_the_service_accounts_downloads_leave_no_token_in_pocketbases_requ
         return [str(i["data"].get("url", "")) for i in items]
 
     def downloads() -> list[str]:
-        urls = [u for u in logged_urls() if "/files/" in u]
+        urls = [u for u in logged_urls() if u.startswith(("/api/files/", "/api/pipeline/files/"))]
         return urls if len(urls) >= 2 else []
 
     # PocketBase writes its log in batches: wait for both downloads (the original, the raw response)

@@ -48,7 +48,7 @@ from tests.support.operator import (
 )
 from tests.support.waiting import eventually_sync
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]  # real restarts wait out real leases
 
 UNIT = ROOT / "deploy" / "transcriber.service"
 COMPOSE = ROOT / "docker-compose.yml"

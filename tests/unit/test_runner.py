@@ -193,14 +193,54 @@ async def test_stall_watchdog_uses_the_own_or_foreign_limit(
     table = steps(normalize=step, poll=step)
     async with twin_sidecar(storage, table, own_work_limit=3600, foreign_work_limit=7200) as pool:
         await move_to(pool, storage, rid, stage)
+        assert await pool.runner.run(await claim(pool)) is Verdict.POSTPONED  # tried: not ready yet
         clock.advance(hours * 3600)
         verdict = await pool.runner.run(await claim(pool))
     row = storage.row(rid)
     if halted:
-        assert verdict is Verdict.HALTED and ran == []
+        assert verdict is Verdict.HALTED and ran == [stage]
         assert row.halt_code == "stalled" and f"stalled in {stage}" in row.halt_reason
     else:
-        assert verdict is Verdict.POSTPONED and ran == [stage] and row.halted_at == ""
+        assert verdict is Verdict.POSTPONED and ran == [stage, stage] and row.halted_at == ""
+
+
+@pytest.mark.parametrize("stage", ["uploaded", "submitted"])
+async def test_a_record_that_only_waited_in_the_queue_is_not_stalled(
+    storage: InMemoryStorage, clock: FakeClock, stage: str
+) -> None:
+    """A backlog, or the service down for a day's upgrade: the first claim in a stage runs the step,
+    however long the record waited; nothing had tried and failed to move it."""
+    rid = storage.add_record()
+    ran: list[str] = []
+
+    async def step(ctx: StepContext) -> Outcome:
+        ran.append(ctx.record.state)
+        return Postpone(timedelta(seconds=1))
+
+    async with twin_sidecar(storage, steps(normalize=step, poll=step), own_work_limit=3600) as pool:
+        await move_to(pool, storage, rid, stage)
+        clock.advance(24 * 3600)
+        assert await pool.runner.run(await claim(pool)) is Verdict.POSTPONED
+    assert ran == [stage] and storage.row(rid).halted_at == ""
+
+
+async def test_the_time_after_a_dead_workers_lease_ran_out_is_waiting_not_a_stall(
+    storage: InMemoryStorage, clock: FakeClock
+) -> None:
+    """A worker died in the middle of a step and the service stayed down for a day: the stage's time
+    counts only up to the dead claim's lease end, so the record is tried again, not halted."""
+    rid = storage.add_record()
+    ran: list[str] = []
+
+    async def step(ctx: StepContext) -> Outcome:
+        ran.append(ctx.record.state)
+        return Postpone(timedelta(seconds=1))
+
+    async with twin_sidecar(storage, steps(normalize=step), own_work_limit=3600) as pool:
+        await claim(pool)  # its worker dies: the lease (2 min) runs out unrenewed
+        clock.advance(24 * 3600)
+        assert await pool.runner.run(await claim(pool)) is Verdict.POSTPONED
+    assert ran == ["uploaded"] and storage.row(rid).halted_at == ""
 
 
 async def test_a_hundred_postpones_neither_move_the_stage_clock_nor_defeat_the_watchdog(

@@ -18,19 +18,29 @@ from sidecar.languages import LANGUAGES
 __all__ = ["ANSWER_SCHEMA", "answer_schema", "line_of", "messages_for"]
 
 MAX_TOPICS = 5
+MAX_SENTENCE = 300
+MAX_QUOTE = 200
+MAX_TOPIC = 60
 
 
 def answer_schema(sentences: int) -> dict[str, Any]:
     """The one shape an answer may have: sentences with quotes, topics with quotes."""
+    # Bounded strings: a small model that starts repeating itself inside a string still closes the JSON.
     item = {
         "type": "object",
-        "properties": {"sentence": {"type": "string"}, "quote": {"type": "string"}},
+        "properties": {
+            "sentence": {"type": "string", "maxLength": MAX_SENTENCE},
+            "quote": {"type": "string", "maxLength": MAX_QUOTE},
+        },
         "required": ["sentence", "quote"],
         "additionalProperties": False,
     }
     topic = {
         "type": "object",
-        "properties": {"name": {"type": "string"}, "quote": {"type": "string"}},
+        "properties": {
+            "name": {"type": "string", "maxLength": MAX_TOPIC},
+            "quote": {"type": "string", "maxLength": MAX_QUOTE},
+        },
         "required": ["name", "quote"],
         "additionalProperties": False,
     }

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from sidecar.insights.summarize import Source, summarize
 from sidecar.outcome import Advance, HaltCode, Outcome, PermanentError
+from sidecar.redaction import redact
 from sidecar.steps.base import StepContext
 
 __all__ = ["run"]
@@ -29,9 +30,13 @@ async def run(ctx: StepContext) -> Outcome:
     text = str(data.get("text") or "")
     if not text.strip():
         return Advance("no speech in the transcript: no brief and no topics")
-    segments = [s for s in data.get("segments") or [] if isinstance(s, dict)]
+    # A registered secret said in the recording (finalize stored the transcript without them) never
+    # travels to a model, whatever wrote the transcript since.
+    segments = [
+        {**s, "text": redact(str(s.get("text", "")))} for s in data.get("segments") or [] if isinstance(s, dict)
+    ]
     source = Source(
-        text=text,
+        text=redact(text),
         segments=segments,
         language=str(data.get("language") or ""),
         topics=[str(t) for t in data.get("topics") or []],

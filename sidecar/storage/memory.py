@@ -229,6 +229,12 @@ class InMemoryStorage:
     def row(self, record_id: str) -> Row:
         return self.records[record_id]
 
+    def put_transcript(self, record_id: str, text: str, segments: Any = None, *, language: str = "") -> None:
+        """A finished transcript, as finalize stores it (for tests that start from a done recording)."""
+        self.texts[(record_id, "transcript")] = _Text(text, segments or [])
+        if language:
+            self.records[record_id].language = language
+
     def insights_of(self, record_id: str) -> InsightsRow | None:
         return next((i for i in self.insights.values() if i.record == record_id), None)
 

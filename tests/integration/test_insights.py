@@ -20,7 +20,7 @@ from sidecar.pipeline.pool import WorkerPool
 from sidecar.service import pipeline
 from sidecar.settings import InsightsSettings
 from sidecar.steps import insights
-from sidecar.steps.base import StepContext
+from sidecar.steps.base import Step, StepContext
 from testkit.media import wav_bytes
 from testkit.pocketbase import Caller, PocketBaseServer
 from tests.support.fakes import StubProvider
@@ -46,7 +46,13 @@ async def finalize(ctx: StepContext) -> Outcome:
     return Advance("transcript stored")
 
 
-STEPS = {"normalize": advance, "submit": advance, "poll": advance, "finalize": finalize, "insights": insights.run}
+STEPS: dict[str, Step] = {
+    "normalize": advance,
+    "submit": advance,
+    "poll": advance,
+    "finalize": finalize,
+    "insights": insights.run,
+}
 
 
 def chat_answer(content: str) -> httpx.Response:
@@ -96,8 +102,9 @@ def upload(sender: Caller) -> str:
     return str(resp.json()["id"])
 
 
-def when(row: dict[str, Any], ready: Callable[[dict[str, Any]], bool]) -> dict[str, Any] | None:
-    return row if ready(row) else None
+def when(row: dict[str, Any], ready: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+    """The row once it is ready (an empty dict, which ``eventually`` takes for not yet, before)."""
+    return row if ready(row) else {}
 
 
 def insights_row(su: Caller, rid: str) -> dict[str, Any]:

@@ -149,8 +149,10 @@ class _Run:
         source: Source,
         sentences: int,
         on_progress: Callable[[float], Awaitable[None]] | None,
+        answer_tokens: int = ANSWER_TOKENS,
     ) -> None:
         self.chat = chat
+        self.answer_tokens = answer_tokens
         self.index = Indexed(source.text, source.segments)
         self.language = source.language or detect_language(source.text)
         self.dictionary = rank_dictionary(source.topics, self.index)
@@ -169,7 +171,7 @@ class _Run:
         """One answer parsed; a second request if the first was not the JSON asked for."""
         for again in (False, True):
             self.requests += 1
-            content = await self.chat.complete(messages_of(False, again), self.schema, ANSWER_TOKENS)
+            content = await self.chat.complete(messages_of(False, again), self.schema, self.answer_tokens)
             answer = parse_answer(content)
             if answer is not None:
                 return answer
@@ -189,7 +191,7 @@ class _Run:
 
     async def budget(self) -> int:
         """Tokens the data of one request may take."""
-        return self.chat.context_tokens - ANSWER_TOKENS - OVERHEAD_TOKENS
+        return self.chat.context_tokens - self.answer_tokens - OVERHEAD_TOKENS
 
     async def fit_dictionary(self, budget: int) -> list[str]:
         """The most spoken-of names of the owner's dictionary that fit their share of a request."""
@@ -355,6 +357,7 @@ async def summarize(
     *,
     sentences: int = 5,
     on_progress: Callable[[float], Awaitable[None]] | None = None,
+    answer_tokens: int = ANSWER_TOKENS,
 ) -> Insights:
-    """The grounded brief and the topics of ``source``, asked of ``chat``."""
-    return await _Run(chat, source, sentences, on_progress).run()
+    """The grounded brief and the topics of ``source``, asked of ``chat`` (each answer at most ``answer_tokens``)."""
+    return await _Run(chat, source, sentences, on_progress, answer_tokens).run()

@@ -102,7 +102,7 @@ async def test_a_cancelled_step_leaves_no_engine_running() -> None:
 async def test_a_recordings_step_stops_the_engine_and_lets_it_go_on_after() -> None:
     gate = CpuGate()
     async with engine(gate=gate).open() as chat:
-        child = [p for p in psutil.Process().children() if "llama_child" in " ".join(p.cmdline())][0]
+        child = next(p for p in psutil.Process().children() if "llama_child" in " ".join(p.cmdline()))
         with gate.recording_step():
             assert child.status() == psutil.STATUS_STOPPED
             assert not gate.takes_insights

@@ -88,12 +88,21 @@ async def test_a_long_transcript_goes_in_parts_within_the_context() -> None:
 
 async def test_a_cancelled_step_leaves_no_engine_running() -> None:
     pids: list[int] = []
-    with anyio.move_on_after(3):
+    asking = anyio.Event()
+
+    async def ask() -> None:
         async with engine().open() as chat:
-            pids += [p.pid for p in psutil.Process().children()]
+            pids.extend(p.pid for p in psutil.Process().children())
+            asking.set()
             await chat.complete(
                 messages_for(lines=LINES * 20, dictionary=[], language="en", sentences=5), answer_schema(5), 1024
             )
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(ask)
+        await asking.wait()
+        await anyio.sleep(1)  # the request is being answered
+        tg.cancel_scope.cancel()
     assert pids
     await anyio.sleep(0.2)
     assert not [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]

@@ -125,7 +125,7 @@ $app.rootCmd.addCommand(new Command({
 
 // Erases one sender's data on request: every recording of theirs with its
 // files (originals, normalized pieces, raw results), transcripts, journal and
-// attempts, their topics, and (unless --keep-account) the account; then one
+// attempts, insights, their topics, and (unless --keep-account) the account; then one
 // audit row. Recordings are otherwise never deleted (ST5): this command is the
 // one way, run by the owner on the host (`transcriber sender erase`, which
 // removes the provider-side copies first and asks for confirmation). Raw SQL
@@ -174,7 +174,7 @@ $app.rootCmd.addCommand(new Command({
       }
       $app.runInTransaction((tx) => {
         for (const rid of recordIds) {
-          for (const table of ["record_events", "texts", "files", "recognition_attempts"]) {
+          for (const table of ["record_events", "texts", "files", "recognition_attempts", "insights"]) {
             tx.db().newQuery("DELETE FROM " + table + " WHERE record = {:r}").bind({ r: rid }).execute();
           }
           tx.db().newQuery("DELETE FROM audio_records WHERE id = {:r}").bind({ r: rid }).execute();

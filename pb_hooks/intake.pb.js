@@ -68,7 +68,8 @@ routerAdd(
     const rec = records.findOwned($app, e.request.pathValue("id"), e.auth.id);
     const row = rec && rec.getString("state") === "done" ? records.transcriptOf($app, rec.id) : null;
     if (!row) return respond.fail(e, 404, "not_found", "No finished transcript for this recording.");
-    const out = exports_.render(row, format, rec);
+    const insight = format === "json" ? require(`${__hooks}/lib/insights.js`).view($app, rec, true) : null;
+    const out = exports_.render(row, format, rec, insight);
     e.response.header().set("Content-Type", out.type);
     return e.string(200, out.body);
   },

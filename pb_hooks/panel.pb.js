@@ -62,3 +62,26 @@ onRecordDeleteRequest((e) => {
 onRecordUpdateRequest((e) => {
   throw new BadRequestError("The audit of erasures is kept as written.");
 }, "erasures");
+
+// Insights rows: the owner runs the step again (state → queued), resumes or
+// halts it, or asks for it on an older recording (a new row); the answer
+// itself (quotes, counts) is the step's. Rows are kept with their recording.
+onRecordUpdateRequest((e) => {
+  $app.runInTransaction((tx) => {
+    require(`${__hooks}/lib/panel.js`).mergeInsightsEdit(tx, e.record);
+    e.app = tx;
+    e.next();
+  });
+}, "insights");
+
+onRecordCreateRequest((e) => {
+  $app.runInTransaction((tx) => {
+    require(`${__hooks}/lib/panel.js`).newInsights(tx, e.record);
+    e.app = tx;
+    e.next();
+  });
+}, "insights");
+
+onRecordDeleteRequest((e) => {
+  throw new BadRequestError("Insights rows are kept with their recording. To stop the step, set 'halted_at'.");
+}, "insights");

@@ -9,43 +9,101 @@ routerAdd("POST", "/api/pipeline/claim", (e) => {
   return routes.handle(e, (body) => {
     const now = routes.num(body, "now");
     if (typeof body.leases !== "object" || body.leases === null) throw new queue.Invalid("'leases' must map stages to lease milliseconds");
-    const result = queue.claim($app, now, body.leases);
+    // The insights step's lease, when the caller takes that work too (only when no recording waits).
+    const insightsLease = body.insights_lease === undefined || body.insights_lease === null ? 0 : routes.num(body, "insights_lease");
+    const result = queue.claim($app, now, body.leases, insightsLease);
     // Records the claim could not read were halted on the way (`unclaimable`): the claimer logs and counts them.
     if (result.setAside.length > 0) e.response.header().set("X-Set-Aside", result.setAside.join(","));
     const got = result.claimed;
     // P1: {id, token}; a claimer that asks gets the record's queue fields too (saves a read).
-    if (got) return e.json(200, body.with_record === true ? got : { id: got.id, token: got.token });
-    const next = queue.nextAvailableAt($app, now);
+    if (got) {
+      if (body.with_record === true) return e.json(200, got);
+      return e.json(200, got.queue ? { id: got.id, token: got.token, queue: got.queue } : { id: got.id, token: got.token });
+    }
+    const next = queue.nextAvailableAt($app, now, insightsLease > 0);
     if (next > 0) e.response.header().set("X-Next-Available-At", String(next));
     return e.noContent(204);
   });
 }, $apis.requireAuth("services"));
 
+// The fenced transitions of both queues: a recording's stages (records/…) and its insights (insights/…).
 const FENCED_OPS = ["advance", "postpone", "halt", "fail", "release", "extend", "progress"];
-for (const op of FENCED_OPS) {
-  routerAdd("POST", "/api/pipeline/records/{id}/" + op, (e) => {
-    const routes = require(`${__hooks}/lib/routes.js`);
-    const queue = require(`${__hooks}/lib/queue.js`);
-    const name = e.request.url.path.split("/").pop();
-    const id = e.request.pathValue("id");
-    return routes.handle(e, (body) => {
-      const token = queue.strArg(body, "token", 100);
-      const now = routes.num(body, "now");
-      const text = routes.optStr(body, "text");
-      if (name === "advance") queue.advance($app, id, token, now, queue.strArg(body, "to", 50), text);
-      else if (name === "postpone") queue.postpone($app, id, token, now, routes.num(body, "until"), text);
-      else if (name === "halt") queue.halt($app, id, token, now, queue.strArg(body, "code", 50), queue.strArg(body, "reason", 2000));
-      else if (name === "fail") queue.fail($app, id, token, now, routes.num(body, "retry_at"), text || "step failed");
-      else if (name === "release") queue.release($app, id, token, now);
-      else if (name === "extend") queue.extend($app, id, token, now, routes.num(body, "until"));
-      else if (name === "progress") {
-        queue.progress($app, id, token, now, routes.fraction(body, "progress"),
-          routes.optStr(body, "activity", 50), routes.optStr(body, "language", 10));
-      }
-      return e.json(200, { ok: true });
-    });
-  }, $apis.requireAuth("services"));
+for (const queueName of ["records", "insights"]) {
+  for (const op of FENCED_OPS) {
+    routerAdd("POST", "/api/pipeline/" + queueName + "/{id}/" + op, (e) => {
+      const routes = require(`${__hooks}/lib/routes.js`);
+      const queue = require(`${__hooks}/lib/queue.js`);
+      const parts = e.request.url.path.split("/");
+      const name = parts.pop();
+      const table = parts[parts.length - 2] === "insights" ? "insights" : "audio_records";
+      const id = e.request.pathValue("id");
+      return routes.handle(e, (body) => {
+        const token = queue.strArg(body, "token", 100);
+        const now = routes.num(body, "now");
+        const text = routes.optStr(body, "text");
+        if (name === "advance") queue.advance($app, id, token, now, queue.strArg(body, "to", 50), text, table, body.insights === true);
+        else if (name === "postpone") queue.postpone($app, id, token, now, routes.num(body, "until"), text, table);
+        else if (name === "halt") queue.halt($app, id, token, now, queue.strArg(body, "code", 50), queue.strArg(body, "reason", 2000), table);
+        else if (name === "fail") queue.fail($app, id, token, now, routes.num(body, "retry_at"), text || "step failed", table);
+        else if (name === "release") queue.release($app, id, token, now, table);
+        else if (name === "extend") queue.extend($app, id, token, now, routes.num(body, "until"), table);
+        else if (name === "progress") {
+          queue.progress($app, id, token, now, routes.fraction(body, "progress"),
+            routes.optStr(body, "activity", 50), routes.optStr(body, "language", 10), table);
+        }
+        return e.json(200, { ok: true });
+      });
+    }, $apis.requireAuth("services"));
+  }
 }
+
+// What the insights step reads, under its claim: the recording's transcript
+// and its owner's dictionary of topics. The owner comes from the row, never
+// from the caller: no request can carry another sender's topics.
+routerAdd("POST", "/api/pipeline/insights/{id}/source", (e) => {
+  const routes = require(`${__hooks}/lib/routes.js`);
+  const queue = require(`${__hooks}/lib/queue.js`);
+  const insights = require(`${__hooks}/lib/insights.js`);
+  const id = e.request.pathValue("id");
+  return routes.handle(e, (body) => {
+    const token = queue.strArg(body, "token", 100);
+    const out = queue.underFence($app, id, token, (tx, row) => insights.source(tx, row), "insights");
+    return e.json(200, out);
+  });
+}, $apis.requireAuth("services"));
+
+// The brief (with the quotes that ground it) and the topics, written under the
+// claim in one transaction: new topics join the owner's dictionary, the brief and
+// the topics land on the recording.
+routerAdd("POST", "/api/pipeline/insights/{id}/result", (e) => {
+  const routes = require(`${__hooks}/lib/routes.js`);
+  const queue = require(`${__hooks}/lib/queue.js`);
+  const insights = require(`${__hooks}/lib/insights.js`);
+  const id = e.request.pathValue("id");
+  return routes.handle(e, (body) => {
+    const token = queue.strArg(body, "token", 100);
+    const now = routes.num(body, "now");
+    queue.underFence($app, id, token, (tx, row) => insights.store(tx, row, body, now), "insights");
+    return e.json(200, { ok: true });
+  });
+}, $apis.requireAuth("services"));
+
+// A journal note of the insights step (on its recording's journal).
+routerAdd("POST", "/api/pipeline/insights/{id}/events", (e) => {
+  const routes = require(`${__hooks}/lib/routes.js`);
+  const queue = require(`${__hooks}/lib/queue.js`);
+  const records = require(`${__hooks}/lib/records.js`);
+  const id = e.request.pathValue("id");
+  return routes.handle(e, (body) => {
+    const token = queue.strArg(body, "token", 100);
+    queue.underFence($app, id, token, (tx, row) => {
+      const key = routes.optStr(body, "write_key", 100) || "";
+      if (queue.writtenBefore(tx, "record_events", row.getString("record"), key)) return;
+      records.journal(tx, row.getString("record"), "insights", "note", queue.strArg(body, "text", 5000), "worker", key);
+    }, "insights");
+    return e.json(200, { ok: true });
+  });
+}, $apis.requireAuth("services"));
 
 // A file of the record (normalized audio), attached under the fence. A piece
 // without speech (a silent recording) is a row without a blob: nothing in it

@@ -35,6 +35,7 @@ class HaltCode(StrEnum):
     HALTED_BY_OWNER = "halted_by_owner"
     UNCLAIMABLE = "unclaimable"  # the claim could not read the record's own fields: set aside, the queue moves on
     OVER_QUOTA = "over_quota"  # its decoded length breaks its sender's daily audio quota: halted before recognition
+    UNPARSABLE_ANSWER = "unparsable_answer"  # insights: the language model answered twice with no usable JSON
 
 
 class TranscriberError(Exception):

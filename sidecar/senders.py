@@ -44,6 +44,7 @@ class Holdings:
     attempts: list[dict[str, Any]]
     events: list[dict[str, Any]]
     topics: list[dict[str, Any]]
+    insights: list[dict[str, Any]]
     collection_ids: dict[str, str]
 
     def copies(self) -> list[dict[str, Any]]:
@@ -82,7 +83,8 @@ def read(data_dir: Path, email: str) -> Holdings:
             rows(of.format("recognition_attempts"), uid),
             rows(of.format("record_events"), uid),
             rows("SELECT * FROM topics WHERE owner = ?", uid),
-            {str(r["name"]): str(r["id"]) for r in rows("SELECT id, name FROM _collections")},
+            rows(of.format("insights"), uid),
+            collection_ids={str(r["name"]): str(r["id"]) for r in rows("SELECT id, name FROM _collections")},
         )
         db.execute("COMMIT")
     return holdings
@@ -103,6 +105,7 @@ def export(data_dir: Path, email: str, out: Path) -> tuple[Holdings, int]:
             "recognition_attempts": held.attempts,
             "journal": held.events,
             "topics": held.topics,
+            "insights": held.insights,
         }
         zf.writestr("sender.json", json.dumps(manifest, ensure_ascii=False, indent=1, default=str))
         blobs = [("files", f["id"], f["record"], f["blob"]) for f in held.files if f["blob"]]

@@ -13,6 +13,9 @@ from contextlib import asynccontextmanager
 import anyio
 
 from sidecar.clock import Clock, SystemClock
+from sidecar.insights.engines import make_engine
+from sidecar.insights.gate import CpuGate
+from sidecar.insights.summarize import Engine
 from sidecar.metrics import Metrics
 from sidecar.pipeline.pool import WorkerPool
 from sidecar.pipeline.runner import Runner
@@ -33,9 +36,15 @@ log = logging.getLogger("transcriber")
 
 
 def default_steps() -> dict[str, Step]:
-    from sidecar.steps import finalize, normalize, poll, submit
+    from sidecar.steps import finalize, insights, normalize, poll, submit
 
-    return {"normalize": normalize.run, "submit": submit.run, "poll": poll.run, "finalize": finalize.run}
+    return {
+        "normalize": normalize.run,
+        "submit": submit.run,
+        "poll": poll.run,
+        "finalize": finalize.run,
+        "insights": insights.run,
+    }
 
 
 async def ready_provider(settings: Settings) -> Provider:
@@ -52,6 +61,12 @@ async def ready_provider(settings: Settings) -> Provider:
             await warm()
     except (ModelLoadError, DiarizerUnavailable) as exc:
         raise StartupError(f"[offline] model {settings.offline.model!r}: {exc}") from None
+    if settings.insights.provider == "offline":
+        from sidecar.insights.offline import xllamacpp_missing
+
+        missing = xllamacpp_missing()
+        if missing:
+            raise StartupError(f"[insights] provider = 'offline': {missing}")
     return provider
 
 
@@ -81,7 +96,8 @@ def register_settings_secrets(settings: Settings) -> None:
     # Keys and tokens: any piece of 8 characters is theirs. Passwords: only whole
     # (an owner's password may be made of words, and its pieces be ordinary ones).
     register_secrets(
-        s.get_secret_value() if s else None for s in (sk.api_key, sk.iam_token, os_.secret_access_key, oa.api_key)
+        s.get_secret_value() if s else None
+        for s in (sk.api_key, sk.iam_token, os_.secret_access_key, oa.api_key, settings.insights.api_key)
     )
     register_secrets([os_.access_key_id])
     register_secrets(
@@ -112,6 +128,7 @@ async def pipeline(
     provider: Provider | None = None,
     metrics: Metrics | None = None,
     storage: Storage | None = None,
+    insights: Engine | None = None,
 ) -> AsyncIterator[WorkerPool]:
     """A ready pool (not yet running) and everything it needs; closes them on exit.
 
@@ -131,6 +148,7 @@ async def pipeline(
             cache[name] = make_provider(settings, name)
         return cache[name]
 
+    gate = CpuGate()
     runner = Runner(
         storage=storage,
         table=StageTable(settings.pipeline, steps or default_steps()),
@@ -139,6 +157,8 @@ async def pipeline(
         provider=current,
         provider_for=provider_for,
         metrics=metrics or Metrics(),
+        gate=gate,
+        insights=insights if insights is not None else make_engine(settings.insights, gate, clock),
     )
     try:
         warm = getattr(current, "warm", None)

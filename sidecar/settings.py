@@ -249,6 +249,40 @@ class OpenAISettings(Section):
     timeout: Duration = timedelta(minutes=10)
 
 
+class InsightsSettings(Section):
+    """The optional insights step: a grounded brief and up to five topics of each finished recording.
+
+    Off unless ``provider`` is set. ``offline``: llama.cpp in a process of our own (the insights
+    extra) running ``model``, a GGUF file the owner supplies. ``openai``: any OpenAI-compatible
+    chat-completions server at ``base_url`` (a local Ollama or llama.cpp server keeps it private).
+    """
+
+    provider: Literal["", "offline", "openai"] = ""
+    model: str = ""  # offline: the path of a .gguf file; openai: the server's model name
+    base_url: str = "http://127.0.0.1:11434"  # openai: e.g. Ollama's; "/v1" at the end is fine
+    api_key: OptionalSecret = (
+        None  # openai: from the environment (TRANSCRIBER_INSIGHTS__API_KEY); none for local servers
+    )
+    timeout: Duration = timedelta(minutes=10)  # openai: one request
+    # The model's context in tokens: each request (instructions, data, answer) stays within it.
+    context_tokens: int = Field(default=8192, ge=2048, le=1_048_576)
+    # offline: threads of the engine; 0 = every CPU this process may use (recognition stops it meanwhile).
+    threads: int = Field(default=0, ge=0)
+    sentences: int = Field(default=5, ge=1, le=10)  # the brief's sentences at most
+
+    @model_validator(mode="after")
+    def _model_given(self) -> InsightsSettings:
+        if self.provider and not self.model:
+            raise ValueError(f"[insights] provider = {self.provider!r} needs [insights] model")
+        if self.provider == "offline" and not Path(self.model).expanduser().is_file():
+            raise ValueError(f"[insights] model names no file: {self.model} (a .gguf model file)")
+        return self
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.provider)
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="TRANSCRIBER_",
@@ -268,6 +302,7 @@ class Settings(BaseSettings):
     speechkit: SpeechKitSettings = SpeechKitSettings()
     object_storage: ObjectStorageSettings = ObjectStorageSettings()
     openai: OpenAISettings = OpenAISettings()
+    insights: InsightsSettings = InsightsSettings()
 
     @classmethod
     def settings_customise_sources(

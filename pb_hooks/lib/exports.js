@@ -98,12 +98,15 @@ function toTxt(row, segs) {
 }
 
 // `row` is the transcript (texts); `rec` its recording, for the language found.
-function render(row, format, rec) {
+// `insight` (JSON only): the brief, the quotes that ground it and the topics (lib/insights.js `view`).
+function render(row, format, rec, insight) {
   const segs = segmentsOf(row);
   if (format === "txt") return { type: "text/plain; charset=utf-8", body: toTxt(row, segs) };
   if (format === "json") {
     const language = rec ? rec.getString("language") || null : null;
-    return { type: "application/json", body: JSON.stringify({ text: row.getString("content"), language: language, segments: segs }) };
+    const body = { text: row.getString("content"), language: language, segments: segs };
+    if (insight) Object.assign(body, { brief: insight.brief, quotes: insight.quotes, topics: insight.topics });
+    return { type: "application/json", body: JSON.stringify(body) };
   }
   if (format === "srt") return { type: "application/x-subrip; charset=utf-8", body: toSrt(segs) };
   if (format === "vtt") return { type: "text/vtt; charset=utf-8", body: toVtt(segs) };

@@ -8,6 +8,7 @@
 // since it opened; claims and postpones do not count).
 const queue = require(`${__hooks}/lib/queue.js`);
 const records = require(`${__hooks}/lib/records.js`);
+const insights = require(`${__hooks}/lib/insights.js`);
 
 const QUEUE_FIELDS = [
   "state", "state_entered_at", "halted_at", "halt_code", "halt_reason", "attempts",
@@ -60,6 +61,8 @@ function mergeOwnerEdit(app, rec) {
     reason: rec.getString("halt_reason"),
   };
   for (const f of QUEUE_FIELDS) rec.set(f, stored.get(f));
+  const briefEdited = rec.getString("brief") !== stored.getString("brief") ||
+    JSON.stringify(rec.getStringSlice("topics")) !== JSON.stringify(stored.getStringSlice("topics"));
 
   const wasHalted = stored.getString("halted_at") !== "";
   const stage = stored.getString("state");
@@ -69,7 +72,7 @@ function mergeOwnerEdit(app, rec) {
       "owner changed by the owner of the service from " + stored.getString("owner") + " to " + rec.getString("owner"), "owner");
   }
   if (wanted.rev !== stored.getInt("queue_rev")) {
-    if (wanted.state !== stage || wanted.halted !== wasHalted) {
+    if (wanted.state !== stage || wanted.halted !== wasHalted || briefEdited) {
       // O8: the form was opened before the pipeline last moved the record; saving its
       // stage or halt would undo the pipeline's work. Refused, with the way out.
       throw new BadRequestError(
@@ -88,6 +91,8 @@ function mergeOwnerEdit(app, rec) {
   }
 
   const now = Date.now();
+  // The owner's brief and topics are theirs: the insights step never writes over them.
+  if (briefEdited) insights.ownerEdited(app, rec.id, now);
   if (wanted.state !== stage) {
     apply(rec, queue.fieldsOf(stored, "restart", now, { to: wanted.state }));
     records.journal(app, rec.id, wanted.state, "stage_set", "stage changed by the owner from " + stage + " to " + wanted.state, "owner");
@@ -108,4 +113,65 @@ function mergeOwnerEdit(app, rec) {
   }
 }
 
-module.exports = { mergeOwnerEdit: mergeOwnerEdit, QUEUE_FIELDS: QUEUE_FIELDS };
+// The queue fields of an insights row (the rest is the step's answer: read-only here too).
+const INSIGHTS_KEPT = [
+  "record", "state", "state_entered_at", "halted_at", "halt_code", "halt_reason", "attempts", "claim_token",
+  "claim_expires_at", "paused_until", "available_at", "queue_rev", "progress", "progress_at", "activity", "language",
+  "quotes", "quotes_for", "proposed", "kept", "provider", "model",
+];
+
+// An owner's save of an insights row: setting `state` to queued runs the step
+// again, clearing `halted_at` resumes it, setting it halts it; nothing else is
+// taken from the form. As for recordings, a form opened before the pipeline
+// moved the row is refused.
+function mergeInsightsEdit(app, row) {
+  const stored = app.findRecordById("insights", row.id);
+  const wanted = { rev: row.getInt("queue_rev"), state: row.getString("state"), halted: row.getString("halted_at") !== "", reason: row.getString("halt_reason") };
+  for (const f of INSIGHTS_KEPT) row.set(f, stored.get(f));
+  const recordId = stored.getString("record");
+  const wasHalted = stored.getString("halted_at") !== "";
+  const changes = wanted.state !== stored.getString("state") || wanted.halted !== wasHalted;
+  if (!changes) return;
+  if (wanted.rev !== stored.getInt("queue_rev")) {
+    throw new BadRequestError("This insights row changed since you opened it (it is now '" + stored.getString("state") + "'" +
+      (wasHalted ? ", halted" : "") + "). Nothing was saved: close this form, open it again and redo your change.");
+  }
+  const now = Date.now();
+  if (wanted.state !== stored.getString("state")) {
+    const fields = queue.fieldsOf(stored, "restart", now, { to: wanted.state });
+    for (const f in fields) row.set(f, fields[f]);
+    records.journal(app, recordId, "insights", "stage_set", "insights set to " + wanted.state + " by the owner" +
+      (wanted.state === "queued" ? ": the brief and topics will be made again" : ""), "owner");
+  }
+  if (wasHalted && !wanted.halted) {
+    const fields = queue.fieldsOf(row, "resume", now);
+    for (const f in fields) row.set(f, fields[f]);
+    records.journal(app, recordId, "insights", "resumed", "insights halt cleared by the owner", "owner");
+  } else if (!wasHalted && wanted.halted) {
+    const reason = wanted.reason || "halted by the owner";
+    const fields = queue.fieldsOf(row, "halt", now, { code: "halted_by_owner", reason: reason });
+    for (const f in fields) row.set(f, fields[f]);
+    records.journal(app, recordId, "insights", "halted", "halted_by_owner: " + reason, "owner");
+  }
+}
+
+// The owner asks for insights of a recording that has none (done before they were turned on):
+// a new row, queued now.
+function newInsights(app, row) {
+  const rec = app.findRecordById("audio_records", row.getString("record"));
+  if (rec.getString("state") !== "done") {
+    throw new BadRequestError("Insights are made from a finished transcript: this recording is not done yet.");
+  }
+  const now = Date.now();
+  const fields = {
+    state: "queued", state_entered_at: now, halted_at: "", halt_code: "", halt_reason: "", attempts: 0, claim_token: "",
+    claim_expires_at: 0, paused_until: 0, available_at: now, queue_rev: 0, progress: 0, progress_at: 0, activity: "",
+    language: "", quotes: null, quotes_for: "", proposed: 0, kept: 0, provider: "", model: "",
+  };
+  for (const f in fields) row.set(f, fields[f]);
+  records.journal(app, rec.id, "insights", "stage_set", "insights asked for by the owner", "owner");
+}
+
+module.exports = {
+  mergeOwnerEdit: mergeOwnerEdit, QUEUE_FIELDS: QUEUE_FIELDS, mergeInsightsEdit: mergeInsightsEdit, newInsights: newInsights,
+};

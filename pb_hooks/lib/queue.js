@@ -36,8 +36,8 @@ function createdMs(rec) {
 }
 
 // Puts a just-saved new record in the queue at its creation time (inside the caller's transaction).
-function enqueue(tx, rec) {
-  tx.db().newQuery("UPDATE audio_records SET available_at = {:at} WHERE id = {:id}")
+function enqueue(tx, rec, table) {
+  tx.db().newQuery("UPDATE " + (table === "insights" ? "insights" : "audio_records") + " SET available_at = {:at} WHERE id = {:id}")
     .bind({ id: rec.id, at: createdMs(rec) }).execute();
 }
 
@@ -65,8 +65,22 @@ function strArg(body, name, max) {
   return v.slice(0, max || 5000);
 }
 
-function stageValues(app) {
-  return app.findCachedCollectionByNameOrId("audio_records").fields.getByName("state").values;
+function stageValues(app, table) {
+  return app.findCachedCollectionByNameOrId(table || "audio_records").fields.getByName("state").values;
+}
+
+// The two queues. A recording's stages live on `audio_records`; the optional
+// insights step (brief and topics of a finished recording) on `insights`, one
+// row per recording, with the same queue fields and the same transitions. A
+// journal row is always the recording's: `journal(rec)` gives [recording id, stage].
+const QUEUES = {
+  audio_records: { journal: (rec) => [rec.id, rec.getString("state")] },
+  insights: { journal: (rec) => [rec.getString("record"), "insights"] },
+};
+
+function queueOf(table) {
+  if (!QUEUES[table]) throw new Invalid("no queue '" + table + "'");
+  return QUEUES[table];
 }
 
 // What a claimer may have back with the claim (the queue fields, never content: ST7).
@@ -137,6 +151,61 @@ function claimOnce(app, plan) {
   return { id: record.id, token: record.claim_token, record: record };
 }
 
+// What an insights claimer has back: the row's queue fields and, from its
+// recording, the owner, title and language (never the transcript: ST7).
+const INSIGHTS_FIELDS = [
+  "id", "state", "state_entered_at", "halted_at", "halt_code", "attempts", "claim_token", "claim_expires_at",
+  "paused_until", "progress", "progress_at",
+];
+const OF_RECORDING = ["owner", "title", "language"];
+const INSIGHTS_JSON = "json_object('recording', record, " +
+  INSIGHTS_FIELDS.map((f) => "'" + f + "', " + f).join(", ") + ", " +
+  OF_RECORDING.map((f) => "'" + f + "', (SELECT a." + f + " FROM audio_records a WHERE a.id = insights.record)").join(", ") + ")";
+
+// The next insights row to work on, claimed like a recording (one statement,
+// its own index): only ever after every claimable recording (see `claim`).
+function claimInsights(app, now, lease) {
+  if (!(lease > 0 && lease <= MAX_LEASE)) throw new Invalid("'insights_lease' must be from 1 to " + MAX_LEASE + " ms");
+  const sql =
+    "UPDATE insights SET claim_token = {:token}, claim_expires_at = {:now} + {:lease}, available_at = {:now} + {:lease}" +
+    ", attempts = attempts + 1, activity = '', updated = {:upd}" +
+    " WHERE id = (SELECT id FROM insights INDEXED BY idx_insights_claim" +
+    " WHERE available_at > 0 AND available_at <= {:now} AND halted_at = '' AND paused_until <= {:now}" +
+    " AND claim_expires_at <= {:now} AND state = 'queued' ORDER BY available_at, id LIMIT 1)" +
+    " RETURNING " + INSIGHTS_JSON + " AS row";
+  const rows = arrayOf(new DynamicModel({ row: "" }));
+  app.runInTransaction((tx) => {
+    tx.db().newQuery(sql).bind({ now: now, lease: Math.floor(lease), upd: dbTime(now), token: $security.randomString(40) }).all(rows);
+  });
+  if (rows.length === 0) return null;
+  const record = JSON.parse(rows[0].row);
+  return { id: record.id, token: record.claim_token, queue: "insights", record: record };
+}
+
+// A recording just done gets its insights row queued (or queued again: the
+// owner had it recognized anew), inside the caller's transaction.
+function queueInsights(tx, recordId, now) {
+  const found = tx.findRecordsByFilter("insights", "record = {:id}", "", 1, 0, { id: recordId });
+  if (found.length > 0) {
+    const row = found[0];
+    const fields = fieldsOf(row, "restart", now, { to: "queued" });
+    for (const f in fields) row.set(f, fields[f]);
+    row.set("halted_at", "");
+    row.set("halt_code", "");
+    row.set("halt_reason", "");
+    row.set("available_at", createdMs(row));
+    tx.save(row);
+    return row;
+  }
+  const row = new Record(tx.findCollectionByNameOrId("insights"));
+  row.set("record", recordId);
+  row.set("state", "queued");
+  row.set("state_entered_at", now);
+  tx.save(row);
+  enqueue(tx, row, "insights");
+  return row;
+}
+
 // The halt code of a record the claim could not read (see setAside).
 const UNCLAIMABLE = "unclaimable";
 // At most this many records are set aside by one claim request.
@@ -146,12 +215,15 @@ const MAX_SET_ASIDE = 5;
 // record aside (halted, the error in its journal) and claims the next, so
 // the queue behind it keeps moving. Returns the claim (or null) and the ids
 // set aside; an error that is not one record's stays the caller's error.
-function claim(app, now, leases) {
+//
+// `insightsLease` (ms, or 0): the caller also takes insights work, but only
+// when no recording is claimable: the optional step never delays a transcript.
+function claim(app, now, leases, insightsLease) {
   const plan = claimPlan(app, now, leases);
   const setAside = [];
   for (;;) {
     try {
-      const got = claimOnce(app, plan);
+      const got = claimOnce(app, plan) || (insightsLease ? claimInsights(app, now, insightsLease) : null);
       return { claimed: got, setAside: setAside };
     } catch (err) {
       if (err instanceof Invalid || setAside.length >= MAX_SET_ASIDE) throw err;
@@ -198,10 +270,13 @@ function setAsideRecord(app, id, now, error) {
 }
 
 // When the next record becomes claimable (ms), or 0 if none is waiting.
-function nextAvailableAt(app, now) {
+// `insights`: the caller takes insights work too, so their rows count.
+function nextAvailableAt(app, now, insights) {
   const row = new DynamicModel({ next: 0 });
+  const of = (table) => "SELECT available_at FROM " + table + " WHERE available_at > {:now}";
   app.db()
-    .newQuery("SELECT COALESCE(MIN(available_at), 0) AS next FROM audio_records WHERE available_at > {:now}")
+    .newQuery("SELECT COALESCE(MIN(available_at), 0) AS next FROM (" + of("audio_records") +
+      (insights ? " UNION ALL " + of("insights") : "") + ")")
     .bind({ now: now })
     .one(row);
   return row.next;
@@ -264,12 +339,12 @@ function fieldsOf(rec, transition, now, args) {
 
 // Checks the fence inside one transaction, then `work(tx, rec)` (attachments,
 // transitions). Throws Fenced when the claim is no longer the caller's.
-function underFence(app, id, token, work) {
+function underFence(app, id, token, work, table) {
   let out = null;
   app.runInTransaction((tx) => {
     let rec;
     try {
-      rec = tx.findRecordById("audio_records", id);
+      rec = tx.findRecordById(table || "audio_records", id);
     } catch (_) {
       throw new Fenced("no such record");
     }
@@ -281,7 +356,8 @@ function underFence(app, id, token, work) {
 
 // A fenced transition: its fields written where the token still matches, then
 // `after(tx, rec)` in the same transaction.
-function fenced(app, id, token, now, transition, args, after) {
+function fenced(app, id, token, now, transition, args, after, table) {
+  table = table || "audio_records";
   underFence(app, id, token, (tx, rec) => {
     const fields = fieldsOf(rec, transition, now, args);
     const params = { id: id, token: token, upd: dbTime(now) };
@@ -291,11 +367,11 @@ function fenced(app, id, token, now, transition, args, after) {
       sets.push(f + " = {:v_" + f + "}");
     }
     tx.db()
-      .newQuery("UPDATE audio_records SET " + sets.join(", ") + ", updated = {:upd} WHERE id = {:id} AND claim_token = {:token}")
+      .newQuery("UPDATE " + table + " SET " + sets.join(", ") + ", updated = {:upd} WHERE id = {:id} AND claim_token = {:token}")
       .bind(params)
       .execute();
-    if (after) after(tx, tx.findRecordById("audio_records", id));
-  });
+    if (after) after(tx, tx.findRecordById(table, id));
+  }, table);
 }
 
 // O4: the row a repeated write made the first time (same record, same key), or null.
@@ -305,43 +381,66 @@ function writtenBefore(tx, collection, recordId, key) {
   return rows.length > 0 ? rows[0] : null;
 }
 
-function advance(app, id, token, now, to, text) {
-  if (stageValues(app).indexOf(to) < 0) throw new Invalid("unknown stage '" + to + "'");
-  fenced(app, id, token, now, "enter", { to: to },
-    (tx) => records.journal(tx, id, to, "stage_entered", text || "entered " + to, "worker"));
+// The journal row of a queue's row (always its recording's journal).
+function journalFor(tx, table, rec, kind, text) {
+  const where = queueOf(table).journal(rec);
+  records.journal(tx, where[0], where[1], kind, text, "worker");
 }
 
-function postpone(app, id, token, now, until, text) {
+// `insights`: a recording entering its terminal stage gets its insights queued (the caller has them on).
+function advance(app, id, token, now, to, text, table, insights) {
+  table = table || "audio_records";
+  queueOf(table);
+  if (stageValues(app, table).indexOf(to) < 0) throw new Invalid("unknown stage '" + to + "'");
+  fenced(app, id, token, now, "enter", { to: to }, (tx, rec) => {
+    if (table === "insights") {
+      journalFor(tx, table, rec, "stage_entered", text || "insights done");
+      return;
+    }
+    records.journal(tx, id, to, "stage_entered", text || "entered " + to, "worker");
+    if (insights === true && isTerminal(to)) {
+      queueInsights(tx, id, now);
+      records.journal(tx, id, to, "note", "brief and topics queued (the insights step)", "worker");
+    }
+  }, table);
+}
+
+function postpone(app, id, token, now, until, text, table) {
   if (until <= now) throw new Invalid("'until' must be later than 'now'");
   fenced(app, id, token, now, "pause", { until: until },
-    (tx, rec) => records.journal(tx, id, rec.getString("state"), "postponed", text || "postponed", "worker"));
+    (tx, rec) => journalFor(tx, table || "audio_records", rec, "postponed", text || "postponed"), table);
 }
 
-function halt(app, id, token, now, code, reason) {
-  const codes = app.findCachedCollectionByNameOrId("audio_records").fields.getByName("halt_code").values;
+function halt(app, id, token, now, code, reason, table) {
+  const codes = app.findCachedCollectionByNameOrId(table || "audio_records").fields.getByName("halt_code").values;
   if (codes.indexOf(code) < 0) throw new Invalid("unknown halt code '" + code + "'");
   fenced(app, id, token, now, "halt", { code: code, reason: reason },
-    (tx, rec) => records.journal(tx, id, rec.getString("state"), "halted", code + ": " + reason, "worker"));
+    (tx, rec) => journalFor(tx, table || "audio_records", rec, "halted", code + ": " + reason), table);
 }
 
-function fail(app, id, token, now, retryAt, text) {
+function fail(app, id, token, now, retryAt, text, table) {
   fenced(app, id, token, now, "retry", { at: retryAt },
-    (tx, rec) => records.journal(tx, id, rec.getString("state"), "step_failed", text, "worker"));
+    (tx, rec) => journalFor(tx, table || "audio_records", rec, "step_failed", text), table);
 }
 
-function release(app, id, token, now) {
+function release(app, id, token, now, table) {
   fenced(app, id, token, now, "release", {},
-    (tx, rec) => records.journal(tx, id, rec.getString("state"), "released", "released on shutdown; attempt not counted", "worker"));
+    (tx, rec) => journalFor(tx, table || "audio_records", rec, "released", "released on shutdown; attempt not counted"), table);
 }
 
-function extend(app, id, token, now, until) {
+function extend(app, id, token, now, until, table) {
   if (until <= now) throw new Invalid("'until' must be later than 'now'");
-  fenced(app, id, token, now, "extend", { until: until }, null);
+  fenced(app, id, token, now, "extend", { until: until }, null, table);
 }
 
 // `activity` (or null): one of the schema's activities that describe work; anything else is refused.
 // `language` (or null): kept only when it is a code of the schema's list, as the texts route does.
-function progress(app, id, token, now, value, activity, language) {
+// An insights row keeps its progress alone.
+function progress(app, id, token, now, value, activity, language, table) {
+  if (table === "insights") {
+    fenced(app, id, token, now, "progress", { progress: value, activity: null, language: null }, null, table);
+    return;
+  }
   if (activity !== null && (records.activities(app).indexOf(activity) < 0 || records.DERIVED_ONLY.indexOf(activity) >= 0)) {
     throw new Invalid("'activity' must be one of " +
       records.activities(app).filter((v) => records.DERIVED_ONLY.indexOf(v) < 0).join(", "));
@@ -353,5 +452,5 @@ function progress(app, id, token, now, value, activity, language) {
 module.exports = {
   Fenced: Fenced, Invalid: Invalid, TERMINAL_STAGES: TERMINAL_STAGES, isTerminal: isTerminal, dbTime: dbTime,
   intArg: intArg, strArg: strArg, claim: claim, enqueue: enqueue, nextAvailableAt: nextAvailableAt, underFence: underFence,
-  fieldsOf: fieldsOf, writtenBefore: writtenBefore, advance: advance, postpone: postpone, halt: halt, fail: fail, release: release, extend: extend, progress: progress,
+  fieldsOf: fieldsOf, writtenBefore: writtenBefore, queueInsights: queueInsights, advance: advance, postpone: postpone, halt: halt, fail: fail, release: release, extend: extend, progress: progress,
 };

@@ -39,7 +39,17 @@ function activityOf(rec, now) {
   return "queued";
 }
 
-// I2 (and, without `text`, each item of the list, O12).
+// The topic names of a recording, in its order.
+function topicNames(app, rec) {
+  const ids = rec.getStringSlice("topics");
+  if (ids.length === 0) return [];
+  const byId = {};
+  for (const t of app.findRecordsByIds("topics", ids)) byId[t.id] = t.getString("name");
+  return ids.filter((id) => byId[id] !== undefined).map((id) => byId[id]);
+}
+
+// I2 (and, without `text`, each item of the list, O12). `brief` and `topics`
+// (names) once the insights step (or the owner) wrote them: null and [] before.
 function pollBody(app, rec, withText) {
   const done = rec.getString("state") === "done";
   const halted = rec.getString("halted_at") !== "";
@@ -60,6 +70,8 @@ function pollBody(app, rec, withText) {
     created: respond.iso(rec.getString("created")),
     updated: respond.iso(rec.getString("updated")),
     progress: progressOf(rec),
+    brief: rec.getString("brief") || null,
+    topics: topicNames(app, rec),
     text: text,
   };
   if (withText === false) delete body.text;
@@ -95,5 +107,5 @@ function languages(app) {
 
 module.exports = {
   pollBody: pollBody, findOwned: findOwned, journal: journal, transcriptOf: transcriptOf, languages: languages,
-  activities: activities, activityOf: activityOf, DERIVED_ONLY: DERIVED_ONLY,
+  activities: activities, activityOf: activityOf, DERIVED_ONLY: DERIVED_ONLY, topicNames: topicNames,
 };

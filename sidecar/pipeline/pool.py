@@ -155,7 +155,13 @@ class WorkerPool:
         while not self._stopping:
             woken = self.waker.ticket()
             try:
-                got = await self.runner.storage.claim(self.runner.table.leases())
+                leases, insights = self.runner.table.leases(), self.runner.insights_lease()
+                # Insights work only when this process may take it (a recording's step runs: not now).
+                got = await (
+                    self.runner.storage.claim(leases)
+                    if insights is None
+                    else self.runner.storage.claim(leases, insights)
+                )
             except StorageUnavailable as exc:
                 self.outage.failed(exc)
                 await clock.sleep(backoff)

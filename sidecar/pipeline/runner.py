@@ -10,17 +10,21 @@ record now (P5). Each run reports one ``Verdict``.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import shutil
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 
 import anyio
 
 from sidecar.clock import Clock, run_with_deadline
+from sidecar.insights.gate import CpuGate
+from sidecar.insights.summarize import Engine
 from sidecar.logs import log_context
 from sidecar.metrics import Metrics
 from sidecar.outcome import (
@@ -33,7 +37,7 @@ from sidecar.outcome import (
     RetryableError,
     Verdict,
 )
-from sidecar.pipeline.stages import Stage, StageTable
+from sidecar.pipeline.stages import Stage, StageTable, Work
 from sidecar.providers.base import Provider
 from sidecar.redaction import redact
 from sidecar.settings import Settings
@@ -72,15 +76,26 @@ class Runner:
     provider: Provider
     provider_for: Callable[[str], Provider]
     metrics: Metrics
+    # The CPUs this process shares between recognition and the offline insights engine.
+    gate: CpuGate = field(default_factory=CpuGate)
+    # The insights step's engine (None: insights are off: nothing is queued or claimed for them).
+    insights: Engine | None = None
+
+    def insights_lease(self) -> timedelta | None:
+        """The insights step's lease when this process may take that work now, else None."""
+        return self.table.insights.lease if self.insights is not None and self.gate.takes_insights else None
 
     async def run(self, claimed: Claimed) -> Verdict:
         """Runs the claimed record's step and settles what it ended in."""
         record = claimed.record
-        stage = self.table[record.state]
+        stage = self.table.stage_for(claimed)
         started = self.clock.now_ms()
         verdict = Verdict.FENCED_OUT
         with log_context(
-            record=record.id, stage=record.state, claim=claimed.claim.token[:8], provider=self.provider.name
+            record=record.recording or record.id,
+            stage=stage.name,
+            claim=claimed.claim.token[:8],
+            provider=self.insights.name if stage is self.table.insights and self.insights else self.provider.name,
         ):
             try:
                 verdict = await self._guarded(claimed, stage)
@@ -99,7 +114,7 @@ class Runner:
                     await self._release(claimed)
                 raise
             finally:
-                self.metrics.step_finished(record.state, verdict)
+                self.metrics.step_finished(stage.name, verdict)
                 self._log_run(record, stage, verdict, (self.clock.now_ms() - started) / 1000)
         return verdict
 
@@ -146,21 +161,36 @@ class Runner:
         workdir = Path(tempfile.mkdtemp(prefix=f"transcriber-{record.id}-"))
         session = ClaimSession(self.storage, claimed.claim, record)
         ctx = StepContext(
-            session, self.provider, self.provider_for, self.settings, self.clock, workdir, self.metrics.audio_sent
+            session,
+            self.provider,
+            self.provider_for,
+            self.settings,
+            self.clock,
+            workdir,
+            self.metrics.audio_sent,
+            self.insights,
         )
         step = self.table.step_of(stage)
         outcome: Outcome | None = None
         error: Exception | None = None
+        cpus: AbstractContextManager[None]
+        if stage is self.table.insights:
+            cpus = self.gate.insights_step()
+        elif stage.work is Work.OWN:
+            cpus = self.gate.recording_step()  # an offline insights engine stops meanwhile
+        else:
+            cpus = contextlib.nullcontext()
         try:
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(self._keep_lease, claimed, stage)
-                try:
-                    timeout = self.settings.pipeline.step_timeout.total_seconds()
-                    outcome = await run_with_deadline(self.clock, timeout, lambda: step(ctx))
-                except Exception as exc:  # classified below, outside the task group
-                    error = exc
-                finally:
-                    tg.cancel_scope.cancel()
+            with cpus:
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(self._keep_lease, claimed, stage)
+                    try:
+                        timeout = self.settings.pipeline.step_timeout.total_seconds()
+                        outcome = await run_with_deadline(self.clock, timeout, lambda: step(ctx))
+                    except Exception as exc:  # classified below, outside the task group
+                        error = exc
+                    finally:
+                        tg.cancel_scope.cancel()
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
         if isinstance(error, FencedOut):
@@ -170,7 +200,9 @@ class Runner:
         assert outcome is not None
         if isinstance(outcome, Advance):
             assert stage.next is not None
-            return Enter(stage.next, redact(outcome.note or f"{stage.step} done"))
+            # A recording whose transcript is done gets its insights queued, when they are on.
+            follow = self.insights is not None and stage is not self.table.insights and stage.next == "done"
+            return Enter(stage.next, redact(outcome.note or f"{stage.step} done"), insights=follow)
         delay = outcome.delay or self.settings.pipeline.poll_delay
         return Pause(self.clock.now_ms() + max(_ms(delay), 1), redact(outcome.note))
 
@@ -213,7 +245,7 @@ class Runner:
         """Hands an unrun claim back, its attempt not counted (a stop that landed while it was claimed)."""
         with anyio.CancelScope(shield=True):
             await self._release(claimed)
-        self.metrics.step_finished(claimed.record.state, Verdict.RELEASED)
+        self.metrics.step_finished(self.table.stage_for(claimed).name, Verdict.RELEASED)
 
     async def _release(self, claimed: Claimed) -> None:
         try:

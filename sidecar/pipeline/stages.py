@@ -16,6 +16,8 @@ from enum import Enum
 
 from sidecar.settings import PipelineSettings
 from sidecar.steps.base import Step
+from sidecar.storage.model import INSIGHTS as INSIGHTS_QUEUE
+from sidecar.storage.model import Claimed
 
 
 class Work(Enum):
@@ -46,10 +48,14 @@ STAGES: tuple[Stage, ...] = (
     Stage("done", None, None, timedelta(0), None),
 )
 
+# The optional step after the transcript (its own queue: an `insights` row per finished recording,
+# claimed only when no recording waits). Own work, with the same watchdogs.
+INSIGHTS = Stage("insights", "insights", Work.OWN, LEASE, "done")
+
 
 def declare(p: PipelineSettings) -> tuple[Stage, ...]:
     """The stage table with the configured leases; a lease for a stage without a step is refused."""
-    claimable = {s.name for s in STAGES if s.step is not None}
+    claimable = {s.name for s in STAGES if s.step is not None} | {INSIGHTS.name}
     unknown = sorted(set(p.leases) - claimable)
     if unknown:
         raise ValueError(
@@ -64,6 +70,7 @@ class StageTable:
     def __init__(self, settings: PipelineSettings, steps: Mapping[str, Step]) -> None:
         self.settings = settings
         self.stages = {s.name: s for s in declare(settings)}
+        self.insights = replace(INSIGHTS, lease=settings.leases.get(INSIGHTS.name, INSIGHTS.lease))
         missing = [s.step for s in self.stages.values() if s.step is not None and s.step not in steps]
         if missing:
             raise ValueError(f"no implementation for steps: {', '.join(missing)}")
@@ -72,12 +79,20 @@ class StageTable:
     def __getitem__(self, name: str) -> Stage:
         return self.stages[name]
 
+    def stage_for(self, claimed: Claimed) -> Stage:
+        """The stage a claim is in: the record's, or the insights step for a claim of that queue."""
+        if claimed.claim.queue == INSIGHTS_QUEUE:
+            return self.insights
+        return self.stages[claimed.record.state]
+
     def leases(self) -> dict[str, timedelta]:
         """What the claim may hand out: every stage with a step, and its lease."""
         return {s.name: s.lease for s in self.stages.values() if s.step is not None}
 
     def step_of(self, stage: Stage) -> Step:
         assert stage.step is not None
+        if stage.step not in self._steps:
+            raise ValueError(f"no implementation for step {stage.step}")
         return self._steps[stage.step]
 
     def time_limit(self, stage: Stage) -> timedelta:

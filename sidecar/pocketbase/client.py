@@ -22,6 +22,7 @@ from sidecar.clock import Clock, SystemClock
 from sidecar.pocketbase import realtime
 from sidecar.storage.errors import AuthFailed, FencedOut, LoginRateLimited, StorageError, StorageUnavailable
 from sidecar.storage.model import (
+    RECORDS,
     AttemptChange,
     AttemptRow,
     AudioRecord,
@@ -158,30 +159,47 @@ class PocketBaseClient:
 
     # -- the queue ------------------------------------------------------------------
 
-    async def claim(self, leases: Mapping[str, timedelta]) -> Claimed | NoWork:
-        body = {
+    async def claim(self, leases: Mapping[str, timedelta], insights_lease: timedelta | None = None) -> Claimed | NoWork:
+        body: dict[str, Any] = {
             "now": self.clock.now_ms(),
             "leases": {stage: int(lease.total_seconds() * 1000) for stage, lease in leases.items()},
             # The record's queue fields come back with the claim: the runner needs
             # them at once, and a second request would cost a round trip per claim.
             "with_record": True,
         }
+        if insights_lease is not None:
+            body["insights_lease"] = int(insights_lease.total_seconds() * 1000)
         resp = await self.request("POST", "/api/pipeline/claim", json=body)
         set_aside = tuple(i for i in resp.headers.get("X-Set-Aside", "").split(",") if i)
         if resp.status_code == 204:
             return NoWork(int(resp.headers.get("X-Next-Available-At", "0") or 0), set_aside)
         data = resp.json()
-        claim = Claim(id=str(data["id"]), token=str(data["token"]))
+        claim = Claim(id=str(data["id"]), token=str(data["token"]), queue=str(data.get("queue") or RECORDS))
         return Claimed(claim, AudioRecord.model_validate(data["record"]), set_aside)
 
     @_ride_out_restart
     async def settle(self, claim: Claim, change: Transition) -> None:
         body = {"token": claim.token, "now": self.clock.now_ms(), **change.body()}
-        await self.request("POST", f"/api/pipeline/records/{claim.id}/{change.op}", json=body)
+        await self.request("POST", f"/api/pipeline/{claim.queue}/{claim.id}/{change.op}", json=body)
 
     async def note(self, claim: Claim, text: str) -> None:
         body = {"token": claim.token, "kind": "note", "text": text, "write_key": _write_key()}
-        await self._write("POST", f"/api/pipeline/records/{claim.id}/events", json=body)
+        await self._write("POST", f"/api/pipeline/{claim.queue}/{claim.id}/events", json=body)
+
+    @_ride_out_restart
+    async def insights_source(self, claim: Claim) -> dict[str, Any]:
+        resp = await self.request(
+            "POST",
+            f"/api/pipeline/insights/{claim.id}/source",
+            json={"token": claim.token},
+            timeout_s=self._upload_timeout,
+        )
+        data = resp.json()
+        return data if isinstance(data, dict) else {}
+
+    async def store_insights(self, claim: Claim, result: dict[str, Any]) -> None:
+        body = {"token": claim.token, "now": self.clock.now_ms(), **result}
+        await self._write("POST", f"/api/pipeline/insights/{claim.id}/result", json=body)
 
     # -- reads ------------------------------------------------------------------
 

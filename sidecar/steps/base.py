@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sidecar.clock import Clock
+from sidecar.insights.summarize import Engine
 from sidecar.outcome import Outcome
 from sidecar.providers.base import Provider
 from sidecar.settings import Settings
@@ -24,6 +25,8 @@ class StepContext:
     workdir: Path  # private scratch space, removed after the step
     # Usage: seconds of audio a provider accepted to recognize (the metrics count them by provider).
     audio_sent: Callable[[str, float], None] = field(default=lambda provider, seconds: None)
+    # The insights step's engine (None: insights are off).
+    insights: Engine | None = None
 
     @property
     def record(self) -> AudioRecord:

@@ -30,6 +30,7 @@ from sidecar.languages import LANGUAGES
 from sidecar.outcome import HaltCode
 from sidecar.storage.errors import FencedOut, StorageError
 from sidecar.storage.model import (
+    INSIGHTS,
     AttemptChange,
     AttemptRow,
     AttemptStatus,
@@ -44,7 +45,7 @@ from sidecar.storage.model import (
 )
 from sidecar.storage.transitions import Enter, Extend, Halt, Pause, Progress, Release, Retry, Transition
 
-__all__ = ["Event", "InMemoryStorage", "Row"]
+__all__ = ["Event", "InMemoryStorage", "InsightsRow", "Row"]
 
 _ALPHABET = string.ascii_lowercase + string.digits
 
@@ -83,9 +84,56 @@ class Row:
     activity: str = ""  # what the claim's holder reported doing ("": nothing finer than the stage)
     quota_ms: int = 0  # audio charged to the sender's day (H4)
     lease_ended_at: int = 0
+    brief: str = ""
+    topics: list[str] = field(default_factory=list)  # names (PocketBase keeps ids of the owner's dictionary)
 
     def view(self) -> AudioRecord:
         return AudioRecord.model_validate(self.__dict__)
+
+
+@dataclass
+class InsightsRow:
+    """A recording's insights: the same queue fields, and the answer's trace."""
+
+    id: str
+    record: str
+    created_ms: int
+    state: str = "queued"
+    state_entered_at: int = 0
+    halted_at: str = ""
+    halt_code: str = ""
+    halt_reason: str = ""
+    attempts: int = 0
+    claim_token: str = ""
+    claim_expires_at: int = 0
+    paused_until: int = 0
+    available_at: int = 0
+    queue_rev: int = 0
+    progress: float = 0.0
+    progress_at: int = 0
+    activity: str = ""
+    quotes: list[dict[str, Any]] = field(default_factory=list)
+    quotes_for: str = ""
+    language: str = ""
+    provider: str = ""
+    model: str = ""
+    proposed: int = 0
+    kept: int = 0
+
+    def view(self, recording: Row) -> AudioRecord:
+        fields = {k: v for k, v in self.__dict__.items() if k != "record"}
+        return AudioRecord.model_validate(
+            {
+                **fields,
+                "recording": self.record,
+                "owner": recording.owner,
+                "title": recording.title,
+                "language": recording.language,
+            }
+        )
+
+
+INSIGHTS_STATES = ("queued", "done")
 
 
 @dataclass(frozen=True)
@@ -124,6 +172,9 @@ class InMemoryStorage:
     texts: dict[tuple[str, str], _Text] = field(default_factory=dict)
     calls: list[str] = field(default_factory=list)  # every call by name, for tests that count round trips
     audio_ms_per_day: int = 0  # the senders' daily audio quota (H4), 0: none
+    insights: dict[str, InsightsRow] = field(default_factory=dict)
+    dictionaries: dict[str, list[str]] = field(default_factory=dict)  # owner → topic names
+    sources_read: list[str] = field(default_factory=list)  # owners whose dictionary an insights step read
     _files: dict[str, tuple[FileRow, bytes]] = field(default_factory=dict)
     _attempts: dict[str, _Attempt] = field(default_factory=dict)
     _order: int = 0
@@ -179,6 +230,48 @@ class InMemoryStorage:
     def row(self, record_id: str) -> Row:
         return self.records[record_id]
 
+    def put_transcript(self, record_id: str, text: str, segments: Any = None, *, language: str = "") -> None:
+        """A finished transcript, as finalize stores it (for tests that start from a done recording)."""
+        self.texts[(record_id, "transcript")] = _Text(text, segments or [])
+        if language:
+            self.records[record_id].language = language
+
+    def insights_of(self, record_id: str) -> InsightsRow | None:
+        return next((i for i in self.insights.values() if i.record == record_id), None)
+
+    def owner_edit_brief(self, record_id: str, brief: str, topics: list[str] | None = None) -> None:
+        """The owner edits the brief (or topics) in the panel: a queued insights row ends, its claim gone."""
+        row = self.records[record_id]
+        row.brief = brief
+        if topics is not None:
+            row.topics = list(topics)
+        ins = self.insights_of(record_id)
+        if ins is not None and ins.state == "queued":
+            ins.state, ins.state_entered_at, ins.available_at = "done", self.clock.now_ms(), 0
+            self._release(ins)
+            ins.queue_rev += 1
+            self._journal(ins, "note", "the brief or the topics were edited by the owner", "owner")
+        self._changed_now()
+
+    def owner_queue_insights(self, record_id: str) -> None:
+        """The owner runs the step again (or for a recording done before it was on)."""
+        self._queue_insights(self.records[record_id])
+        self._changed_now()
+
+    def _queue_insights(self, row: Row) -> InsightsRow:
+        now = self.clock.now_ms()
+        ins = self.insights_of(row.id)
+        if ins is None:
+            ins = InsightsRow(id=_id(), record=row.id, created_ms=now)
+            self.insights[ins.id] = ins
+        ins.state, ins.state_entered_at, ins.attempts, ins.paused_until = "queued", now, 0, 0
+        ins.halted_at = ins.halt_code = ins.halt_reason = ""
+        self._release(ins)
+        ins.progress = 0.0
+        ins.queue_rev += 1
+        ins.available_at = ins.created_ms
+        return ins
+
     def journal_of(self, record_id: str) -> list[Event]:
         return [e for e in self.events if e.record == record_id]
 
@@ -190,7 +283,7 @@ class InMemoryStorage:
     async def aclose(self) -> None:
         return None
 
-    async def claim(self, leases: Mapping[str, timedelta]) -> Claimed | NoWork:
+    async def claim(self, leases: Mapping[str, timedelta], insights_lease: timedelta | None = None) -> Claimed | NoWork:
         await anyio.lowlevel.checkpoint()
         self.calls.append("claim")
         now = self.clock.now_ms()
@@ -209,7 +302,13 @@ class InMemoryStorage:
             and r.state in leases
         ]
         if not eligible:
+            if insights_lease is not None:
+                got = self._claim_insights(now, insights_lease)
+                if got is not None:
+                    return got
             later = [r.available_at for r in self.records.values() if r.available_at > now]
+            if insights_lease is not None:
+                later += [i.available_at for i in self.insights.values() if i.available_at > now]
             return NoWork(min(later) if later else 0)
         row = min(eligible, key=lambda r: (r.available_at, r.id))
         row.lease_ended_at = row.claim_expires_at
@@ -219,13 +318,33 @@ class InMemoryStorage:
         row.activity = ""
         return Claimed(Claim(row.id, row.claim_token), row.view())
 
+    def _claim_insights(self, now: int, lease: timedelta) -> Claimed | None:
+        eligible = [
+            i
+            for i in self.insights.values()
+            if 0 < i.available_at <= now
+            and i.halted_at == ""
+            and i.paused_until <= now
+            and i.claim_expires_at <= now
+            and i.state == "queued"
+        ]
+        if not eligible:
+            return None
+        ins = min(eligible, key=lambda i: (i.available_at, i.id))
+        ins.claim_token = secrets.token_urlsafe(30)
+        ins.claim_expires_at = ins.available_at = now + int(lease.total_seconds() * 1000)
+        ins.attempts += 1
+        ins.activity = ""
+        return Claimed(Claim(ins.id, ins.claim_token, INSIGHTS), ins.view(self.records[ins.record]))
+
     async def settle(self, claim: Claim, change: Transition) -> None:
         await anyio.lowlevel.checkpoint()
         self.calls.append(f"settle:{change.op}")
         row = self._fenced(claim)
         now = self.clock.now_ms()
+        states = INSIGHTS_STATES if isinstance(row, InsightsRow) else self.stages
         if isinstance(change, Enter):
-            if change.stage not in self.stages:
+            if change.stage not in states:
                 raise StorageError(f"unknown stage '{change.stage}'", status=400)
             row.state, row.state_entered_at, row.attempts, row.paused_until = change.stage, now, 0, 0
             self._release(row)
@@ -234,6 +353,9 @@ class InMemoryStorage:
             if change.stage in self.terminal:
                 row.progress = 1.0
             self._journal(row, "stage_entered", change.note or f"entered {change.stage}", "worker")
+            if isinstance(row, Row) and change.insights and change.stage in self.terminal:
+                self._queue_insights(row)
+                self._journal(row, "note", "brief and topics queued (the insights step)", "worker")
         elif isinstance(change, Pause):
             if change.until_ms <= now:
                 raise StorageError("'until' must be later than 'now'", status=400)
@@ -256,7 +378,12 @@ class InMemoryStorage:
             if change.until_ms <= now:
                 raise StorageError("'until' must be later than 'now'", status=400)
             row.claim_expires_at = row.available_at = change.until_ms
+        elif isinstance(change, Progress) and isinstance(row, InsightsRow):
+            value = float(change.body()["progress"])
+            if value > row.progress:
+                row.progress, row.progress_at = value, now
         elif isinstance(change, Progress):
+            assert isinstance(row, Row)
             if change.activity is not None and change.activity not in REPORTED:
                 raise StorageError(f"'activity' must be one of {sorted(REPORTED)}", status=400)
             value = float(change.body()["progress"])
@@ -410,6 +537,44 @@ class InMemoryStorage:
         row = self._fenced(claim)
         self._journal(row, "note", text[:5000], "worker")
 
+    async def insights_source(self, claim: Claim) -> dict[str, Any]:
+        await anyio.lowlevel.checkpoint()
+        ins = self._fenced(claim)
+        if not isinstance(ins, InsightsRow):
+            raise StorageError("not an insights claim", status=400)
+        rec = self.records[ins.record]
+        text = self.texts.get((rec.id, "transcript"))
+        self.sources_read.append(rec.owner)
+        return {
+            "text": text.content if text else "",
+            "segments": list(text.segments or []) if text else [],
+            "language": rec.language,
+            "title": rec.title,
+            "topics": sorted(self.dictionaries.get(rec.owner, [])),
+        }
+
+    async def store_insights(self, claim: Claim, result: dict[str, Any]) -> None:
+        await anyio.lowlevel.checkpoint()
+        ins = self._fenced(claim)
+        if not isinstance(ins, InsightsRow):
+            raise StorageError("not an insights claim", status=400)
+        rec = self.records[ins.record]
+        names: list[str] = []
+        for n in result.get("topics", []):
+            name = str(n).strip()[:200]
+            if name and name not in names and len(names) < 5:
+                names.append(name)
+        known = self.dictionaries.setdefault(rec.owner, [])
+        known += [n for n in names if n not in known]
+        brief = str(result.get("brief", ""))[:5000]
+        rec.brief, rec.topics = brief, names
+        rec.queue_rev += 1
+        ins.quotes = list(result.get("quotes", []))[:20]
+        ins.quotes_for = brief
+        for name in ("language", "provider", "model"):
+            setattr(ins, name, str(result.get(name, "")))
+        ins.proposed, ins.kept = int(result.get("proposed", 0)), int(result.get("kept", 0))
+
     async def attempts_to_sweep(self, limit: int = 100) -> list[SweepItem]:
         await anyio.lowlevel.checkpoint()
         items = []
@@ -471,14 +636,16 @@ class InMemoryStorage:
 
     # -- internals ------------------------------------------------------------------------
 
-    def _fenced(self, claim: Claim) -> Row:
-        row = self.records.get(claim.id)
+    def _fenced(self, claim: Claim) -> Any:
+        row: Row | InsightsRow | None = (
+            self.insights.get(claim.id) if claim.queue == INSIGHTS else self.records.get(claim.id)
+        )
         if row is None or claim.token == "" or row.claim_token != claim.token:
             raise FencedOut("claim token no longer matches")
         return row
 
     @staticmethod
-    def _release(row: Row) -> None:
+    def _release(row: Row | InsightsRow) -> None:
         row.claim_token, row.claim_expires_at, row.activity = "", 0, ""
 
     def _release_for_owner(self, row: Row) -> None:
@@ -491,7 +658,7 @@ class InMemoryStorage:
     def _halted(self, code: HaltCode, reason: str) -> dict[str, Any]:
         return {"halted_at": _db_time(self.clock.now_ms()), "halt_code": code.value, "halt_reason": reason[:2000]}
 
-    def _apply(self, row: Row, halt: dict[str, Any], *, actor: str) -> None:
+    def _apply(self, row: Row | InsightsRow, halt: dict[str, Any], *, actor: str) -> None:
         for name, value in halt.items():
             setattr(row, name, value)
         self._release(row)
@@ -526,8 +693,11 @@ class InMemoryStorage:
         self._changed_now()
         return row
 
-    def _journal(self, row: Row, kind: str, text: str, actor: str) -> None:
-        self.events.append(Event(row.id, row.state, kind, text, actor))
+    def _journal(self, row: Row | InsightsRow, kind: str, text: str, actor: str) -> None:
+        if isinstance(row, InsightsRow):
+            self.events.append(Event(row.record, "insights", kind, text, actor))
+        else:
+            self.events.append(Event(row.id, row.state, kind, text, actor))
 
     def _stamp(self) -> str:
         # Rows of one millisecond keep their order: created, then insertion.

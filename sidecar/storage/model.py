@@ -12,6 +12,8 @@ from enum import StrEnum
 from pydantic import BaseModel, ConfigDict
 
 __all__ = [
+    "INSIGHTS",
+    "RECORDS",
     "AttemptChange",
     "AttemptRow",
     "AttemptStatus",
@@ -44,20 +46,34 @@ class FileRole(StrEnum):
     NORMALIZED = "normalized"  # the provider's input, made by normalize
 
 
+# The two queues a claim may come from: a recording's stages, and the insights of a finished one.
+RECORDS = "records"
+INSIGHTS = "insights"
+
+
 @dataclass(frozen=True)
 class Claim:
-    """The credential of one claim: every write of its results must carry the token."""
+    """The credential of one claim: every write of its results must carry the token.
+
+    ``queue``: ``records`` (``id`` is a recording's) or ``insights`` (``id`` is its insights row's).
+    """
 
     id: str
     token: str
+    queue: str = RECORDS
 
 
 class AudioRecord(BaseModel):
-    """The queue fields of a record, as the runner and the steps read them."""
+    """The queue fields of a record, as the runner and the steps read them.
+
+    An insights claim reads the same way: its row's queue fields, and from its
+    recording (``recording``) the owner, the title and the language.
+    """
 
     model_config = ConfigDict(extra="ignore")
 
     id: str
+    recording: str = ""  # an insights row: the recording it is about
     owner: str = ""
     title: str = ""
     state: str

@@ -48,7 +48,9 @@ class Storage(Protocol):
 
     # -- the queue ----------------------------------------------------------------
 
-    async def claim(self, leases: Mapping[str, timedelta]) -> Claimed | NoWork: ...
+    async def claim(self, leases: Mapping[str, timedelta], insights_lease: timedelta | None = None) -> Claimed | NoWork:
+        """The next claimable recording; with ``insights_lease``, when none is, the next insights row."""
+        ...
 
     async def settle(self, claim: Claim, change: Transition) -> None: ...
 
@@ -110,6 +112,18 @@ class Storage(Protocol):
     ) -> None: ...
 
     async def note(self, claim: Claim, text: str) -> None: ...
+
+    # -- the insights step (claims of the insights queue) ---------------------------------
+
+    async def insights_source(self, claim: Claim) -> dict[str, Any]:
+        """The claimed row's recording: ``text``, ``segments``, ``language``, ``title``, and its owner's
+        dictionary ``topics`` (names): the owner is the row's, never the caller's to choose."""
+        ...
+
+    async def store_insights(self, claim: Claim, result: dict[str, Any]) -> None:
+        """The brief, its ``quotes``, the ``topics`` (names; new ones join the owner's dictionary) and what
+        made them, onto the recording and its insights row, under the claim."""
+        ...
 
     # -- provider-side copies (O6) --------------------------------------------------
 

@@ -19,7 +19,23 @@ from sidecar.storage.model import AttemptChange, AttemptRow, AttemptStatus, Audi
 from sidecar.storage.protocol import Storage
 from sidecar.storage.transitions import Progress
 
-__all__ = ["ClaimSession"]
+__all__ = ["ClaimSession", "redact_insights"]
+
+
+def redact_insights(result: dict[str, Any]) -> dict[str, Any]:
+    """Every string of an insights answer without the registered secrets (H1): a key said in a
+    recording, or echoed by a model, is never stored."""
+
+    def clean(v: Any) -> Any:
+        if isinstance(v, str):
+            return redact(v)
+        if isinstance(v, list):
+            return [clean(x) for x in v]
+        if isinstance(v, dict):
+            return {k: clean(x) for k, x in v.items()}
+        return v
+
+    return {k: clean(v) for k, v in result.items()}
 
 
 class ClaimSession:
@@ -86,6 +102,14 @@ class ClaimSession:
 
     async def note(self, text: str) -> None:
         await self._storage.note(self.claim, redact(text))
+
+    async def insights_source(self) -> dict[str, Any]:
+        """An insights claim's recording: its transcript and its owner's dictionary of topics."""
+        return await self._storage.insights_source(self.claim)
+
+    async def store_insights(self, result: dict[str, Any]) -> None:
+        """An insights claim's answer: the brief with its quotes and the topics (secrets removed first)."""
+        await self._storage.store_insights(self.claim, redact_insights(result))
 
     async def copies_removed(self, attempt_id: str, error: str = "") -> None:
         """The attempt's provider-side copies are gone (or, with ``error``, could not be removed yet)."""

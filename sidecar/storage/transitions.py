@@ -24,9 +24,14 @@ class Enter:
     op: ClassVar[str] = "advance"
     stage: str
     note: str = ""
+    # Entering the terminal stage: queue the recording's insights (the step is on).
+    insights: bool = False
 
     def body(self) -> dict[str, Any]:
-        return {"to": self.stage, "text": self.note}
+        body: dict[str, Any] = {"to": self.stage, "text": self.note}
+        if self.insights:
+            body["insights"] = True
+        return body
 
 
 @dataclass(frozen=True)

@@ -133,7 +133,7 @@ async def test_erase_removes_provider_copies_first_and_stops_when_one_cannot_be(
         }
 
     attempts = [attempt(1, "speechkit"), attempt(2, "speechkit", 1), attempt(3, "offline")]
-    held = Holdings("u1", "ann@example.com", [], [], [], attempts, [], [], {})
+    held = Holdings("u1", "ann@example.com", [], [], [], attempts, [], [], [], {})
     called: list[tuple[str, str, str]] = []
 
     async def cleanup(provider: str, operation_id: str, audio_uri: str) -> None:

@@ -83,7 +83,15 @@ def test_txt_is_the_text_and_json_keeps_the_segments(pb: PocketBaseServer, sende
         "Hello there. General Kenobi."
     )
     body = json.loads(export(sender, service, SAMPLE, "json", content="Hello there."))
-    assert body == {"text": "Hello there.", "language": None, "segments": SAMPLE}
+    # No insights yet: the brief is null, with no quotes and no topics.
+    assert body == {
+        "text": "Hello there.",
+        "language": None,
+        "segments": SAMPLE,
+        "brief": None,
+        "quotes": [],
+        "topics": [],
+    }
 
 
 def test_times_that_are_not_finite_never_reach_a_cue(pb: PocketBaseServer, sender: Caller, service: Caller) -> None:

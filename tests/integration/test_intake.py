@@ -44,9 +44,12 @@ def test_upload_creates_record_and_original_and_answers_the_poll_body(
         "progress",
         "created",
         "updated",
+        "brief",
+        "topics",
         "text",
     }
     assert body["language"] is None
+    assert (body["brief"], body["topics"]) == (None, [])
     assert (body["status"], body["activity"]) == ("uploaded", "queued")
     assert body["halted"] is False and body["halted_at"] is None and body["halt_code"] is None
     assert body["title"] == "Monday standup"
@@ -201,6 +204,8 @@ def test_a_sender_lists_their_own_recordings_newest_first_and_never_anothers(
         "progress",
         "created",
         "updated",
+        "brief",
+        "topics",
     }
 
     others = other_sender.http.get("/api/transcriber/records").json()

@@ -1,0 +1,264 @@
+"""What the brief and the topics may say: only what the transcript holds.
+
+A model's answer is a proposal. Here each sentence of the brief keeps its
+place only if the quote it gives is found in the transcript (words in order;
+case, punctuation and ``ё``/``е`` do not matter), at least ``MIN_QUOTE_WORDS``
+long, and the sentence itself names no number and no name the transcript
+never says (the invented "November 22nd"). The time of a kept quote is the
+transcript's own. The brief as a whole must be in the transcript's language.
+
+Topics: a name of the owner's dictionary (matched whatever its case) is kept
+as the dictionary spells it; a new name only with a quote found in the
+transcript that holds one of its words. At most ``MAX_TOPICS``, ranked here
+by how much of the transcript speaks of them, never by the order the model
+or the dictionary gave them in.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "MAX_NEW_TOPICS",
+    "MAX_TOPICS",
+    "MIN_QUOTE_WORDS",
+    "Grounded",
+    "Indexed",
+    "Proposal",
+    "Quoted",
+    "TopicProposal",
+    "detect_language",
+    "ground_brief",
+    "ground_topics",
+    "in_language",
+    "rank_dictionary",
+    "words",
+]
+
+MAX_TOPICS = 5
+# New names a recording may add to the owner's dictionary: it grows slowly, so topics stay comparable week to week.
+MAX_NEW_TOPICS = 2
+MIN_QUOTE_WORDS = 3
+MAX_QUOTE_WORDS = 60
+_WORD = re.compile(r"\w+", re.UNICODE)
+_DIGITS = re.compile(r"\d+")
+# A word's stem for "does the transcript say it": its first letters (Russian endings change, the stem stays).
+_STEM = 5
+
+
+def words(text: str) -> list[str]:
+    """The words of ``text``, case-folded, ``ё`` read as ``е``: what quote matching compares."""
+    return [w.casefold().replace("ё", "е") for w in _WORD.findall(text)]
+
+
+def _stem(word: str) -> str:
+    return word[:_STEM]
+
+
+@dataclass(frozen=True)
+class Quoted:
+    """A sentence of the brief with the quote that backs it and where the quote is (seconds)."""
+
+    sentence: str
+    quote: str
+    start: float
+    end: float
+
+    def as_json(self) -> dict[str, Any]:
+        return {"sentence": self.sentence, "quote": self.quote, "start": self.start, "end": self.end}
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """A sentence as the model proposed it."""
+
+    sentence: str
+    quote: str
+
+
+class Indexed:
+    """A transcript's words in order, each with the time of the segment it was said in."""
+
+    def __init__(self, text: str, segments: Sequence[dict[str, Any]] = ()) -> None:
+        self.words: list[str] = []
+        self.times: list[tuple[float, float]] = []
+        for seg in segments:
+            said = words(str(seg.get("text", "")))
+            span = (_seconds(seg.get("start")), _seconds(seg.get("end")))
+            self.words += said
+            self.times += [span] * len(said)
+        if not self.words:  # no timed segments (a correction without times): the text, untimed
+            self.words = words(text)
+            self.times = [(0.0, 0.0)] * len(self.words)
+        self._at: dict[str, list[int]] = {}
+        for i, w in enumerate(self.words):
+            self._at.setdefault(w, []).append(i)
+        self.stems = {_stem(w) for w in self.words}
+        self.counts = Counter(_stem(w) for w in self.words)
+
+    def find(self, quote: str) -> tuple[float, float] | None:
+        """Where ``quote`` is said (start of its first word's segment, end of its last's), or None."""
+        q = words(quote)
+        if not (MIN_QUOTE_WORDS <= len(q) <= MAX_QUOTE_WORDS):
+            return None
+        n = len(q)
+        for i in self._at.get(q[0], ()):
+            if self.words[i : i + n] == q:
+                return self.times[i][0], self.times[i + n - 1][1]
+        return None
+
+    def says(self, word: str) -> bool:
+        return _stem(word) in self.stems
+
+
+def _seconds(v: object) -> float:
+    try:
+        f = float(v)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return 0.0
+    return f if f == f and 0 <= f < 1e7 else 0.0
+
+
+@dataclass(frozen=True)
+class Grounded:
+    """The sentences kept, and why the others were dropped (for the journal)."""
+
+    kept: list[Quoted]
+    dropped: list[str]
+    proposed: int
+
+
+def _invented(sentence: str, index: Indexed) -> str | None:
+    """What the sentence names that the transcript never says: a number, or a name (a capitalised word)."""
+    said = set(index.words)
+    for number in _DIGITS.findall(sentence):
+        if number not in said:
+            return f"the number {number}"
+    tokens = _WORD.findall(sentence)
+    for token in tokens[1:]:
+        if token[:1].isupper() and not token.isupper() and not index.says(words(token)[0]):
+            return f"the name {token!r}"
+    return None
+
+
+def ground_brief(proposals: Iterable[Proposal], index: Indexed, *, limit: int) -> Grounded:
+    """The sentences whose quotes are in the transcript and which invent nothing, in order, at most ``limit``."""
+    kept: list[Quoted] = []
+    dropped: list[str] = []
+    seen: set[str] = set()
+    proposed = 0
+    for p in proposals:
+        proposed += 1
+        sentence, quote = " ".join(p.sentence.split()), " ".join(p.quote.split())
+        if not sentence or " ".join(words(sentence)) in seen:
+            dropped.append(f"{sentence[:80]!r}: empty or repeated")
+            continue
+        where = index.find(quote)
+        if where is None:
+            dropped.append(f"{sentence[:80]!r}: its quote {quote[:80]!r} is not in the transcript")
+            continue
+        invented = _invented(sentence, index)
+        if invented is not None:
+            dropped.append(f"{sentence[:80]!r}: {invented} is not in the transcript")
+            continue
+        if len(kept) >= limit:
+            dropped.append(f"{sentence[:80]!r}: over {limit} sentences")
+            continue
+        seen.add(" ".join(words(sentence)))
+        kept.append(Quoted(sentence, quote, *where))
+    return Grounded(kept, dropped, proposed)
+
+
+def rank_dictionary(dictionary: Iterable[str], index: Indexed) -> list[str]:
+    """The owner's topics, most spoken of first (then by name): the order the model sees is ours, not the
+    order they were stored or sent in."""
+
+    def weight(name: str) -> int:
+        return sum(index.counts.get(_stem(w), 0) for w in words(name))
+
+    unique = {" ".join(words(n)): n.strip() for n in dictionary if words(n)}
+    return sorted(unique.values(), key=lambda n: (-weight(n), n.casefold(), n))
+
+
+@dataclass(frozen=True)
+class TopicProposal:
+    name: str
+    quote: str = ""
+
+
+def ground_topics(
+    proposals: Iterable[TopicProposal], dictionary: Iterable[str], index: Indexed
+) -> tuple[list[str], list[str]]:
+    """The topics kept (at most ``MAX_TOPICS``, dictionary spellings) and why others were refused."""
+    known = {" ".join(words(n)): n.strip() for n in dictionary if words(n)}
+    chosen: dict[str, str] = {}
+    refused: list[str] = []
+    new = 0
+    for p in proposals:
+        key = " ".join(words(p.name))
+        if not key or key in chosen:
+            continue
+        where = index.find(p.quote) if p.quote else None
+        if key in known:
+            # The owner's own name, if the transcript speaks of it or the model quoted where it does:
+            # a name picked for its place in a list is not a topic of this recording.
+            if where is not None or any(index.says(w) for w in words(known[key])):
+                chosen[key] = known[key]
+            else:
+                refused.append(f"{known[key][:60]!r}: the transcript neither says it nor was quoted for it")
+            continue
+        name_words = words(p.name)
+        if where is None or not any(_stem(w) in {_stem(q) for q in words(p.quote)} for w in name_words):
+            refused.append(f"{p.name[:60]!r}: not in the dictionary, and no quote of the transcript says it")
+            continue
+        if len(name_words) > 6:
+            refused.append(f"{p.name[:60]!r}: too long for a topic")
+            continue
+        if new >= MAX_NEW_TOPICS:
+            refused.append(f"{p.name[:60]!r}: at most {MAX_NEW_TOPICS} new topics a recording")
+            continue
+        new += 1
+        chosen[key] = " ".join(p.name.split())
+
+    def weight(name: str) -> int:
+        return sum(index.counts.get(_stem(w), 0) for w in words(name))
+
+    ranked = sorted(chosen.values(), key=lambda n: (-weight(n), n.casefold(), n))
+    for cut in ranked[MAX_TOPICS:]:
+        refused.append(f"{cut[:60]!r}: over {MAX_TOPICS} topics")
+    return ranked[:MAX_TOPICS], refused
+
+
+@functools.cache
+def _identifier() -> Any:
+    import py3langid.langid as langid
+
+    return langid.LanguageIdentifier.from_modelpath(langid.MODEL_DIR / langid.MODEL_FILE, norm_probs=True)
+
+
+# Below this probability the text is not in the language (measured: a Russian sentence scores ru 0.36
+# beside bg 0.40; an English one ru 0.0000; German for en 0.0005).
+_LANGUAGE_FLOOR = 0.05
+
+
+def in_language(text: str, language: str) -> bool:
+    """Whether ``text`` reads as ``language`` (an ISO 639-1 code); True when nothing can be told."""
+    if not language or not words(text):
+        return True
+    ranked = dict(_identifier().rank(text))
+    if language not in ranked:
+        return True  # a language the identifier does not know: nothing to say
+    return float(ranked[language]) >= _LANGUAGE_FLOOR
+
+
+def detect_language(text: str) -> str:
+    """The language ``text`` is most likely in ("" for no words)."""
+    if not words(text):
+        return ""
+    lang, _ = _identifier().classify(text[:20000])
+    return str(lang)

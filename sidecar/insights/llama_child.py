@@ -1,0 +1,52 @@
+"""The offline engine's own process: llama.cpp (xllamacpp) serving one GGUF model on 127.0.0.1.
+
+Started by ``offline.OfflineEngine`` as ``python -m sidecar.insights.llama_child``
+with ``OMP_WAIT_POLICY=PASSIVE`` in its environment (its threads sleep when
+idle instead of spinning: set here, before llama.cpp's OpenMP starts, and
+nowhere else). It reads its settings as one JSON line on standard input (the
+API key among them: never on a command line), prints ``{"address": …}`` once
+the model is loaded (or ``{"error": …}``), and lives until its standard
+input closes (the parent stopped or died).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+
+def _serve(cfg: dict[str, Any]) -> Any:
+    import xllamacpp
+
+    params = xllamacpp.CommonParams()
+    params.model.path = str(cfg["model"])
+    params.n_ctx = int(cfg["n_ctx"])
+    params.n_parallel = 1
+    params.n_predict = int(cfg.get("n_predict", 1024))
+    threads = int(cfg["threads"])
+    params.cpuparams.n_threads = threads
+    params.cpuparams_batch.n_threads = threads
+    # ggml's own thread pool: no polling either (OpenMP's waiting is the environment's).
+    params.cpuparams.poll = 0
+    params.cpuparams_batch.poll = 0
+    params.warmup = False
+    params.api_keys = [str(cfg["api_key"])]
+    params.hostnames = ["127.0.0.1"]
+    return xllamacpp.Server(params)
+
+
+def main() -> int:
+    cfg = json.loads(sys.stdin.readline())
+    try:
+        server = _serve(cfg)
+    except Exception as exc:
+        print(json.dumps({"error": f"{type(exc).__name__}: {exc}"}), flush=True)
+        return 3
+    print(json.dumps({"address": server.listening_address}), flush=True)
+    sys.stdin.read()  # until the parent closes it
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

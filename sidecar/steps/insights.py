@@ -1,0 +1,71 @@
+"""insights (the insights queue, on a finished recording): a grounded brief and up to five topics.
+
+Reads the transcript and its owner's dictionary (``ClaimSession.insights_source``:
+the owner is the claimed row's, so no request ever carries another sender's
+topics), asks the configured engine (``sidecar.insights``), and writes what
+survives the checks: the sentences whose quotes are in the transcript, with
+their times, and the topics of the dictionary or justified by a quote. What
+was dropped and why goes to the recording's journal. A recording without
+speech gets no brief and no topics.
+"""
+
+from __future__ import annotations
+
+from sidecar.insights.summarize import Source, summarize
+from sidecar.outcome import Advance, HaltCode, Outcome, PermanentError
+from sidecar.redaction import redact
+from sidecar.steps.base import StepContext
+
+__all__ = ["run"]
+
+# Journal lines about what was dropped, at most this many (the rest counted).
+NOTES_SHOWN = 12
+
+
+async def run(ctx: StepContext) -> Outcome:
+    engine = ctx.insights
+    if engine is None:
+        raise PermanentError(HaltCode.PROVIDER_REJECTED, "insights are not configured ([insights] provider)")
+    data = await ctx.session.insights_source()
+    text = str(data.get("text") or "")
+    if not text.strip():
+        return Advance("no speech in the transcript: no brief and no topics")
+    # A registered secret said in the recording (finalize stored the transcript without them) never
+    # travels to a model, whatever wrote the transcript since.
+    segments = [
+        {**s, "text": redact(str(s.get("text", "")))} for s in data.get("segments") or [] if isinstance(s, dict)
+    ]
+    source = Source(
+        text=redact(text),
+        segments=segments,
+        language=str(data.get("language") or ""),
+        topics=[str(t) for t in data.get("topics") or []],
+    )
+
+    async def progress(value: float) -> None:
+        await ctx.session.progress(value)
+
+    async with engine.open() as chat:
+        found = await summarize(chat, source, sentences=ctx.settings.insights.sentences, on_progress=progress)
+        model = chat.model
+    await ctx.session.store_insights(
+        {
+            "brief": found.text,
+            "quotes": [q.as_json() for q in found.brief],
+            "topics": found.topics,
+            "language": found.language,
+            "provider": engine.name,
+            "model": model,
+            "proposed": found.proposed,
+            "kept": len(found.brief),
+        }
+    )
+    for line in found.notes[:NOTES_SHOWN]:
+        await ctx.session.note(f"insights: {line}")
+    if len(found.notes) > NOTES_SHOWN:
+        await ctx.session.note(f"insights: and {len(found.notes) - NOTES_SHOWN} more like these")
+    topics = ", ".join(found.topics) or "none"
+    return Advance(
+        f"brief of {len(found.brief)} sentences ({found.proposed} proposed), topics: {topics}; "
+        f"{found.requests} requests to {engine.name} ({model})"
+    )

@@ -1,0 +1,184 @@
+"""Insights against a real PocketBase: the queue after `done`, the fenced result, what the poll, the
+list, the JSON export and the panel show; the owner's edits kept; a failing step leaves the transcript
+done and visible. The chat server is faked (respx), shaped like OpenAI's chat completions."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+import pytest
+import respx
+from pydantic import SecretStr
+
+from sidecar.insights.engines import OpenAIEngine
+from sidecar.outcome import Advance, Outcome
+from sidecar.pipeline.pool import WorkerPool
+from sidecar.service import pipeline
+from sidecar.settings import InsightsSettings
+from sidecar.steps import insights
+from sidecar.steps.base import Step, StepContext
+from testkit.media import wav_bytes
+from testkit.pocketbase import Caller, PocketBaseServer
+from tests.support.fakes import StubProvider
+from tests.support.sidecar import pool_running, settings_for
+from tests.support.waiting import eventually
+
+pytestmark = pytest.mark.anyio
+
+LINES = [
+    "Good morning everyone, let us start the planning meeting.",
+    "We decided to ship the new billing page on Friday.",
+    "Anna will write the release notes before Thursday.",
+]
+
+
+async def advance(ctx: StepContext) -> Outcome:
+    return Advance("test step done")
+
+
+async def finalize(ctx: StepContext) -> Outcome:
+    segs = [{"start": i * 5.0, "end": i * 5.0 + 4, "text": t} for i, t in enumerate(LINES)]
+    await ctx.session.put_text("transcript", " ".join(LINES), segs, language="en")
+    return Advance("transcript stored")
+
+
+STEPS: dict[str, Step] = {
+    "normalize": advance,
+    "submit": advance,
+    "poll": advance,
+    "finalize": finalize,
+    "insights": insights.run,
+}
+
+
+def chat_answer(content: str) -> httpx.Response:
+    return httpx.Response(
+        200,
+        json={
+            "id": "chatcmpl-1",
+            "object": "chat.completion",
+            "created": 1,
+            "model": "fake",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+        },
+    )
+
+
+GOOD = json.dumps(
+    {
+        "brief": [{"sentence": "The billing page ships on Friday.", "quote": "ship the new billing page on Friday"}],
+        "topics": [{"name": "Billing", "quote": "the new billing page"}],
+    }
+)
+
+
+@asynccontextmanager
+async def sidecar(pb: PocketBaseServer, reply: Callable[[httpx.Request], httpx.Response]) -> AsyncIterator[WorkerPool]:
+    settings = settings_for(pb, workers=1)
+    settings.insights = InsightsSettings(
+        provider="openai", model="m", base_url="http://chat.test", api_key=SecretStr("sk-test-abcdef123456")
+    )
+    with respx.mock(assert_all_called=False) as router:
+        router.post("http://chat.test/v1/chat/completions").mock(side_effect=reply)
+        router.route(host="127.0.0.1").pass_through()
+        engine = OpenAIEngine(settings.insights, pb_clock())
+        async with pipeline(settings, steps=STEPS, provider=StubProvider(), insights=engine) as pool:
+            yield pool
+
+
+def pb_clock() -> Any:
+    from sidecar.clock import SystemClock
+
+    return SystemClock()
+
+
+def upload(sender: Caller) -> str:
+    resp = sender.http.post("/api/transcriber/records", files={"file": ("a.wav", wav_bytes(0.1))})
+    assert resp.status_code == 201
+    return str(resp.json()["id"])
+
+
+def when(row: dict[str, Any], ready: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+    """The row once it is ready (an empty dict, which ``eventually`` takes for not yet, before)."""
+    return row if ready(row) else {}
+
+
+def insights_row(su: Caller, rid: str) -> dict[str, Any]:
+    items = su.http.get("/api/collections/insights/records", params={"filter": f'record = "{rid}"'}).json()["items"]
+    return dict(items[0]) if items else {"state": "", "halted_at": ""}
+
+
+async def test_a_done_recording_gets_a_grounded_brief_and_topics_everywhere_it_shows(
+    pb: PocketBaseServer, sender: Caller, superuser: Caller
+) -> None:
+    rid = upload(sender)
+    async with sidecar(pb, lambda req: chat_answer(GOOD)) as pool, pool_running(pool):
+        row = await eventually(lambda: when(insights_row(superuser, rid), lambda r: r["state"] == "done"))
+    poll = sender.http.get(f"/api/transcriber/records/{rid}").json()
+    assert poll["status"] == "done" and poll["text"].startswith("Good morning")
+    assert poll["brief"] == "The billing page ships on Friday." and poll["topics"] == ["Billing"]
+    items = sender.http.get("/api/transcriber/records").json()["items"]
+    assert items[0]["brief"] == poll["brief"] and items[0]["topics"] == ["Billing"]
+    export = sender.http.get(f"/api/transcriber/records/{rid}/transcript", params={"format": "json"}).json()
+    assert export["brief"] == poll["brief"] and export["topics"] == ["Billing"]
+    assert export["quotes"] == [
+        {
+            "sentence": "The billing page ships on Friday.",
+            "quote": "ship the new billing page on Friday",
+            "start": 5,
+            "end": 9,
+        }
+    ]
+    assert row["kept"] == 1 and row["provider"] == "openai"
+    topics = superuser.http.get("/api/collections/topics/records").json()["items"]
+    assert [(t["name"], t["owner"]) for t in topics] == [("Billing", sender.id)]
+    # The owner edits the brief in the panel: the quotes no longer describe it, so the export leaves them out.
+    rec = superuser.http.get(f"/api/collections/audio_records/records/{rid}").json()
+    form = {k: v for k, v in rec.items() if k not in ("id", "collectionId", "collectionName", "created", "updated")}
+    form["brief"] = "My own words."
+    assert superuser.http.patch(f"/api/collections/audio_records/records/{rid}", json=form).status_code == 200
+    export = sender.http.get(f"/api/transcriber/records/{rid}/transcript", params={"format": "json"}).json()
+    assert export["brief"] == "My own words." and export["quotes"] == []
+
+
+async def test_an_owners_edit_while_the_step_runs_is_never_written_over(
+    pb: PocketBaseServer, sender: Caller, superuser: Caller
+) -> None:
+    rid = upload(sender)
+    edited: list[bool] = []
+
+    def edit_then_answer(req: httpx.Request) -> httpx.Response:
+        if not edited:  # the owner saves the recording in the panel while the model thinks
+            rec = superuser.http.get(f"/api/collections/audio_records/records/{rid}").json()
+            form = {k: v for k, v in rec.items() if k not in ("id", "collectionId", "collectionName", "updated")}
+            form["brief"] = "Written by the owner."
+            resp = superuser.http.patch(f"/api/collections/audio_records/records/{rid}", json=form)
+            assert resp.status_code == 200, resp.text
+            edited.append(True)
+        return chat_answer(GOOD)
+
+    async with sidecar(pb, edit_then_answer) as pool, pool_running(pool):
+        await eventually(lambda: insights_row(superuser, rid)["state"] == "done" and edited)
+    poll = sender.http.get(f"/api/transcriber/records/{rid}").json()
+    assert poll["brief"] == "Written by the owner." and poll["topics"] == []
+
+
+async def test_a_failing_step_leaves_the_transcript_done_and_visible(
+    pb: PocketBaseServer, sender: Caller, superuser: Caller
+) -> None:
+    rid = upload(sender)
+    async with sidecar(pb, lambda req: chat_answer("I cannot do JSON today.")) as pool, pool_running(pool):
+        row = await eventually(lambda: when(insights_row(superuser, rid), lambda r: bool(r["halted_at"])))
+    assert row["halt_code"] == "unparsable_answer" and row["state"] == "queued"
+    poll = sender.http.get(f"/api/transcriber/records/{rid}").json()
+    assert poll["status"] == "done" and not poll["halted"] and poll["text"] and poll["brief"] is None
+    # The owner clears the halt in the panel: the step runs again (here: halts again, counted afresh).
+    form = {"halted_at": "", "queue_rev": row["queue_rev"], "state": "queued"}
+    resp = superuser.http.patch(f"/api/collections/insights/records/{row['id']}", json=form)
+    assert resp.status_code == 200, resp.text
+    again = insights_row(superuser, rid)
+    assert again["halted_at"] == "" and again["attempts"] == 0 and again["available_at"] > 0

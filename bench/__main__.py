@@ -32,6 +32,7 @@ MODULES = [
     ("PF8", "bench.pf8_long", "six-hour recordings per provider vs one minute"),
     ("PF9", "bench.pf9_batched", "batched offline decoding vs bare faster-whisper"),
     ("PF10", "bench.pf10_speakers", "offline speaker labels: DER, time and memory"),
+    ("PF11", "bench.pf11_insights", "offline brief and topics: time, tokens/s, memory, grounding, decisions"),
     ("PF12", "bench.pf12_storage", "bytes stored per hour of audio, fresh and for good"),
 ]
 

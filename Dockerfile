@@ -1,6 +1,11 @@
 # One image for both services: `transcriber pocketbase` and `transcriber worker`.
 # EXTRAS=diarize adds offline speaker labels (about 1.5 GB more; see README "Speakers"):
 #   EXTRAS=diarize docker compose build sidecar   (or docker build --build-arg EXTRAS=diarize .)
+# EXTRAS=insights adds the offline brief and topics (llama.cpp's prebuilt binding, about 100 MB,
+# and GCC's OpenMP runtime from Debian, which it links against; see README "Brief and topics").
+# No model is put in the image: mount a GGUF file and name it in [insights] model.
+#   EXTRAS=insights docker compose build sidecar
+# Both: docker build --build-arg EXTRAS=diarize,insights -t transcriber:0.2.0-full .
 FROM python:3.11-slim
 
 ARG EXTRAS=""
@@ -14,7 +19,9 @@ COPY pb_hooks ./pb_hooks
 COPY samples ./samples
 # The diarize extra needs torch: its CPU build first, from PyTorch's CPU wheel
 # index (the default index would bring the CUDA build, several GB).
-RUN case ",$EXTRAS," in *,diarize,*) scripts/install-torch-cpu python --no-cache-dir ;; esac \
+RUN case ",$EXTRAS," in *,insights,*) apt-get update \
+        && apt-get install -y --no-install-recommends libgomp1 && rm -rf /var/lib/apt/lists/* ;; esac \
+    && case ",$EXTRAS," in *,diarize,*) scripts/install-torch-cpu python --no-cache-dir ;; esac \
     && pip install --no-cache-dir ".${EXTRAS:+[$EXTRAS]}" && useradd --create-home --uid 1000 transcriber \
     && mkdir -p /data && chown transcriber /data
 

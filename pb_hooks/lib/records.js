@@ -39,6 +39,37 @@ function activityOf(rec, now) {
   return "queued";
 }
 
+// The halts a sender may clear on their own (POST …/resume): those another try
+// can cure. Not the recording's own faults (too_long, unsupported_media), not
+// a quota (over_quota: upload again when it allows), not what the owner must
+// look at (provider_rejected: the provider refused our request; unclaimable:
+// a field to fix) or decided (halted_by_owner).
+const SENDER_RESUMABLE = ["attempts_exhausted", "stalled", "provider_failed", "results_expired"];
+// A sender resumes one recording at most this many times; then it waits for
+// the owner (each resume may start a paid recognition of a lost piece).
+const MAX_SENDER_RESUMES = 3;
+
+function senderResumes(app, recordId) {
+  return app.countRecords("record_events", $dbx.hashExp({ record: recordId, kind: "resumed", actor: "sender" }));
+}
+
+// Why the sender may not resume `rec` ({code, message}), or null when they may.
+function resumeRefusal(app, rec) {
+  if (rec.getString("halted_at") === "") {
+    return { code: "not_halted", message: "This recording is not halted: there is nothing to resume." };
+  }
+  const code = rec.getString("halt_code");
+  if (SENDER_RESUMABLE.indexOf(code) < 0) {
+    return { code: "not_resumable", message: "A recording halted '" + code + "' cannot be resumed by its sender: " +
+      "another try would end the same way" + (code === "over_quota" ? " (upload it again when your quota allows)" : "") + "." };
+  }
+  if (senderResumes(app, rec.id) >= MAX_SENDER_RESUMES) {
+    return { code: "resume_limit", message: "This recording was resumed " + MAX_SENDER_RESUMES + " times already; " +
+      "the owner of the service decides what happens to it now." };
+  }
+  return null;
+}
+
 // I2 (and, without `text`, each item of the list, O12).
 function pollBody(app, rec, withText) {
   const done = rec.getString("state") === "done";
@@ -60,6 +91,8 @@ function pollBody(app, rec, withText) {
     created: respond.iso(rec.getString("created")),
     updated: respond.iso(rec.getString("updated")),
     progress: progressOf(rec),
+    // Whether the sender may resume it now (POST /api/transcriber/records/{id}/resume).
+    resumable: halted && resumeRefusal(app, rec) === null,
     text: text,
   };
   if (withText === false) delete body.text;
@@ -96,4 +129,5 @@ function languages(app) {
 module.exports = {
   pollBody: pollBody, findOwned: findOwned, journal: journal, transcriptOf: transcriptOf, languages: languages,
   activities: activities, activityOf: activityOf, DERIVED_ONLY: DERIVED_ONLY,
+  SENDER_RESUMABLE: SENDER_RESUMABLE, MAX_SENDER_RESUMES: MAX_SENDER_RESUMES, resumeRefusal: resumeRefusal,
 };

@@ -60,6 +60,11 @@ def hooks_dir(settings: Settings) -> Path:
     return settings.pocketbase.hooks_dir or _project_dir("pb_hooks")
 
 
+def public_dir(settings: Settings) -> Path:
+    """The sender's page, served by PocketBase at ``/``."""
+    return settings.pocketbase.public_dir or _project_dir("pb_public")
+
+
 @dataclass(frozen=True)
 class ServiceAccount:
     email: str
@@ -192,6 +197,9 @@ def serve_args(settings: Settings, http: str | None = None) -> list[str]:
         *_base_args(settings),
         "serve",
         f"--http={http or settings.pocketbase.http}",
+        f"--publicDir={public_dir(settings)}",
+        # Only the page's own files: a path that names nothing (a mistyped API URL among them) is 404, not the page.
+        "--indexFallback=false",
         "--automigrate=false",
         "--hooksWatch=false",
     ]

@@ -109,9 +109,17 @@ function signedIn() {
   return api.pb.authStore.isValid && who && who.collectionName === "users";
 }
 
+let refreshed = false;
 function route() {
   renderHeader();
   if (!signedIn()) return renderSignIn();
+  if (!refreshed) {
+    // Once a visit: a fresh token (the session goes on), or, for an account gone or changed, the sign-in.
+    refreshed = true;
+    api.pb.collection("users").authRefresh().catch((err) => {
+      if (err && (err.status === 401 || err.status === 403 || err.status === 404)) signOut(t("error.unauthorized"));
+    });
+  }
   ensureLive();
   const m = /^#\/r\/([A-Za-z0-9]+)$/.exec(window.location.hash);
   if (m) return renderRecord(m[1]);
@@ -138,6 +146,7 @@ async function signOut(message) {
   }
   api.pb.realtime.unsubscribe().catch(() => {});
   api.pb.authStore.clear();
+  refreshed = false;
   state.list = null;
   state.record = null;
   state.uploads = [];
@@ -359,10 +368,9 @@ async function sendFiles(files, fixedTitle) {
   const options = await loadOptions().catch(() => null);
   const jobs = files.map((file) => {
     const title = fixedTitle || (files.length === 1 && typed ? typed : typed ? typed + " — " + stem(file.name) : stem(file.name));
-    const job = { id: "u" + Math.random().toString(36).slice(2), name: file.name, progress: 0, phase: "sending", file, title };
-    state.uploads.unshift(job);
-    return job;
+    return { id: "u" + Math.random().toString(36).slice(2), name: file.name, progress: 0, phase: "sending", file, title };
   });
+  state.uploads.unshift(...jobs);
   if (titleBox) titleBox.value = "";
   redrawUploads();
   for (const job of jobs) {
@@ -531,6 +539,7 @@ async function loadList() {
 function drawPager(page) {
   const pager = document.getElementById("pager");
   if (!pager) return;
+  pager.hidden = page.totalPages <= 1;
   const first = page.totalItems === 0 ? 0 : (page.page - 1) * page.perPage + 1;
   const last = Math.min(page.page * page.perPage, page.totalItems);
   const go = (to) => () => {

@@ -779,12 +779,14 @@ function drawTranscript() {
     h("span", { id: "downloads-label" }, t("transcript.download")),
     FORMATS.map(({ format, label }) =>
       h("button", { type: "button", class: "download", "data-format": format, onclick: () => download(format) }, label)));
+  // The player stays in sight while the transcript scrolls: beside it on a wide screen, above it on a phone.
   body.replaceChildren(
     h(
       "div",
       { class: "transcript-layout" },
-      h("aside", { class: "side card", "aria-label": t("player.label") }, audio, playerNote, downloads,
-        rec.segments.length ? search : null, count),
+      h("div", { class: "left" },
+        h("aside", { class: "side card", "aria-label": t("player.label") }, audio, playerNote),
+        h("div", { class: "tools card" }, downloads, rec.segments.length ? search : null, count)),
       h("section", { class: "card transcript", "aria-labelledby": "transcript-heading" },
         h("h2", { id: "transcript-heading" }, t("transcript.title")), list),
     ),

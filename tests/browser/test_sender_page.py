@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from sidecar.providers.instant import InstantProvider
 from testkit.media import wav_bytes
 from testkit.pocketbase import PASSWORD, Caller, PocketBaseServer, running_pocketbase
 from tests.browser.panel import Screenshots, chromium_page, missing_browser
@@ -310,7 +311,15 @@ def test_the_russian_interface_on_a_phone(pb: PocketBaseServer, tmp_path: Path, 
     sender, service = pb.new_sender(), pb.service()
     rid = upload(sender, "Планёрка")
     halt(service, rid, "stalled")
-    upload(sender, "Интервью")
+    # A finished one with a long transcript, to read on the phone.
+    text = " ".join(f"Пункт номер {i} обсуждён." for i in range(1, 41))
+    done = upload(sender, "Интервью", SAMPLE.read_bytes())
+    with pipeline_in_background(pb, InstantProvider(text, language="ru"), workers=1):
+        eventually_sync(
+            lambda: sender.http.get(f"/api/transcriber/records/{done}").json()["status"] == "done",
+            within=60,
+            what="the interview done",
+        )
     with page_for(pb, tmp_path, shots, locale="ru-RU", viewport=(390, 844), is_mobile=True, has_touch=True) as browser:
         page = browser.page
         browser.open()
@@ -343,6 +352,21 @@ def test_the_russian_interface_on_a_phone(pb: PocketBaseServer, tmp_path: Path, 
         browser.expect_no_horizontal_scroll()
         browser.shot("ru-halted-recording-on-a-phone")
 
+        # The transcript on the phone: the player stays on screen while the text scrolls under it.
+        page.goto(f"{pb.url}/#/r/{done}")
+        lines = page.locator("#lines li.line")
+        expect(lines).to_have_count(40)
+        expect(page.get_by_role("heading", name="Расшифровка")).to_be_visible()
+        expect(page.get_by_role("button", name="TXT")).to_be_visible()
+        browser.expect_no_horizontal_scroll()
+        browser.accessible("расшифровка")
+        lines.nth(39).scroll_into_view_if_needed()
+        top = page.evaluate("document.querySelector('#player').getBoundingClientRect().top")
+        assert page.evaluate("window.scrollY") > 500 and 0 <= top < 100, top
+        lines.nth(39).locator("button").click()
+        expect(lines.nth(39)).to_have_attribute("aria-current", "true")
+        browser.shot("ru-transcript-on-a-phone")
+
 
 def test_a_second_sender_sees_none_of_it(pb: PocketBaseServer, browser: SenderPage) -> None:
     from playwright.sync_api import expect
@@ -351,7 +375,13 @@ def test_a_second_sender_sees_none_of_it(pb: PocketBaseServer, browser: SenderPa
     hers = upload(alice, "Alice's private meeting")
     halt(service, hers, "stalled")
     page = browser.page
+    # Alice on this browser first, then she signs out and Bob signs in at the same page.
     browser.open()
+    browser.sign_in(alice.email, PASSWORD)
+    expect(browser.row(hers)).to_be_visible()
+    page.get_by_role("button", name="Sign out").click()
+    expect(page.get_by_role("heading", name="Sign in")).to_be_visible()
+    assert page.evaluate("localStorage.getItem('pocketbase_auth')") in (None, "", "null")
     browser.sign_in(bob.email, PASSWORD)
     expect(page.get_by_text("No recordings yet")).to_be_visible()
     expect(page.get_by_text("Alice's private meeting")).to_have_count(0)

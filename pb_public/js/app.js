@@ -333,21 +333,23 @@ function fillLanguages(options) {
 function wireDrops() {
   let depth = 0;
   const zone = () => document.getElementById("drop");
+  const carriesFiles = (ev) => Boolean(ev.dataTransfer && Array.from(ev.dataTransfer.types || []).includes("Files"));
   document.addEventListener("dragenter", (ev) => {
-    if (!zone()) return;
+    if (!zone() || !carriesFiles(ev)) return;
     ev.preventDefault();
     depth++;
     zone().classList.add("over");
   });
-  document.addEventListener("dragleave", () => {
+  document.addEventListener("dragleave", (ev) => {
+    if (!carriesFiles(ev)) return;
     depth = Math.max(0, depth - 1);
     if (depth === 0 && zone()) zone().classList.remove("over");
   });
   document.addEventListener("dragover", (ev) => {
-    if (zone()) ev.preventDefault();
+    if (zone() && carriesFiles(ev)) ev.preventDefault();
   });
   document.addEventListener("drop", (ev) => {
-    if (!zone()) return;
+    if (!zone() || !carriesFiles(ev)) return;
     ev.preventDefault();
     depth = 0;
     zone().classList.remove("over");
@@ -671,6 +673,7 @@ function drawRecordHead(editing) {
     input.focus();
     return;
   }
+  document.title = (poll.title || t("list.untitled")) + " — transcriber";
   const meta = [t("record.uploaded", { when: i18n.dateTime(poll.created) })];
   if (poll.language) meta.push(i18n.languageName(poll.language));
   head.replaceChildren(
@@ -744,6 +747,12 @@ function drawTranscript() {
   rec.audio = audio;
   setAudioSource(audio, rec.id, 0, false);
   audio.addEventListener("error", () => audioFailed(audio, rec.id, playerNote));
+  // Played again after a long pause: a fresh token first, or the player's next request is refused.
+  audio.addEventListener("play", () => {
+    if (rec.tokenAt && Date.now() - rec.tokenAt > TOKEN_FRESH_MS && state.record === rec) {
+      setAudioSource(audio, rec.id, audio.currentTime, true);
+    }
+  });
   audio.addEventListener("timeupdate", () => followPlayback(audio.currentTime));
 
   const speakers = [];

@@ -4,6 +4,7 @@ screen (the ``axe-playwright-python`` package carries it)."""
 
 from __future__ import annotations
 
+import base64
 import threading
 from pathlib import Path
 from typing import Any
@@ -100,6 +101,23 @@ class SenderPage:
 
     def upload(self, *files: Path) -> None:
         self.page.locator("#file-input").set_input_files([str(f) for f in files])
+
+    def drop(self, *files: Path) -> None:
+        """Drags ``files`` from outside the browser and drops them on the drop area (as a file manager would)."""
+        payload = [(f.name, base64.b64encode(f.read_bytes()).decode()) for f in files]
+        self.page.evaluate(
+            """(files) => {
+                const dt = new DataTransfer();
+                for (const [name, b64] of files) {
+                    dt.items.add(new File([Uint8Array.from(atob(b64), (c) => c.charCodeAt(0))], name));
+                }
+                const zone = document.getElementById('drop');
+                for (const kind of ['dragenter', 'dragover', 'drop']) {
+                    zone.dispatchEvent(new DragEvent(kind, {bubbles: true, cancelable: true, dataTransfer: dt}));
+                }
+            }""",
+            payload,
+        )
 
     def uploads(self) -> Locator:
         return self.page.locator("#uploads li.upload")

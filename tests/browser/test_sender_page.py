@@ -148,9 +148,14 @@ def test_a_sender_uploads_watches_it_live_reads_listens_and_downloads(
     assert start > 1.0
     player = page.locator("#player")
     expect(player).to_have_attribute("src", re.compile(rf"/api/transcriber/records/{rid}/audio\?token="))
-    page.wait_for_function("document.querySelector('#player').readyState >= 1")
+    # (polled from here: the page's content security policy allows no string evaluated in it)
+    eventually_sync(lambda: page.evaluate("() => document.querySelector('#player').readyState") >= 1, within=15)
     lines.nth(2).locator("button").click()
-    page.wait_for_function(f"Math.abs(document.querySelector('#player').currentTime - {start}) < 0.6", timeout=15_000)
+    eventually_sync(
+        lambda: abs(page.evaluate("() => document.querySelector('#player').currentTime") - start) < 0.6,
+        within=15,
+        what="the player at the line's start",
+    )
     expect(lines.nth(2)).to_have_attribute("aria-current", "true")
     expect(lines.nth(2)).to_have_class(re.compile(r"\bcurrent\b"))
     browser.shot("transcript-playing-from-a-line")
@@ -184,7 +189,9 @@ def test_a_sender_uploads_watches_it_live_reads_listens_and_downloads(
     expect(browser.row(rid).locator(".record-title")).to_have_text("Budget meeting")
 
 
-def test_refusals_are_said_in_words(pb: PocketBaseServer, browser: SenderPage, tmp_path: Path) -> None:
+def test_files_dropped_on_the_page_and_refusals_said_in_words(
+    pb: PocketBaseServer, browser: SenderPage, tmp_path: Path
+) -> None:
     from playwright.sync_api import expect
 
     sender = pb.new_sender()
@@ -194,14 +201,19 @@ def test_refusals_are_said_in_words(pb: PocketBaseServer, browser: SenderPage, t
     text.write_text("not audio at all\n" * 10)
     empty = tmp_path / "empty.wav"
     empty.write_bytes(b"")
-    browser.upload(text, empty)
+    good = tmp_path / "good.wav"
+    good.write_bytes(wav_bytes(0.5))
+    browser.drop(text, empty, good)
     refused = browser.uploads().filter(has=browser.page.locator("[role=alert]"))
     expect(refused).to_have_count(2)
+    expect(browser.uploads().filter(has_text="good.wav")).to_have_attribute("data-phase", "done")
     expect(browser.uploads().filter(has_text="notes.txt")).to_contain_text("notes.txt is not an audio or video file.")
     expect(browser.uploads().filter(has_text="empty.wav")).to_contain_text("empty.wav is empty.")
     browser.shot("refusals")
     browser.accessible("refusals")
-    assert sender.http.get("/api/transcriber/records").json()["totalItems"] == 0
+    (item,) = sender.http.get("/api/transcriber/records").json()["items"]  # the one that was audio
+    assert item["title"] == "good"
+    expect(browser.row(item["id"])).to_be_visible()
 
 
 def test_quota_refusal_says_when_to_retry(tmp_path: Path, shots: Screenshots) -> None:

@@ -139,6 +139,7 @@ function renderHeader() {
 }
 
 async function signOut(message) {
+  cancelRecording();
   if (state.live) {
     const end = state.live;
     state.live = null;
@@ -176,13 +177,15 @@ async function ensureLive() {
         showLive();
       }
     };
-    state.live = async () => {
+    const stop = async () => {
       await stopStatus();
       await stopConnect();
     };
+    if (state.live !== "starting") return stop(); // signed out meanwhile
+    state.live = stop;
     showLive();
   } catch (_) {
-    state.live = null;
+    if (state.live === "starting") state.live = null;
   }
 }
 

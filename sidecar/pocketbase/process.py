@@ -116,6 +116,10 @@ def environment(settings: Settings) -> dict[str, str]:
     # In milliseconds: the hooks cannot parse "3h", and one number serves both halves.
     env["TRANSCRIBER_INTAKE__READ_TIMEOUT_MS"] = str(int(settings.intake.read_timeout.total_seconds() * 1000))
     env["TRANSCRIBER_INTAKE__MAX_DURATION_MS"] = str(int(settings.intake.max_duration.total_seconds() * 1000))
+    try:  # the sender's page: its files' validators (pb_hooks/server.pb.js)
+        env["TRANSCRIBER_POCKETBASE__PUBLIC_DIR"] = str(public_dir(settings))
+    except FileNotFoundError:
+        env.pop("TRANSCRIBER_POCKETBASE__PUBLIC_DIR", None)
     env["TRANSCRIBER_QUOTAS__UPLOADS_PER_HOUR"] = str(settings.quotas.uploads_per_hour)
     env["TRANSCRIBER_QUOTAS__WAITING"] = str(settings.quotas.waiting)
     env["TRANSCRIBER_QUOTAS__AUDIO_SECONDS_PER_DAY"] = str(round(settings.quotas.audio_hours_per_day * 3600))

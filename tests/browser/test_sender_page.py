@@ -240,6 +240,7 @@ def test_quota_refusal_says_when_to_retry(tmp_path: Path, shots: Screenshots) ->
                 re.compile(r"as many recordings as allowed in an hour\. Try again at \d\d?:\d\d( [AP]M)?\.")
             )
             browser.shot("quota")
+            browser.accessible("quota refusal")
 
 
 def test_a_voice_note_from_the_microphone(pb: PocketBaseServer, browser: SenderPage) -> None:
@@ -252,6 +253,7 @@ def test_a_voice_note_from_the_microphone(pb: PocketBaseServer, browser: SenderP
     page.get_by_role("button", name="Record a voice note").click()
     expect(page.locator("#recorder [role=timer]")).to_contain_text("Recording 00:0")
     browser.shot("recording")
+    browser.accessible("recording a voice note")
     page.wait_for_timeout(2500)
     page.get_by_role("button", name="Stop and send").click()
     note = browser.uploads().filter(has_text="Voice note")

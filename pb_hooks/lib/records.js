@@ -48,6 +48,12 @@ const SENDER_RESUMABLE = ["attempts_exhausted", "stalled", "provider_failed", "r
 // A sender resumes one recording at most this many times; then it waits for
 // the owner (each resume may start a paid recognition of a lost piece).
 const MAX_SENDER_RESUMES = 3;
+const NOT_RESUMABLE_WHY = {
+  too_long: "another try would end the same way, the recording being too long",
+  unsupported_media: "another try would end the same way, the file not being readable audio",
+  over_quota: "upload it again when your daily audio quota allows",
+  halted_by_owner: "the owner of the service stopped it",
+};
 
 function senderResumes(app, recordId) {
   return app.countRecords("record_events", $dbx.hashExp({ record: recordId, kind: "resumed", actor: "sender" }));
@@ -61,7 +67,7 @@ function resumeRefusal(app, rec) {
   const code = rec.getString("halt_code");
   if (SENDER_RESUMABLE.indexOf(code) < 0) {
     return { code: "not_resumable", message: "A recording halted '" + code + "' cannot be resumed by its sender: " +
-      "another try would end the same way" + (code === "over_quota" ? " (upload it again when your quota allows)" : "") + "." };
+      (NOT_RESUMABLE_WHY[code] || "the owner of the service has to look at it") + "." };
   }
   if (senderResumes(app, rec.id) >= MAX_SENDER_RESUMES) {
     return { code: "resume_limit", message: "This recording was resumed " + MAX_SENDER_RESUMES + " times already; " +

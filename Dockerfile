@@ -16,6 +16,7 @@ COPY scripts/install-torch-cpu ./scripts/
 COPY sidecar ./sidecar
 COPY pb_migrations ./pb_migrations
 COPY pb_hooks ./pb_hooks
+COPY pb_public ./pb_public
 COPY samples ./samples
 # The diarize extra needs torch: its CPU build first, from PyTorch's CPU wheel
 # index (the default index would bring the CUDA build, several GB).

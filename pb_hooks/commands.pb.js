@@ -177,8 +177,10 @@ $app.rootCmd.addCommand(new Command({
           for (const table of ["record_events", "texts", "files", "recognition_attempts", "insights"]) {
             tx.db().newQuery("DELETE FROM " + table + " WHERE record = {:r}").bind({ r: rid }).execute();
           }
+          tx.db().newQuery("DELETE FROM record_status WHERE id = {:r}").bind({ r: rid }).execute();
           tx.db().newQuery("DELETE FROM audio_records WHERE id = {:r}").bind({ r: rid }).execute();
         }
+        tx.db().newQuery("DELETE FROM record_status WHERE owner = {:o}").bind({ o: user.id }).execute();
         tx.db().newQuery("DELETE FROM topics WHERE owner = {:o}").bind({ o: user.id }).execute();
         if (!keepAccount) tx.db().newQuery("DELETE FROM users WHERE id = {:o}").bind({ o: user.id }).execute();
         const audit = new Record(tx.findCollectionByNameOrId("erasures"));

@@ -1,5 +1,6 @@
 /// <reference path="../pb_data/types.d.ts" />
-// The sender's whole surface (SPEC §4): upload a recording, poll it.
+// The sender's whole surface (SPEC §4): upload a recording, poll it, list them, read the
+// transcript; and, for the sender's page (pb_public/), the audio, resume and rename.
 // Handlers require their modules: top-level variables of a *.pb.js file are
 // not visible inside handlers.
 
@@ -75,3 +76,28 @@ routerAdd(
   },
   $apis.requireAuth("users"),
 );
+
+// The recording as uploaded, for a player: HTTP ranges (206, Content-Range). The
+// sender's Authorization header, or `?token=` with a file token of theirs
+// (POST /api/files/token), which an <audio> element can carry (lib/sender.js).
+routerAdd("GET", "/api/transcriber/records/{id}/audio", (e) => require(`${__hooks}/lib/sender.js`).audio(e));
+
+// The sender clears a halt that another try can cure (lib/records.js, SENDER_RESUMABLE).
+routerAdd(
+  "POST",
+  "/api/transcriber/records/{id}/resume",
+  (e) => require(`${__hooks}/lib/sender.js`).resume(e),
+  $apis.requireAuth("users"),
+);
+
+// The sender changes a recording's title (the only field they can change).
+routerAdd(
+  "PATCH",
+  "/api/transcriber/records/{id}",
+  (e) => require(`${__hooks}/lib/sender.js`).rename(e),
+  $apis.requireAuth("users"),
+  $apis.bodyLimit(64 * 1024),
+);
+
+// What the upload form offers: the languages, the largest upload, the halts a sender may resume.
+routerAdd("GET", "/api/transcriber/options", (e) => require(`${__hooks}/lib/sender.js`).options(e));

@@ -22,6 +22,8 @@ onRecordUpdateRequest((e) => {
 onRecordUpdate((e) => {
   require(`${__hooks}/lib/panel.js`).mergeOwnerEdit(e.app, e.record);
   e.next();
+  // The sender's page follows the owner's changes (stage, halt, title) live.
+  require(`${__hooks}/lib/live.js`).publish(e.app, e.record);
 }, "audio_records");
 
 // A recording is made by an upload (intake writes its file in the same

@@ -104,6 +104,7 @@ class PocketBaseSettings(Section):
     upload_timeout: Duration = timedelta(minutes=30)
     migrations_dir: Path | None = None
     hooks_dir: Path | None = None
+    public_dir: Path | None = None  # the sender's page (pb_public/ beside the hooks by default)
 
     @model_validator(mode="after")
     def _credentials_in_pairs(self) -> PocketBaseSettings:

@@ -37,6 +37,7 @@ COLLECTIONS = [
     "usage_daily",
     "usage_providers",
     "erasures",
+    "record_status",
 ]
 # The owner's alone among them (usage views, the audit of erasures), empty in a fresh server.
 OWNER_ONLY = ["usage_daily", "usage_providers", "erasures"]

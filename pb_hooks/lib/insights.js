@@ -1,6 +1,7 @@
 // Insights: what the step reads, what it writes, and what senders and the
 // owner see of it (a brief grounded in quotes, up to five topics).
 const records = require(`${__hooks}/lib/records.js`);
+const live = require(`${__hooks}/lib/live.js`);
 
 const MAX_TOPICS = 5;
 const MAX_QUOTES = 20;
@@ -72,6 +73,8 @@ function store(tx, row, body, now) {
   tx.db().newQuery(
     "UPDATE audio_records SET brief = {:brief}, topics = {:topics}, queue_rev = queue_rev + 1, updated = {:upd} WHERE id = {:id}",
   ).bind({ id: rec.id, brief: brief, topics: JSON.stringify(ids), upd: new Date(now).toISOString().replace("T", " ") }).execute();
+  // The sender's page shows the brief as soon as it is written.
+  live.publish(tx, rec.id);
   row.set("quotes", quotes);
   row.set("quotes_for", brief);
   row.set("language", str(body.language, 10));

@@ -6,6 +6,7 @@ const media = require(`${__hooks}/lib/media.js`);
 const records = require(`${__hooks}/lib/records.js`);
 const queue = require(`${__hooks}/lib/queue.js`);
 const quotas = require(`${__hooks}/lib/quotas.js`);
+const live = require(`${__hooks}/lib/live.js`);
 
 const form = require(`${__hooks}/lib/form.js`);
 
@@ -151,6 +152,7 @@ function accept(e, upload) {
     records.journal(tx, rec.id, "uploaded", "accepted", "accepted " + file.size + " bytes (" + container + "), " +
       (admitted.reserveMs / 1000).toFixed(1) + " s of audio reserved (" + (length.declared ? "the length its header declares" :
         "its header declares no length: a guess from its size") + ")", "intake");
+    live.publish(tx, rec);
     created = rec;
   });
   if (over) return quotas.refuse(e, over);

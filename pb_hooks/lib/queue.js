@@ -18,6 +18,7 @@
 // until then.
 const respond = require(`${__hooks}/lib/respond.js`);
 const records = require(`${__hooks}/lib/records.js`);
+const live = require(`${__hooks}/lib/live.js`);
 
 // Mirrors the schema: stages with no step; a record there is never claimed.
 const TERMINAL_STAGES = ["done"];
@@ -145,6 +146,8 @@ function claimOnce(app, plan) {
   const rows = arrayOf(new DynamicModel({ row: "" }));
   app.runInTransaction((tx) => {
     tx.db().newQuery(sql).bind(plan.params).all(rows);
+    // The claimed record's activity changed (queued → normalizing, …).
+    if (rows.length > 0) live.publish(tx, JSON.parse(rows[0].row).id);
   });
   if (rows.length === 0) return null;
   const record = JSON.parse(rows[0].row);
@@ -265,6 +268,7 @@ function setAsideRecord(app, id, now, error) {
     const rows = arrayOf(new DynamicModel({ state: "" }));
     tx.db().newQuery("SELECT CAST(state AS TEXT) AS state FROM audio_records WHERE id = {:id}").bind({ id: id }).all(rows);
     records.journal(tx, id, rows.length > 0 ? rows[0].state : "", "halted", UNCLAIMABLE + ": " + reason, "worker");
+    live.publish(tx, id);
   });
   app.logger().error("claim: record set aside, its fields could not be read", "record", id, "error", String(error));
 }
@@ -354,24 +358,65 @@ function underFence(app, id, token, work, table) {
   return out;
 }
 
+// Writes `fields` to the record `id` (and `updated`), inside the caller's
+// transaction, only where `guard` (SQL over `params`) still holds.
+function writeFields(tx, id, fields, now, guard, guardParams, table) {
+  const params = Object.assign({ id: id, upd: dbTime(now) }, guardParams);
+  const sets = [];
+  for (const f in fields) {
+    params["v_" + f] = fields[f];
+    sets.push(f + " = {:v_" + f + "}");
+  }
+  tx.db()
+    .newQuery("UPDATE " + (table || "audio_records") + " SET " + sets.join(", ") + ", updated = {:upd} WHERE id = {:id} AND " + guard)
+    .bind(params)
+    .execute();
+}
+
 // A fenced transition: its fields written where the token still matches, then
 // `after(tx, rec)` in the same transaction.
 function fenced(app, id, token, now, transition, args, after, table) {
   table = table || "audio_records";
   underFence(app, id, token, (tx, rec) => {
-    const fields = fieldsOf(rec, transition, now, args);
-    const params = { id: id, token: token, upd: dbTime(now) };
-    const sets = [];
-    for (const f in fields) {
-      params["v_" + f] = fields[f];
-      sets.push(f + " = {:v_" + f + "}");
-    }
-    tx.db()
-      .newQuery("UPDATE " + table + " SET " + sets.join(", ") + ", updated = {:upd} WHERE id = {:id} AND claim_token = {:token}")
-      .bind(params)
-      .execute();
-    if (after) after(tx, tx.findRecordById(table, id));
+    writeFields(tx, id, fieldsOf(rec, transition, now, args), now, "claim_token = {:token}", { token: token }, table);
+    const saved = tx.findRecordById(table, id);
+    if (after) after(tx, saved);
+    // A longer lease shows nothing new to the sender; insights rows have no live status.
+    if (table === "audio_records" && transition !== "extend") live.publish(tx, saved);
   }, table);
+}
+
+// The sender clears a halt of their own recording (POST /api/transcriber/records/{id}/resume):
+// the owner's resume (ST6) and nothing else, in one transaction — claim released, attempts
+// afresh, the recognitions already started kept (a lost one was marked failed when the
+// record halted, so only that piece is recognized again: nothing is paid for twice),
+// journalled as done by the sender. `check(tx, rec)` returns a refusal, or null to go on.
+// Returns {refused} or {record}.
+function resumeBySender(app, id, ownerId, now, check) {
+  let out = null;
+  app.runInTransaction((tx) => {
+    let rec;
+    try {
+      rec = tx.findRecordById("audio_records", id);
+    } catch (_) {
+      rec = null;
+    }
+    if (!rec || rec.getString("owner") !== ownerId) {
+      out = { refused: { status: 404, code: "not_found", message: "No such recording." } };
+      return;
+    }
+    const refused = check(tx, rec);
+    if (refused) {
+      out = { refused: refused };
+      return;
+    }
+    writeFields(tx, id, fieldsOf(rec, "resume", now), now, "queue_rev = {:rev} AND halted_at != ''", { rev: rec.getInt("queue_rev") });
+    records.journal(tx, id, rec.getString("state"), "resumed", "halt cleared by the sender (" + rec.getString("halt_code") + ")", "sender");
+    const saved = tx.findRecordById("audio_records", id);
+    live.publish(tx, saved);
+    out = { record: saved };
+  });
+  return out;
 }
 
 // O4: the row a repeated write made the first time (same record, same key), or null.
@@ -452,5 +497,6 @@ function progress(app, id, token, now, value, activity, language, table) {
 module.exports = {
   Fenced: Fenced, Invalid: Invalid, TERMINAL_STAGES: TERMINAL_STAGES, isTerminal: isTerminal, dbTime: dbTime,
   intArg: intArg, strArg: strArg, claim: claim, enqueue: enqueue, nextAvailableAt: nextAvailableAt, underFence: underFence,
-  fieldsOf: fieldsOf, writtenBefore: writtenBefore, queueInsights: queueInsights, advance: advance, postpone: postpone, halt: halt, fail: fail, release: release, extend: extend, progress: progress,
+  fieldsOf: fieldsOf, writeFields: writeFields, resumeBySender: resumeBySender, writtenBefore: writtenBefore, queueInsights: queueInsights,
+  advance: advance, postpone: postpone, halt: halt, fail: fail, release: release, extend: extend, progress: progress,
 };

@@ -75,6 +75,12 @@ function countExceeded(tx, owner, now, q) {
       };
     }
   }
+  return waitingExceeded(tx, owner, q);
+}
+
+// The quota of recordings waiting at once: null, or why not (a resumed recording waits again too).
+function waitingExceeded(tx, owner, q) {
+  q = q || limits();
   if (q.waiting > 0) {
     const row = new DynamicModel({ n: 0 });
     tx.db().newQuery("SELECT COUNT(*) AS n FROM audio_records WHERE owner = {:owner} AND state != 'done' " +
@@ -163,4 +169,4 @@ function refuse(e, over) {
   return respond.fail(e, 429, over.code, over.message);
 }
 
-module.exports = { admit: admit, measured: measured, refuse: refuse };
+module.exports = { admit: admit, measured: measured, refuse: refuse, waitingExceeded: waitingExceeded };

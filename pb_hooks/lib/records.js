@@ -48,6 +48,43 @@ function topicNames(app, rec) {
   return ids.filter((id) => byId[id] !== undefined).map((id) => byId[id]);
 }
 
+// The halts a sender may clear on their own (POST …/resume): those another try
+// can cure. Not the recording's own faults (too_long, unsupported_media), not
+// a quota (over_quota: upload again when it allows), not what the owner must
+// look at (provider_rejected: the provider refused our request; unclaimable:
+// a field to fix) or decided (halted_by_owner).
+const SENDER_RESUMABLE = ["attempts_exhausted", "stalled", "provider_failed", "results_expired"];
+// A sender resumes one recording at most this many times; then it waits for
+// the owner (each resume may start a paid recognition of a lost piece).
+const MAX_SENDER_RESUMES = 3;
+const NOT_RESUMABLE_WHY = {
+  too_long: "another try would end the same way, the recording being too long",
+  unsupported_media: "another try would end the same way, the file not being readable audio",
+  over_quota: "upload it again when your daily audio quota allows",
+  halted_by_owner: "the owner of the service stopped it",
+};
+
+function senderResumes(app, recordId) {
+  return app.countRecords("record_events", $dbx.hashExp({ record: recordId, kind: "resumed", actor: "sender" }));
+}
+
+// Why the sender may not resume `rec` ({code, message}), or null when they may.
+function resumeRefusal(app, rec) {
+  if (rec.getString("halted_at") === "") {
+    return { code: "not_halted", message: "This recording is not halted: there is nothing to resume." };
+  }
+  const code = rec.getString("halt_code");
+  if (SENDER_RESUMABLE.indexOf(code) < 0) {
+    return { code: "not_resumable", message: "A recording halted '" + code + "' cannot be resumed by its sender: " +
+      (NOT_RESUMABLE_WHY[code] || "the owner of the service has to look at it") + "." };
+  }
+  if (senderResumes(app, rec.id) >= MAX_SENDER_RESUMES) {
+    return { code: "resume_limit", message: "This recording was resumed " + MAX_SENDER_RESUMES + " times already; " +
+      "the owner of the service decides what happens to it now." };
+  }
+  return null;
+}
+
 // I2 (and, without `text`, each item of the list, O12). `brief` and `topics`
 // (names) once the insights step (or the owner) wrote them: null and [] before.
 function pollBody(app, rec, withText) {
@@ -72,6 +109,8 @@ function pollBody(app, rec, withText) {
     progress: progressOf(rec),
     brief: rec.getString("brief") || null,
     topics: topicNames(app, rec),
+    // Whether the sender may resume it now (POST /api/transcriber/records/{id}/resume).
+    resumable: halted && resumeRefusal(app, rec) === null,
     text: text,
   };
   if (withText === false) delete body.text;
@@ -108,4 +147,5 @@ function languages(app) {
 module.exports = {
   pollBody: pollBody, findOwned: findOwned, journal: journal, transcriptOf: transcriptOf, languages: languages,
   activities: activities, activityOf: activityOf, DERIVED_ONLY: DERIVED_ONLY, topicNames: topicNames,
+  SENDER_RESUMABLE: SENDER_RESUMABLE, MAX_SENDER_RESUMES: MAX_SENDER_RESUMES, resumeRefusal: resumeRefusal,
 };

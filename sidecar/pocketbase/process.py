@@ -60,6 +60,11 @@ def hooks_dir(settings: Settings) -> Path:
     return settings.pocketbase.hooks_dir or _project_dir("pb_hooks")
 
 
+def public_dir(settings: Settings) -> Path:
+    """The sender's page, served by PocketBase at ``/``."""
+    return settings.pocketbase.public_dir or _project_dir("pb_public")
+
+
 @dataclass(frozen=True)
 class ServiceAccount:
     email: str
@@ -111,6 +116,10 @@ def environment(settings: Settings) -> dict[str, str]:
     # In milliseconds: the hooks cannot parse "3h", and one number serves both halves.
     env["TRANSCRIBER_INTAKE__READ_TIMEOUT_MS"] = str(int(settings.intake.read_timeout.total_seconds() * 1000))
     env["TRANSCRIBER_INTAKE__MAX_DURATION_MS"] = str(int(settings.intake.max_duration.total_seconds() * 1000))
+    try:  # the sender's page: its files' validators (pb_hooks/server.pb.js)
+        env["TRANSCRIBER_POCKETBASE__PUBLIC_DIR"] = str(public_dir(settings))
+    except FileNotFoundError:
+        env.pop("TRANSCRIBER_POCKETBASE__PUBLIC_DIR", None)
     env["TRANSCRIBER_QUOTAS__UPLOADS_PER_HOUR"] = str(settings.quotas.uploads_per_hour)
     env["TRANSCRIBER_QUOTAS__WAITING"] = str(settings.quotas.waiting)
     env["TRANSCRIBER_QUOTAS__AUDIO_SECONDS_PER_DAY"] = str(round(settings.quotas.audio_hours_per_day * 3600))
@@ -192,6 +201,9 @@ def serve_args(settings: Settings, http: str | None = None) -> list[str]:
         *_base_args(settings),
         "serve",
         f"--http={http or settings.pocketbase.http}",
+        f"--publicDir={public_dir(settings)}",
+        # Only the page's own files: a path that names nothing (a mistyped API URL among them) is 404, not the page.
+        "--indexFallback=false",
         "--automigrate=false",
         "--hooksWatch=false",
     ]

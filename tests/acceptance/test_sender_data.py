@@ -99,12 +99,20 @@ async def test_export_and_erase_one_sender_leave_the_others_untouched(
     assert refused.returncode == 1 and "nothing erased" in refused.stderr
     assert _counts(data, ann.id) == ann_before
 
+    # Each recording's live status row, as the hooks write it while its sender's page is open.
+    recordings = superuser.http.get("/api/collections/audio_records/records").json()["items"]
+    for rec in recordings:
+        status = {"id": rec["id"], "owner": rec["owner"], "poll": {"id": rec["id"], "title": rec["title"]}}
+        assert superuser.http.post("/api/collections/record_status/records", json=status).status_code == 200
+
     stored_before = _stored(data)
     erased = await anyio.to_thread.run_sync(lambda: _cli(pb, "erase", ann.email, stdin=f"{ann.email}\n"))
     assert erased.returncode == 0, erased.stderr
     assert "erased 2 recording(s)" in erased.stdout
     assert _counts(data, ann.id) == dict.fromkeys(TABLES, 0)
     assert _counts(data, bob.id) == bob_before  # the other sender untouched
+    statuses = superuser.http.get("/api/collections/record_status/records").json()["items"]
+    assert [row["owner"] for row in statuses] == [bob.id]  # hers went with her recordings
     gone = stored_before - _stored(data)
     assert gone and all(any(row in path for row in gone) for path in gone)
     assert not any(ann_file in _stored(data) for ann_file in gone)

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 try:
     from playwright.sync_api import Locator, Page, Response, expect, sync_playwright
@@ -69,19 +70,28 @@ class Screenshots:
 
 
 @contextmanager
-def chromium_page(profile: Path) -> Iterator[Page]:
-    """A page in a fresh headless Chromium with an empty profile, on UTC, sized like a laptop screen."""
+def chromium_page(
+    profile: Path,
+    *,
+    locale: str = "en-US",
+    viewport: tuple[int, int] = (1600, 1000),
+    args: tuple[str, ...] = (),
+    **options: Any,
+) -> Iterator[Page]:
+    """A page in a fresh headless Chromium with an empty profile, on UTC, sized like a laptop screen
+    (or as asked: ``locale``, ``viewport``, more command-line ``args``, Playwright context options)."""
     profile.mkdir(parents=True, exist_ok=True)
     expect.set_options(timeout=TIMEOUT_MS)
     with sync_playwright() as pw:
         context = pw.chromium.launch_persistent_context(
             str(profile),
             executable_path=str(CHROMIUM),
-            args=CHROMIUM_ARGS,
+            args=[*CHROMIUM_ARGS, *args],
             headless=True,
-            viewport={"width": 1600, "height": 1000},
+            viewport={"width": viewport[0], "height": viewport[1]},
             timezone_id="UTC",
-            locale="en-US",
+            locale=locale,
+            **options,
         )
         try:
             page = context.pages[0] if context.pages else context.new_page()

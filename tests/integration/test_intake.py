@@ -42,6 +42,7 @@ def test_upload_creates_record_and_original_and_answers_the_poll_body(
         "title",
         "language",
         "progress",
+        "resumable",
         "created",
         "updated",
         "brief",
@@ -202,6 +203,7 @@ def test_a_sender_lists_their_own_recordings_newest_first_and_never_anothers(
     assert "text" not in item and item["title"] == "mine 2" and item["status"] == "uploaded"
     assert set(item) == {"id", "status", "activity", "halted", "halted_at", "halt_code", "title", "language"} | {
         "progress",
+        "resumable",
         "created",
         "updated",
         "brief",

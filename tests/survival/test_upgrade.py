@@ -57,7 +57,15 @@ def test_the_previous_releases_data_directory_upgrades_in_place(tmp_path: Path) 
     newer = sorted(p.name for p in (ROOT / "pb_migrations").glob("*.js") if p.name not in applied_before)
     assert newer, "the fixture predates no migration: it is not the previous release's"
 
-    with served(tmp_path, TRANSCRIBER_PROVIDER__NAME="instant", TRANSCRIBER_PIPELINE__WORKERS="1") as s:
+    # The fixture's records entered their stages when it was made: the stall watchdog, counting from
+    # then, would halt them as stalled once the fixture is older than a stage's limit.
+    with served(
+        tmp_path,
+        TRANSCRIBER_PROVIDER__NAME="instant",
+        TRANSCRIBER_PIPELINE__WORKERS="1",
+        TRANSCRIBER_PIPELINE__OWN_WORK_LIMIT="36500d",
+        TRANSCRIBER_PIPELINE__FOREIGN_WORK_LIMIT="36500d",
+    ) as s:
         s.start()
         s.wait_ready()
         for name in UNFINISHED:

@@ -1,0 +1,65 @@
+// The sender's live status over PocketBase's realtime (README, "realtime status").
+//
+// Every write that changes what the poll shows of a recording (intake, the
+// claim, the fenced transitions and progress, a halt set aside, the owner's
+// panel, the sender's resume and rename) calls `publish` inside its own
+// transaction. When the recording's owner has a realtime subscription to
+// `record_status` open, its row there is written with the poll body (no
+// text); PocketBase then sends the change, after the commit, to every
+// subscriber whose list or view rule admits the row: its owner alone.
+//
+// Why a row and not a message sent from here: a hook's send to a client waits
+// until that client's stream takes it, so one sender whose browser stopped
+// reading could hold up the pipeline's own writes. PocketBase's broadcast of a
+// saved row hands each message over in the background.
+const records = require(`${__hooks}/lib/records.js`);
+
+const COLLECTION = "record_status";
+
+// Whether a client signed in as `ownerId` (a sender) subscribes to this collection's events.
+function listened(app, ownerId) {
+  const clients = app.subscriptionsBroker().clients();
+  for (const id in clients) {
+    const client = clients[id];
+    if (client.isDiscarded()) continue;
+    const subs = client.subscriptions(COLLECTION);
+    let any = false;
+    for (const _ in subs) {
+      any = true;
+      break;
+    }
+    if (!any) continue;
+    const auth = client.get("auth");
+    if (auth && auth.id === ownerId && auth.collection().name === "users") return true;
+  }
+  return false;
+}
+
+// `rec` (or the id of) an audio record as stored now inside `app` (the caller's
+// transaction). Never fails the write it follows: a status that cannot be
+// written is logged, and the sender's page catches up at its next reload.
+function publish(app, rec) {
+  try {
+    write(app, rec);
+  } catch (err) {
+    app.logger().warn("live status not written", "record", typeof rec === "string" ? rec : rec.id, "error", String(err));
+  }
+}
+
+function write(app, rec) {
+  if (typeof rec === "string") rec = app.findRecordById("audio_records", rec);
+  const owner = rec.getString("owner");
+  if (owner === "" || !listened(app, owner)) return;
+  let row;
+  try {
+    row = app.findRecordById(COLLECTION, rec.id);
+  } catch (_) {
+    row = new Record(app.findCachedCollectionByNameOrId(COLLECTION));
+    row.set("id", rec.id);
+  }
+  row.set("owner", owner);
+  row.set("poll", records.pollBody(app, rec, false));
+  app.save(row);
+}
+
+module.exports = { publish: publish, COLLECTION: COLLECTION };

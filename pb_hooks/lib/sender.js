@@ -1,0 +1,133 @@
+// What a sender does to their own recordings beyond uploading and polling
+// (the sender's page uses these; so may any client): listen to the audio,
+// resume a halt another try can cure, change the title, and learn what the
+// upload form offers. Someone else's recording answers the same 404 as a
+// missing id, everywhere.
+const respond = require(`${__hooks}/lib/respond.js`);
+const records = require(`${__hooks}/lib/records.js`);
+const queue = require(`${__hooks}/lib/queue.js`);
+const quotas = require(`${__hooks}/lib/quotas.js`);
+const live = require(`${__hooks}/lib/live.js`);
+
+const MAX_TITLE = 500;
+const MAX_TITLE_BYTES = 4 * MAX_TITLE;
+
+function notFound(e) {
+  return respond.fail(e, 404, "not_found", "No such recording.");
+}
+
+// The signed-in sender: from the Authorization header, or, for an <audio>
+// element that cannot send one, from `?token=` holding a PocketBase file
+// token of theirs (POST /api/files/token: a few minutes long, good for files
+// only). The token is taken out of the URL before PocketBase's request log
+// records it. Null when neither names a sender.
+function sender(e) {
+  if (e.auth) return e.auth;
+  const query = e.request.url.query();
+  const token = String(query.get("token") || "");
+  if (token === "") return null;
+  query.del("token");
+  e.request.url.rawQuery = query.encode();
+  try {
+    const user = $app.findAuthRecordByToken(token, "file");
+    return user.collection().name === "users" ? user : null;
+  } catch (_) {
+    return null;
+  }
+}
+
+// GET /api/transcriber/records/{id}/audio: the original as uploaded, with
+// HTTP range requests (206 and Content-Range), so a player can seek.
+function audio(e) {
+  if (e.auth && e.auth.collection().name !== "users") {
+    return respond.fail(e, 403, "forbidden", "Only the sender of a recording can listen to it here.");
+  }
+  const user = sender(e);
+  if (!user) return respond.fail(e, 401, "unauthorized", "Sign in as the sender of this recording.");
+  const rec = records.findOwned($app, e.request.pathValue("id"), user.id);
+  if (!rec) return notFound(e);
+  const rows = $app.findRecordsByFilter("files", "record = {:id} && role = 'original'", "created", 1, 0, { id: rec.id });
+  const row = rows.length > 0 ? rows[0] : null;
+  const name = row ? row.getString("blob") : "";
+  if (name === "") return notFound(e);
+  const header = e.response.header();
+  // The sender's alone: no shared cache keeps it.
+  header.set("Cache-Control", "private, max-age=3600");
+  header.set("Content-Disposition", "inline; filename=\"" + name.replace(/[^A-Za-z0-9._-]/g, "_") + "\"");
+  const fsys = $app.newFilesystem();
+  try {
+    // http.ServeContent underneath: ranges, If-Range, HEAD; streamed from storage.
+    fsys.serve(e.response, e.request, row.baseFilesPath() + "/" + name, name);
+  } finally {
+    fsys.close();
+  }
+}
+
+// POST /api/transcriber/records/{id}/resume
+function resume(e) {
+  const now = Date.now();
+  const out = queue.resumeBySender($app, e.request.pathValue("id"), e.auth.id, now, (tx, rec) => {
+    const why = records.resumeRefusal(tx, rec);
+    if (why) return { status: 409, code: why.code, message: why.message };
+    // Resumed, it waits again: the quota of recordings waiting at once holds.
+    const over = quotas.waitingExceeded(tx, rec.getString("owner"));
+    if (over) {
+      return { status: 429, code: over.code, retryAfter: over.retryAfter,
+        message: over.message.replace("upload more", "resume it") };
+    }
+    return null;
+  });
+  if (out.refused) {
+    if (out.refused.retryAfter) e.response.header().set("Retry-After", String(out.refused.retryAfter));
+    return respond.fail(e, out.refused.status, out.refused.code, out.refused.message);
+  }
+  return e.json(200, records.pollBody($app, out.record));
+}
+
+// PATCH /api/transcriber/records/{id} with {"title": "…"}: the title, and nothing else.
+function rename(e) {
+  let body;
+  try {
+    body = e.requestInfo().body || {};
+  } catch (_) {
+    return respond.fail(e, 400, "invalid_title", "Send a JSON object with a 'title' string.");
+  }
+  if (typeof body.title !== "string") {
+    return respond.fail(e, 400, "invalid_title", "Send a JSON object with a 'title' string.");
+  }
+  for (const key in body) {
+    if (key !== "title") return respond.fail(e, 400, "unknown_field", "Only the 'title' of a recording can be changed.");
+  }
+  const title = body.title.trim();
+  const chars = Array.from(title).length;
+  if (chars > MAX_TITLE || toBytes(body.title).length > MAX_TITLE_BYTES) {
+    return respond.fail(e, 400, "title_too_long", "The title is " + chars + " characters; at most " + MAX_TITLE + " are accepted.");
+  }
+  const owner = e.auth.id;
+  let saved = null;
+  $app.runInTransaction((tx) => {
+    const rec = records.findOwned(tx, e.request.pathValue("id"), owner);
+    if (!rec) return;
+    if (rec.getString("title") !== title) {
+      const now = Date.now();
+      tx.db().newQuery("UPDATE audio_records SET title = {:title}, updated = {:upd} WHERE id = {:id}")
+        .bind({ id: rec.id, title: title, upd: queue.dbTime(now) }).execute();
+      records.journal(tx, rec.id, rec.getString("state"), "note", "title changed by the sender", "sender");
+    }
+    saved = tx.findRecordById("audio_records", rec.id);
+    live.publish(tx, saved);
+  });
+  if (!saved) return notFound(e);
+  return e.json(200, records.pollBody($app, saved));
+}
+
+// GET /api/transcriber/options: what the upload form offers (no sign-in: nothing here is private).
+function options(e) {
+  return e.json(200, {
+    languages: records.languages($app),
+    max_upload_bytes: require(`${__hooks}/lib/intake.js`).maxUploadBytes(),
+    resumable_halt_codes: records.SENDER_RESUMABLE,
+  });
+}
+
+module.exports = { audio: audio, resume: resume, rename: rename, options: options };

@@ -1,0 +1,285 @@
+// The page's words in English and Russian. The language comes from the
+// browser (navigator.languages) until the sender picks the other one; the
+// choice is kept in this browser (localStorage).
+
+const KEY = "transcriber.lang";
+
+const en = {
+  "lang.name": "English",
+  "app.loading": "Loading…",
+  "signin.title": "Sign in",
+  "signin.lead": "Sign in to upload recordings and read their transcripts.",
+  "signin.email": "Email",
+  "signin.password": "Password",
+  "signin.submit": "Sign in",
+  "signin.busy": "Signing in…",
+  "signin.failed": "The email or the password is wrong.",
+  "signout": "Sign out",
+  "upload.title": "New recording",
+  "upload.drop": "Drop audio or video files here",
+  "upload.or": "or",
+  "upload.choose": "Choose files",
+  "upload.record": "Record a voice note",
+  "upload.titleLabel": "Title (optional)",
+  "upload.titleHint": "Left empty, each recording is named after its file.",
+  "upload.language": "Language spoken",
+  "upload.autoLanguage": "Find it automatically",
+  "upload.sending": "Uploading {percent}%",
+  "upload.checking": "Checking the file…",
+  "upload.sent": "Uploaded",
+  "upload.dismiss": "Dismiss",
+  "record.recording": "Recording {time}",
+  "record.stop": "Stop and send",
+  "record.cancel": "Discard",
+  "record.name": "Voice note {when}",
+  "record.denied": "The microphone is not available: allow it for this page and try again.",
+  "record.unsupported": "This browser cannot record audio.",
+  "list.title": "Your recordings",
+  "list.empty": "No recordings yet. Drop a file above, or record a voice note.",
+  "list.range": "{first}–{last} of {total}",
+  "list.newer": "Newer",
+  "list.older": "Older",
+  "list.untitled": "Untitled recording",
+  "list.open": "Open",
+  "list.live": "Updates live",
+  "list.offline": "Reconnecting…",
+  "record.back": "All recordings",
+  "record.rename": "Rename",
+  "record.renameLabel": "New title",
+  "record.save": "Save",
+  "record.cancelEdit": "Cancel",
+  "record.uploaded": "Uploaded {when}",
+  "record.resume": "Resume",
+  "record.resumed": "Resumed: it is back in the queue.",
+  "record.notFound": "There is no such recording.",
+  "record.noSpeech": "No speech was found in this recording.",
+  "record.progress": "{percent}% done",
+  "record.waitingText": "The transcript appears here when it is ready. You can leave this page: the work goes on.",
+  "player.label": "The recording",
+  "player.retry": "The audio could not be loaded.",
+  "transcript.title": "Transcript",
+  "transcript.search": "Search the transcript",
+  "transcript.matches": "{count} matching lines",
+  "transcript.noMatches": "Nothing matches.",
+  "transcript.download": "Download",
+  "transcript.playFrom": "Play from {time}",
+  "activity.queued": "Queued",
+  "activity.normalizing": "Preparing the audio",
+  "activity.recognizing": "Recognizing speech",
+  "activity.finding_speakers": "Finding the speakers",
+  "activity.waiting_for_provider": "With the recognition service",
+  "activity.finalizing": "Finishing",
+  "activity.done": "Done",
+  "activity.halted": "Stopped",
+  "halt.attempts_exhausted": "It failed several times in a row.",
+  "halt.stalled": "It stopped moving for too long.",
+  "halt.unsupported_media": "The file could not be read as audio. Upload another file.",
+  "halt.too_long": "The recording is longer than this service accepts.",
+  "halt.provider_rejected": "The recognition service refused it; the owner of this service has to look at it.",
+  "halt.provider_failed": "The recognition service failed on it.",
+  "halt.results_expired": "The recognition result expired before it was collected.",
+  "halt.halted_by_owner": "The owner of this service stopped it.",
+  "halt.unclaimable": "It could not be processed; the owner of this service has to look at it.",
+  "halt.over_quota": "It is over your daily amount of audio. Upload it again later.",
+  "halt.other": "It stopped ({code}).",
+  "halt.canResume": "Another try may help.",
+  "error.too_large": "{name} is too large: the most this service accepts is {limit}.",
+  "error.not_audio": "{name} is not an audio or video file.",
+  "error.empty_file": "{name} is empty.",
+  "error.unknown_language": "This language is not on the list.",
+  "error.title_too_long": "The title is too long: at most 500 characters.",
+  "error.too_many_uploads": "You have uploaded as many recordings as allowed in an hour. Try again {when}.",
+  "error.too_many_waiting": "Too many of your recordings are still being transcribed. Try again {when}.",
+  "error.too_much_audio": "This would go over your daily amount of audio. Try again {when}.",
+  "error.too_many_requests": "Too many attempts. Try again {when}.",
+  "error.too_many_failed_logins": "Too many wrong passwords for this account. Try again {when}.",
+  "error.not_resumable": "This recording cannot be resumed from here.",
+  "error.resume_limit": "It was resumed three times already; the owner of this service decides now.",
+  "error.not_halted": "It is not stopped any more.",
+  "error.unauthorized": "Your session has ended: sign in again.",
+  "error.network": "The connection to the server was lost. Try again.",
+  "error.other": "The server refused it: {message}",
+  "when.inSeconds": "in {n} seconds",
+  "when.at": "at {time}",
+};
+
+const ru = {
+  "lang.name": "Русский",
+  "app.loading": "Загрузка…",
+  "signin.title": "Вход",
+  "signin.lead": "Войдите, чтобы загружать записи и читать расшифровки.",
+  "signin.email": "Электронная почта",
+  "signin.password": "Пароль",
+  "signin.submit": "Войти",
+  "signin.busy": "Входим…",
+  "signin.failed": "Неверная почта или пароль.",
+  "signout": "Выйти",
+  "upload.title": "Новая запись",
+  "upload.drop": "Перетащите сюда аудио- или видеофайлы",
+  "upload.or": "или",
+  "upload.choose": "Выбрать файлы",
+  "upload.record": "Записать голосовую заметку",
+  "upload.titleLabel": "Название (необязательно)",
+  "upload.titleHint": "Если оставить пустым, запись назовётся по имени файла.",
+  "upload.language": "Язык речи",
+  "upload.autoLanguage": "Определить автоматически",
+  "upload.sending": "Загрузка {percent}%",
+  "upload.checking": "Проверяем файл…",
+  "upload.sent": "Загружено",
+  "upload.dismiss": "Убрать",
+  "record.recording": "Идёт запись {time}",
+  "record.stop": "Остановить и отправить",
+  "record.cancel": "Отменить",
+  "record.name": "Голосовая заметка {when}",
+  "record.denied": "Микрофон недоступен: разрешите его для этой страницы и попробуйте снова.",
+  "record.unsupported": "Этот браузер не умеет записывать звук.",
+  "list.title": "Ваши записи",
+  "list.empty": "Записей пока нет. Перетащите файл выше или запишите голосовую заметку.",
+  "list.range": "{first}–{last} из {total}",
+  "list.newer": "Новее",
+  "list.older": "Старше",
+  "list.untitled": "Запись без названия",
+  "list.open": "Открыть",
+  "list.live": "Обновляется само",
+  "list.offline": "Переподключаемся…",
+  "record.back": "Все записи",
+  "record.rename": "Переименовать",
+  "record.renameLabel": "Новое название",
+  "record.save": "Сохранить",
+  "record.cancelEdit": "Отмена",
+  "record.uploaded": "Загружено {when}",
+  "record.resume": "Возобновить",
+  "record.resumed": "Возобновлено: запись снова в очереди.",
+  "record.notFound": "Такой записи нет.",
+  "record.noSpeech": "Речи в этой записи не найдено.",
+  "record.progress": "Готово на {percent}%",
+  "record.waitingText": "Расшифровка появится здесь, когда будет готова. Страницу можно закрыть: работа продолжится.",
+  "player.label": "Запись",
+  "player.retry": "Не удалось загрузить звук.",
+  "transcript.title": "Расшифровка",
+  "transcript.search": "Поиск по расшифровке",
+  "transcript.matches": "Найдено строк: {count}",
+  "transcript.noMatches": "Ничего не найдено.",
+  "transcript.download": "Скачать",
+  "transcript.playFrom": "Воспроизвести с {time}",
+  "activity.queued": "В очереди",
+  "activity.normalizing": "Подготовка звука",
+  "activity.recognizing": "Распознавание речи",
+  "activity.finding_speakers": "Определение говорящих",
+  "activity.waiting_for_provider": "В сервисе распознавания",
+  "activity.finalizing": "Завершение",
+  "activity.done": "Готово",
+  "activity.halted": "Остановлено",
+  "halt.attempts_exhausted": "Несколько попыток подряд не удались.",
+  "halt.stalled": "Обработка слишком долго стояла на месте.",
+  "halt.unsupported_media": "Файл не читается как звук. Загрузите другой файл.",
+  "halt.too_long": "Запись длиннее, чем принимает этот сервис.",
+  "halt.provider_rejected": "Сервис распознавания отказал; нужен владелец этого сервиса.",
+  "halt.provider_failed": "Сервис распознавания не справился с записью.",
+  "halt.results_expired": "Результат распознавания устарел, прежде чем его забрали.",
+  "halt.halted_by_owner": "Владелец сервиса остановил обработку.",
+  "halt.unclaimable": "Запись не удалось обработать; нужен владелец этого сервиса.",
+  "halt.over_quota": "Запись превышает ваш дневной объём аудио. Загрузите её позже.",
+  "halt.other": "Обработка остановлена ({code}).",
+  "halt.canResume": "Ещё одна попытка может помочь.",
+  "error.too_large": "{name} слишком большой: сервис принимает не больше {limit}.",
+  "error.not_audio": "{name} — не аудио- и не видеофайл.",
+  "error.empty_file": "{name} пустой.",
+  "error.unknown_language": "Такого языка нет в списке.",
+  "error.title_too_long": "Слишком длинное название: не больше 500 символов.",
+  "error.too_many_uploads": "За час загружено столько записей, сколько разрешено. Попробуйте {when}.",
+  "error.too_many_waiting": "Слишком много ваших записей ещё обрабатывается. Попробуйте {when}.",
+  "error.too_much_audio": "Это превысит ваш дневной объём аудио. Попробуйте {when}.",
+  "error.too_many_requests": "Слишком много попыток. Попробуйте {when}.",
+  "error.too_many_failed_logins": "Слишком много неверных паролей для этой учётной записи. Попробуйте {when}.",
+  "error.not_resumable": "Эту запись нельзя возобновить отсюда.",
+  "error.resume_limit": "Запись уже возобновляли трижды; теперь решает владелец сервиса.",
+  "error.not_halted": "Запись уже не остановлена.",
+  "error.unauthorized": "Сеанс закончился: войдите снова.",
+  "error.network": "Связь с сервером прервалась. Попробуйте ещё раз.",
+  "error.other": "Сервер отказал: {message}",
+  "when.inSeconds": "через {n} с",
+  "when.at": "в {time}",
+};
+
+export const DICTS = { en, ru };
+
+function fromBrowser() {
+  for (const tag of navigator.languages || [navigator.language || "en"]) {
+    const base = String(tag).toLowerCase().split("-")[0];
+    if (base in DICTS) return base;
+  }
+  return "en";
+}
+
+let current = (() => {
+  try {
+    const kept = localStorage.getItem(KEY);
+    if (kept && kept in DICTS) return kept;
+  } catch (_) {
+    // storage refused (private mode): the browser's language it is
+  }
+  return fromBrowser();
+})();
+
+export function lang() {
+  return current;
+}
+
+export function setLang(code) {
+  current = code in DICTS ? code : "en";
+  try {
+    localStorage.setItem(KEY, current);
+  } catch (_) {
+    // not kept: this page still switches
+  }
+  document.documentElement.lang = current;
+}
+
+export function other() {
+  return current === "ru" ? "en" : "ru";
+}
+
+// The words for `key` in the current language, `{name}` filled from `params`.
+export function t(key, params) {
+  const words = DICTS[current][key] ?? DICTS.en[key] ?? key;
+  return words.replace(/\{(\w+)\}/g, (_, name) => (params && name in params ? String(params[name]) : ""));
+}
+
+export function languageName(code) {
+  try {
+    const name = new Intl.DisplayNames([current], { type: "language" }).of(code);
+    return name && name !== code ? name.charAt(0).toLocaleUpperCase(current) + name.slice(1) : code;
+  } catch (_) {
+    return code;
+  }
+}
+
+export function dateTime(iso) {
+  if (!iso) return "";
+  return new Intl.DateTimeFormat(current, { dateStyle: "medium", timeStyle: "short" }).format(new Date(iso));
+}
+
+export function clock(date) {
+  return new Intl.DateTimeFormat(current, { hour: "2-digit", minute: "2-digit" }).format(date);
+}
+
+export function number(n) {
+  return new Intl.NumberFormat(current).format(n);
+}
+
+// "in 40 seconds" or "at 14:05" for a wait of `seconds`.
+export function when(seconds) {
+  if (seconds < 90) return t("when.inSeconds", { n: Math.max(1, Math.round(seconds)) });
+  return t("when.at", { time: clock(new Date(Date.now() + seconds * 1000)) });
+}
+
+export function bytes(n) {
+  const units = current === "ru" ? ["Б", "КБ", "МБ", "ГБ"] : ["B", "KB", "MB", "GB"];
+  let i = 0;
+  while (n >= 1024 && i < units.length - 1) {
+    n /= 1024;
+    i++;
+  }
+  return number(Math.round(n * 10) / 10) + " " + units[i];
+}

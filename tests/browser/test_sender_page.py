@@ -1,0 +1,477 @@
+"""The sender's page in a real browser: sign in, upload a real clip and watch it move to done without a
+reload, read the transcript with its speakers, play from a line, search, download every format, rename;
+a voice note from the microphone; a halted recording resumed; the Russian interface on a phone; a
+second sender who sees none of it; and the page's weight and time to its first list.
+
+PocketBase and the pipeline are the real ones (the pipeline in a background thread, with a provider
+that stops halfway until the test lets it go on); the browser is the system's headless Chromium.
+axe-core checks each screen for serious or critical accessibility violations.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sidecar.providers.instant import InstantProvider
+from testkit.media import wav_bytes
+from testkit.pocketbase import PASSWORD, Caller, PocketBaseServer, running_pocketbase
+from tests.browser.panel import Screenshots, chromium_page, missing_browser
+from tests.browser.pipeline import pipeline_in_background
+from tests.browser.sender_page import FAKE_MICROPHONE, PacedProvider, SenderPage
+from tests.support.tools import require
+from tests.support.waiting import eventually_sync
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLE = ROOT / "samples" / "sample.ogg"
+STAGES = ("uploaded", "normalized", "submitted", "transcribed")
+
+pytestmark = pytest.mark.timeout(240)
+
+
+@pytest.fixture(autouse=True)
+def _browser() -> None:
+    require(missing_browser())
+
+
+@pytest.fixture
+def pb(tmp_path: Path) -> Iterator[PocketBaseServer]:
+    with running_pocketbase(tmp_path / "pb") as server:
+        yield server
+
+
+@pytest.fixture
+def shots(tmp_path: Path) -> Iterator[Screenshots]:
+    s = Screenshots(tmp_path / "screenshots")
+    s.root.mkdir()
+    try:
+        yield s
+    finally:
+        print("\nscreenshots:\n" + "\n".join(f"  {path}" for path in s.saved))
+
+
+@contextmanager
+def page_for(
+    pb: PocketBaseServer, tmp_path: Path, shots: Screenshots, name: str = "chromium", **options: Any
+) -> Iterator[SenderPage]:
+    with chromium_page(tmp_path / name, **options) as page:
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        yield SenderPage(page, pb.url, shots)
+        assert errors == [], f"the page raised: {errors}"
+
+
+@pytest.fixture
+def browser(pb: PocketBaseServer, tmp_path: Path, shots: Screenshots) -> Iterator[SenderPage]:
+    with page_for(pb, tmp_path, shots, args=FAKE_MICROPHONE) as page:
+        yield page
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def halt(service: Caller, rid: str, code: str) -> None:
+    resp = service.http.post("/api/pipeline/claim", json={"now": now_ms(), "leases": dict.fromkeys(STAGES, 60_000)})
+    assert resp.status_code == 200 and resp.json()["id"] == rid, resp.text
+    resp = service.http.post(
+        f"/api/pipeline/records/{rid}/halt",
+        json={"token": resp.json()["token"], "now": now_ms(), "code": code, "reason": "test"},
+    )
+    assert resp.status_code == 200, resp.text
+
+
+def upload(sender: Caller, title: str, body: bytes | None = None) -> str:
+    resp = sender.http.post(
+        "/api/transcriber/records", files={"file": ("a.wav", body or wav_bytes(0.5))}, data={"title": title}
+    )
+    assert resp.status_code == 201, resp.text
+    return str(resp.json()["id"])
+
+
+def test_a_sender_uploads_watches_it_live_reads_listens_and_downloads(
+    pb: PocketBaseServer, browser: SenderPage, tmp_path: Path
+) -> None:
+    from playwright.sync_api import expect
+
+    sender = pb.new_sender()
+    page = browser.page
+    browser.open()
+    expect(page.get_by_role("heading", name="Sign in")).to_be_visible()
+    browser.accessible("sign-in")
+    browser.shot("sign-in")
+    browser.sign_in(sender.email, PASSWORD)
+    expect(page.get_by_text("No recordings yet")).to_be_visible()
+    browser.accessible("empty list")
+    browser.mark_loaded()
+
+    provider = PacedProvider()
+    with pipeline_in_background(pb, provider, workers=1):
+        browser.upload(SAMPLE)
+        done_upload = browser.uploads().filter(has_text="sample.ogg")
+        expect(done_upload).to_have_attribute("data-phase", "done")
+        (rid,) = [item["id"] for item in sender.http.get("/api/transcriber/records").json()["items"]]
+        row = browser.row(rid)
+        expect(row.locator(".record-title")).to_have_text("sample")  # named after its file
+
+        # Halfway: the row says so, live (the provider holds here until the test lets it go on).
+        assert provider.halfway.wait(60)
+        expect(row).to_have_attribute("data-activity", "recognizing")
+        expect(row.locator(".badge")).to_have_text("Recognizing speech")
+        expect(row.locator(".pct")).to_have_text(re.compile(r"^(4[5-9]|5[0-5])%$"))
+        expect(row.locator(".meta")).to_contain_text("English")
+        browser.shot("recognizing-halfway")
+        browser.accessible("list while recognizing")
+        provider.release.set()
+        expect(row).to_have_attribute("data-activity", "done", timeout=60_000)
+        expect(row.locator(".badge")).to_have_text("Done")
+        assert browser.still_same_load(), "the list was reloaded"
+        browser.shot("done")
+
+    # The transcript beside the audio: speakers, click a line, the player jumps there.
+    row.locator(".record-title").click()
+    lines = page.locator("#lines li.line")
+    expect(lines).to_have_count(4)
+    expect(lines.nth(0).locator(".speaker")).to_have_text("Speaker 1")
+    expect(lines.nth(1).locator(".speaker")).to_have_text("Speaker 2")
+    expect(lines.nth(2).locator(".text")).to_have_text("The numbers look fine.")
+    segments = json.loads(sender.http.get(f"/api/transcriber/records/{rid}/transcript?format=json").text)["segments"]
+    start = float(segments[2]["start"])
+    assert start > 1.0
+    player = page.locator("#player")
+    expect(player).to_have_attribute("src", re.compile(rf"/api/transcriber/records/{rid}/audio\?token="))
+    # (polled from here: the page's content security policy allows no string evaluated in it)
+    eventually_sync(lambda: page.evaluate("() => document.querySelector('#player').readyState") >= 1, within=15)
+    lines.nth(2).locator("button").click()
+    eventually_sync(
+        lambda: abs(page.evaluate("() => document.querySelector('#player').currentTime") - start) < 0.6,
+        within=15,
+        what="the player at the line's start",
+    )
+    expect(lines.nth(2)).to_have_attribute("aria-current", "true")
+    expect(lines.nth(2)).to_have_class(re.compile(r"\bcurrent\b"))
+    browser.shot("transcript-playing-from-a-line")
+    browser.accessible("transcript")
+
+    # Search within the text.
+    page.locator("#search").fill("budget")
+    expect(lines.filter(visible=True)).to_have_count(1)
+    expect(lines.nth(1).locator("mark")).to_have_text("budget")
+    expect(page.locator("#search-count")).to_have_text("1 matching lines")
+    page.locator("#search").fill("")
+    expect(lines.filter(visible=True)).to_have_count(4)
+
+    # Every export format, byte for byte what the route gives.
+    for fmt in ("txt", "srt", "vtt", "json"):
+        with page.expect_download() as info:
+            page.locator(f"button.download[data-format={fmt}]").click()
+        got = Path(info.value.path()).read_bytes()
+        want = sender.http.get(f"/api/transcriber/records/{rid}/transcript", params={"format": fmt}).content
+        assert got == want, fmt
+        assert info.value.suggested_filename == f"sample.{fmt}"
+    assert b"Speaker 2: Let us begin with the budget." in want if fmt == "srt" else True
+
+    # Rename.
+    page.get_by_role("button", name="Rename").click()
+    page.locator("#rename-input").fill("Budget meeting")
+    page.get_by_role("button", name="Save").click()
+    expect(page.locator("#record-title")).to_have_text("Budget meeting")
+    assert sender.http.get(f"/api/transcriber/records/{rid}").json()["title"] == "Budget meeting"
+    page.get_by_role("link", name=re.compile("All recordings")).click()
+    expect(browser.row(rid).locator(".record-title")).to_have_text("Budget meeting")
+
+
+def test_files_dropped_on_the_page_and_refusals_said_in_words(
+    pb: PocketBaseServer, browser: SenderPage, tmp_path: Path
+) -> None:
+    from playwright.sync_api import expect
+
+    sender = pb.new_sender()
+    browser.open()
+    browser.sign_in(sender.email, PASSWORD)
+    text = tmp_path / "notes.txt"
+    text.write_text("not audio at all\n" * 10)
+    empty = tmp_path / "empty.wav"
+    empty.write_bytes(b"")
+    good = tmp_path / "good.wav"
+    good.write_bytes(wav_bytes(0.5))
+    browser.drop(text, empty, good)
+    refused = browser.uploads().filter(has=browser.page.locator("[role=alert]"))
+    expect(refused).to_have_count(2)
+    expect(browser.uploads().filter(has_text="good.wav")).to_have_attribute("data-phase", "done")
+    expect(browser.uploads().filter(has_text="notes.txt")).to_contain_text("notes.txt is not an audio or video file.")
+    expect(browser.uploads().filter(has_text="empty.wav")).to_contain_text("empty.wav is empty.")
+    browser.shot("refusals")
+    browser.accessible("refusals")
+    (item,) = sender.http.get("/api/transcriber/records").json()["items"]  # the one that was audio
+    assert item["title"] == "good"
+    expect(browser.row(item["id"])).to_be_visible()
+
+
+def test_quota_refusal_says_when_to_retry(tmp_path: Path, shots: Screenshots) -> None:
+    from playwright.sync_api import expect
+
+    from sidecar.settings import QuotaSettings
+
+    quotas = QuotaSettings(uploads_per_hour=1, waiting=0, audio_hours_per_day=0)
+    with running_pocketbase(tmp_path / "pb", quotas=quotas, max_upload_mb=1) as pb:
+        sender = pb.new_sender()
+        upload(sender, "the hour's one")
+        big = tmp_path / "big.wav"
+        big.write_bytes(wav_bytes(40.0))  # 1.28 MB: over the 1 MB limit, refused before it is sent
+        clip = tmp_path / "clip.wav"
+        clip.write_bytes(wav_bytes(0.5))
+        with page_for(pb, tmp_path, shots) as browser:
+            browser.open()
+            browser.sign_in(sender.email, PASSWORD)
+            browser.upload(big, clip)
+            expect(browser.uploads().filter(has_text="big.wav")).to_contain_text(
+                "big.wav is too large: the most this service accepts is 1 MB."
+            )
+            expect(browser.uploads().filter(has_text="clip.wav")).to_contain_text(
+                re.compile(r"as many recordings as allowed in an hour\. Try again at \d\d?:\d\d( [AP]M)?\.")
+            )
+            browser.shot("quota")
+            browser.accessible("quota refusal")
+
+
+def test_a_voice_note_from_the_microphone(pb: PocketBaseServer, browser: SenderPage) -> None:
+    from playwright.sync_api import expect
+
+    sender = pb.new_sender()
+    page = browser.page
+    browser.open()
+    browser.sign_in(sender.email, PASSWORD)
+    page.get_by_role("button", name="Record a voice note").click()
+    expect(page.locator("#recorder [role=timer]")).to_contain_text("Recording 00:0")
+    browser.shot("recording")
+    browser.accessible("recording a voice note")
+    page.wait_for_timeout(2500)
+    page.get_by_role("button", name="Stop and send").click()
+    note = browser.uploads().filter(has_text="Voice note")
+    expect(note).to_have_attribute("data-phase", "done")
+    (item,) = sender.http.get("/api/transcriber/records").json()["items"]
+    assert item["title"].startswith("Voice note ")
+    expect(browser.row(item["id"])).to_be_visible()
+    su = pb.superuser()
+    (original,) = su.http.get("/api/collections/files/records", params={"filter": f'record="{item["id"]}"'}).json()[
+        "items"
+    ]
+    assert original["role"] == "original" and original["format"] in ("webm", "matroska")
+    assert original["size"] > 1000
+    audio = sender.http.get(f"/api/transcriber/records/{item['id']}/audio")
+    assert audio.status_code == 200 and audio.content[:4] == b"\x1a\x45\xdf\xa3"  # EBML: WebM/Matroska
+
+    # A second one, discarded: nothing is sent.
+    page.get_by_role("button", name="Record a voice note").click()
+    expect(page.locator("#recorder [role=timer]")).to_be_visible()
+    page.get_by_role("button", name="Discard").click()
+    expect(page.get_by_role("button", name="Record a voice note")).to_be_visible()
+    page.wait_for_timeout(500)
+    assert sender.http.get("/api/transcriber/records").json()["totalItems"] == 1
+
+
+def test_a_halted_recording_is_resumed_from_the_page(pb: PocketBaseServer, browser: SenderPage) -> None:
+    from playwright.sync_api import expect
+
+    sender, service, su = pb.new_sender(), pb.service(), pb.superuser()
+    too_long = upload(sender, "Six and a half hours")
+    halt(service, too_long, "too_long")
+    stuck = upload(sender, "Interview", SAMPLE.read_bytes())  # speech: the provider is asked
+    halt(service, stuck, "attempts_exhausted")
+    browser.open()
+    browser.sign_in(sender.email, PASSWORD)
+    row = browser.row(stuck)
+    expect(row.locator(".badge")).to_have_text("Stopped")
+    expect(row.locator(".halt")).to_contain_text("It failed several times in a row.")
+    other = browser.row(too_long)
+    expect(other.locator(".halt")).to_contain_text("The recording is longer than this service accepts.")
+    expect(other.get_by_role("button", name="Resume")).to_have_count(0)
+    browser.shot("halted")
+    browser.accessible("halted list")
+    browser.mark_loaded()
+    row.get_by_role("button", name="Resume").click()
+    expect(row.locator(".badge")).to_have_text("Queued")
+    expect(row.locator(".halt")).to_have_count(0)
+    assert browser.still_same_load()
+    rec = su.http.get(f"/api/collections/audio_records/records/{stuck}").json()
+    assert rec["halted_at"] == "" and rec["attempts"] == 0
+    events = su.http.get("/api/collections/record_events/records", params={"filter": f'record="{stuck}"'}).json()
+    assert [e["actor"] for e in events["items"] if e["kind"] == "resumed"] == ["sender"]
+
+    # From the recording's own page too, and the workers finish it.
+    halt(service, stuck, "stalled")
+    expect(row.locator(".badge")).to_have_text("Stopped")
+    row.locator(".record-title").click()
+    expect(browser.page.locator("#status-card")).to_contain_text("It stopped moving for too long.")
+    browser.accessible("halted recording")
+    with pipeline_in_background(pb, PacedProvider(), workers=1) as _:
+        browser.page.get_by_role("button", name="Resume").click()
+        # (the provider holds halfway; that it got so far is the resume working)
+        expect(browser.page.locator("#status-card .badge")).to_have_text("Recognizing speech", timeout=60_000)
+
+
+def test_the_russian_interface_on_a_phone(pb: PocketBaseServer, tmp_path: Path, shots: Screenshots) -> None:
+    from playwright.sync_api import expect
+
+    sender, service = pb.new_sender(), pb.service()
+    rid = upload(sender, "Планёрка")
+    halt(service, rid, "stalled")
+    # A finished one with a long transcript, to read on the phone.
+    text = " ".join(f"Пункт номер {i} обсуждён." for i in range(1, 41))
+    done = upload(sender, "Интервью", SAMPLE.read_bytes())
+    with pipeline_in_background(pb, InstantProvider(text, language="ru"), workers=1):
+        eventually_sync(
+            lambda: sender.http.get(f"/api/transcriber/records/{done}").json()["status"] == "done",
+            within=60,
+            what="the interview done",
+        )
+    with page_for(pb, tmp_path, shots, locale="ru-RU", viewport=(390, 844), is_mobile=True, has_touch=True) as browser:
+        page = browser.page
+        browser.open()
+        expect(page.get_by_role("heading", name="Вход")).to_be_visible()
+        browser.expect_no_horizontal_scroll()
+        browser.accessible("вход")
+        browser.shot("ru-sign-in")
+        browser.sign_in(sender.email, PASSWORD, submit="Войти")
+        expect(page.get_by_role("heading", name="Ваши записи")).to_be_visible()
+        expect(page.get_by_role("heading", name="Новая запись")).to_be_visible()
+        expect(page.locator("label[for=file-input]")).to_have_text("Выбрать файлы")
+        expect(browser.row(rid).locator(".badge")).to_have_text("Остановлено")
+        expect(browser.row(rid).locator(".halt")).to_contain_text("Обработка слишком долго стояла на месте.")
+        expect(browser.row(rid).get_by_role("button", name="Возобновить")).to_be_visible()
+        expect(page.locator("#upload-language option").first).to_have_text("Определить автоматически")
+        expect(page.locator("#upload-language option[value=ru]")).to_have_text("Русский")
+        assert page.evaluate("document.documentElement.lang") == "ru"
+        browser.expect_no_horizontal_scroll()
+        browser.accessible("список")
+        browser.shot("ru-list-on-a-phone")
+        # The other language, kept for the next visit.
+        page.get_by_role("button", name="English").click()
+        expect(page.get_by_role("heading", name="Your recordings")).to_be_visible()
+        page.reload()
+        expect(page.get_by_role("heading", name="Your recordings")).to_be_visible()
+        page.get_by_role("button", name="Русский").click()
+        expect(page.get_by_role("heading", name="Ваши записи")).to_be_visible()
+        browser.row(rid).locator(".record-title").click()
+        expect(page.locator("#status-card")).to_contain_text("Ещё одна попытка может помочь.")
+        browser.expect_no_horizontal_scroll()
+        browser.shot("ru-halted-recording-on-a-phone")
+
+        # The transcript on the phone: the player stays on screen while the text scrolls under it.
+        page.goto(f"{pb.url}/#/r/{done}")
+        lines = page.locator("#lines li.line")
+        expect(lines).to_have_count(40)
+        expect(page.get_by_role("heading", name="Расшифровка")).to_be_visible()
+        expect(page.get_by_role("button", name="TXT")).to_be_visible()
+        browser.expect_no_horizontal_scroll()
+        browser.accessible("расшифровка")
+        lines.nth(39).scroll_into_view_if_needed()
+        top = page.evaluate("document.querySelector('#player').getBoundingClientRect().top")
+        assert page.evaluate("window.scrollY") > 500 and 0 <= top < 100, top
+        lines.nth(39).locator("button").click()
+        expect(lines.nth(39)).to_have_attribute("aria-current", "true")
+        browser.shot("ru-transcript-on-a-phone")
+
+
+def test_a_second_sender_sees_none_of_it(pb: PocketBaseServer, browser: SenderPage) -> None:
+    from playwright.sync_api import expect
+
+    alice, bob, service = pb.new_sender(), pb.new_sender(), pb.service()
+    hers = upload(alice, "Alice's private meeting")
+    halt(service, hers, "stalled")
+    page = browser.page
+    # Alice on this browser first, then she signs out and Bob signs in at the same page.
+    browser.open()
+    browser.sign_in(alice.email, PASSWORD)
+    expect(browser.row(hers)).to_be_visible()
+    page.get_by_role("button", name="Sign out").click()
+    expect(page.get_by_role("heading", name="Sign in")).to_be_visible()
+    assert page.evaluate("localStorage.getItem('pocketbase_auth')") in (None, "", "null")
+    browser.sign_in(bob.email, PASSWORD)
+    expect(page.get_by_text("No recordings yet")).to_be_visible()
+    expect(page.get_by_text("Alice's private meeting")).to_have_count(0)
+    # Her recording by its address: the same as one that does not exist.
+    page.goto(f"{pb.url}/#/r/{hers}")
+    expect(page.get_by_role("heading", name="There is no such recording.")).to_be_visible()
+    # Her routes from his browser, with his token: 404 everywhere, nothing changed.
+    answers = page.evaluate(
+        """async (id) => {
+            const token = JSON.parse(localStorage.getItem('pocketbase_auth')).token;
+            const ask = (path, method) => fetch('/api/transcriber/records/' + id + path,
+                {method: method || 'GET', headers: {Authorization: token}}).then((r) => r.status);
+            return [await ask(''), await ask('/audio'), await ask('/transcript'), await ask('/resume', 'POST')];
+        }""",
+        hers,
+    )
+    assert answers == [404, 404, 404, 404]
+    assert alice.http.get(f"/api/transcriber/records/{hers}").json()["halted"] is True
+    # His page listens, and hears nothing of hers while it moves (and neither does a second client of his).
+    page.goto(f"{pb.url}/#/")
+    browser.listed()
+    heard = page.evaluate(
+        """async () => {
+            const { default: PocketBase } = await import('/vendor/pocketbase.es.mjs');
+            const probe = new PocketBase(location.origin);
+            window.__heard = [];
+            await probe.collection('record_status').subscribe('*', (e) => window.__heard.push(e.record.id));
+            return probe.authStore.isValid;
+        }"""
+    )
+    assert heard is True  # the probe shares the page's sign-in (the same storage)
+    assert alice.http.post(f"/api/transcriber/records/{hers}/resume").status_code == 200
+    mine = upload(bob, "Bob's own")
+    expect(browser.row(mine)).to_be_visible()  # his own news arrives...
+    eventually_sync(lambda: page.evaluate("window.__heard.length") > 0 or None, within=10, what="bob's own event")
+    assert hers not in page.evaluate("window.__heard")  # ...hers never
+    expect(browser.row(hers)).to_have_count(0)
+
+
+def test_page_weight_and_time_to_the_first_list(
+    pb: PocketBaseServer, tmp_path: Path, shots: Screenshots, figures: dict[str, str]
+) -> None:
+    """1,000 recordings for the sender: bytes transferred on the first load (the SDK included) and the
+    time from navigation to the first page of the list on screen."""
+    from playwright.sync_api import expect
+
+    sender = pb.new_sender()
+    body = wav_bytes(0.1)
+    with ThreadPoolExecutor(4) as pool:
+        ids = list(pool.map(lambda i: upload(sender, f"Recording {i}", body), range(1000)))
+    assert sender.http.get("/api/transcriber/records", params={"perPage": 1}).json()["totalItems"] == 1000
+    with page_for(pb, tmp_path, shots) as browser:
+        page = browser.page
+        browser.open()
+        browser.sign_in(sender.email, PASSWORD)
+        expect(page.locator("#records li.record")).to_have_count(20)
+        # A fresh load of a signed-in sender, nothing cached: every byte counted as the network sent it.
+        cdp = page.context.new_cdp_session(page)
+        cdp.send("Network.enable")
+        cdp.send("Network.setCacheDisabled", {"cacheDisabled": True})
+        sizes: dict[str, int] = {}
+        urls: dict[str, str] = {}
+        cdp.on("Network.requestWillBeSent", lambda e: urls.__setitem__(e["requestId"], e["request"]["url"]))
+        cdp.on("Network.loadingFinished", lambda e: sizes.__setitem__(e["requestId"], int(e["encodedDataLength"])))
+        page.reload()
+        expect(page.locator("#records li.record")).to_have_count(20)
+        first_list_ms = page.evaluate("performance.now()")
+        expect(browser.row(ids[-1])).to_be_visible()  # newest first
+        expect(page.locator("#pager .range")).to_have_text("1–20 of 1,000")
+        page.wait_for_timeout(300)
+        total = sum(sizes.values())
+        sdk = sum(size for rid, size in sizes.items() if urls.get(rid, "").endswith("pocketbase.es.mjs"))
+        browser.shot("a-thousand-recordings")
+        figures["sender page weight"] = f"{total / 1024:.1f} KiB over {len(sizes)} requests (SDK {sdk / 1024:.1f} KiB)"
+        figures["sender page first list"] = f"{first_list_ms:.0f} ms with 1,000 recordings"
+        print(f"\npage weight: {total} bytes ({len(sizes)} requests, SDK {sdk}); first list: {first_list_ms:.0f} ms")
+        assert sdk > 40_000  # the SDK itself was counted
+        assert total < 200 * 1024
+        assert first_list_ms < 5_000

@@ -725,6 +725,9 @@ async function loadTranscript() {
   rec.loading = false;
   rec.segments = cleanSegments(body.segments);
   rec.text = body.text || "";
+  rec.brief = typeof body.brief === "string" ? body.brief : "";
+  rec.quotes = Array.isArray(body.quotes) ? body.quotes : [];
+  rec.topics = Array.isArray(body.topics) ? body.topics.filter((x) => typeof x === "string") : [];
   drawTranscript();
 }
 
@@ -799,10 +802,35 @@ function drawTranscript() {
       h("div", { class: "left" },
         h("aside", { class: "side card", "aria-label": t("player.label") }, audio, playerNote),
         h("div", { class: "tools card" }, downloads, rec.segments.length ? search : null, count)),
-      h("section", { class: "card transcript", "aria-labelledby": "transcript-heading" },
-        h("h2", { id: "transcript-heading" }, t("transcript.title")), list),
+      h("div", { class: "right" },
+        briefCard(rec),
+        h("section", { class: "card transcript", "aria-labelledby": "transcript-heading" },
+          h("h2", { id: "transcript-heading" }, t("transcript.title")), list)),
     ),
   );
+}
+
+// The brief and topics, when the service wrote them: each sentence with the quote
+// that grounds it, a button that plays the recording from the quote's time.
+function briefCard(rec) {
+  if (!rec.brief && rec.topics.length === 0) return null;
+  const sentences = rec.quotes.length
+    ? h("ul", { class: "brief-lines" }, rec.quotes.map((q) => {
+      const start = Number.isFinite(Number(q.start)) ? Math.max(0, Number(q.start)) : 0;
+      return h("li", {},
+        h("span", { class: "sentence" }, String(q.sentence || "")),
+        " ",
+        h("button", { type: "button", class: "quote", title: t("transcript.playFrom", { time: stamp(start) }),
+          onclick: () => playAt(start) },
+        h("span", { class: "time" }, stamp(start)), " «" + String(q.quote || "") + "»"));
+    }))
+    : rec.brief ? h("p", {}, rec.brief) : null;
+  const topics = rec.topics.length
+    ? h("ul", { class: "topics", "aria-label": t("brief.topics") }, rec.topics.map((name) => h("li", { class: "topic" }, name)))
+    : null;
+  return h("section", { class: "card brief", id: "brief", "aria-labelledby": "brief-heading" },
+    h("h2", { id: "brief-heading" }, t("brief.title")), sentences, topics,
+    h("p", { class: "hint" }, t("brief.hint")));
 }
 
 async function setAudioSource(audio, id, at, play) {
@@ -841,15 +869,20 @@ function audioFailed(audio, id, note) {
 async function playFrom(index) {
   const rec = state.record;
   const seg = rec && rec.segments[index];
-  if (!seg || !rec.audio) return;
+  if (seg) await playAt(seg.start);
+}
+
+async function playAt(seconds) {
+  const rec = state.record;
+  if (!rec || !rec.audio) return;
   const audio = rec.audio;
   if (!rec.tokenAt || Date.now() - rec.tokenAt > TOKEN_FRESH_MS) {
-    await setAudioSource(audio, rec.id, seg.start, true);
+    await setAudioSource(audio, rec.id, seconds, true);
   } else {
-    audio.currentTime = seg.start;
+    audio.currentTime = seconds;
     audio.play().catch(() => {});
   }
-  followPlayback(seg.start);
+  followPlayback(seconds);
 }
 
 function followPlayback(time) {

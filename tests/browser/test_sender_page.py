@@ -319,6 +319,56 @@ def test_a_halted_recording_is_resumed_from_the_page(pb: PocketBaseServer, brows
         expect(browser.page.locator("#status-card .badge")).to_have_text("Recognizing speech", timeout=60_000)
 
 
+def test_the_brief_and_topics_beside_the_transcript(pb: PocketBaseServer, browser: SenderPage) -> None:
+    """A brief written by the insights step shows above the transcript; each quote plays from its time."""
+    from playwright.sync_api import expect
+
+    sender, service = pb.new_sender(), pb.service()
+    rid = upload(sender, "Planning", SAMPLE.read_bytes())
+    with pipeline_in_background(pb, InstantProvider(), workers=1):
+        eventually_sync(
+            lambda: sender.http.get(f"/api/transcriber/records/{rid}").json()["status"] == "done", within=60
+        )
+    segments = sender.http.get(f"/api/transcriber/records/{rid}/transcript?format=json").json()["segments"]
+    quote_at = float(segments[1]["start"])
+    # The owner asks for a brief in the panel (insights were off while it ran); the step's answer follows.
+    asked = pb.superuser().http.post("/api/collections/insights/records", json={"record": rid, "state": "queued"})
+    assert asked.status_code == 200, asked.text
+    claim = service.http.post(
+        "/api/pipeline/claim", json={"now": now_ms(), "leases": dict.fromkeys(STAGES, 60_000), "insights_lease": 60_000}
+    )
+    assert claim.status_code == 200 and claim.json()["queue"] == "insights", claim.text
+    sentence = "They start with the budget; «итоги» next week."
+    resp = service.http.post(
+        f"/api/pipeline/insights/{claim.json()['id']}/result",
+        json={
+            "token": claim.json()["token"],
+            "now": now_ms(),
+            "brief": sentence,
+            "quotes": [{"sentence": sentence, "quote": segments[1]["text"], "start": quote_at, "end": quote_at + 1}],
+            "topics": ["Budget", "Планирование"],
+            "language": "en",
+        },
+    )
+    assert resp.status_code == 200, resp.text
+
+    browser.open()
+    browser.sign_in(sender.email, PASSWORD)
+    browser.row(rid).locator(".record-title").click()
+    card = browser.page.locator("#brief")
+    expect(card.locator(".sentence")).to_have_text(sentence)
+    expect(card.locator(".topic")).to_have_text(["Budget", "Планирование"])
+    eventually_sync(lambda: browser.page.evaluate("() => document.querySelector('#player').readyState") >= 1, within=15)
+    card.locator("button.quote").click()
+    eventually_sync(
+        lambda: abs(browser.page.evaluate("() => document.querySelector('#player').currentTime") - quote_at) < 0.6,
+        within=15,
+        what="the player at the quote's time",
+    )
+    browser.shot("brief")
+    browser.accessible("brief")
+
+
 def test_the_russian_interface_on_a_phone(pb: PocketBaseServer, tmp_path: Path, shots: Screenshots) -> None:
     from playwright.sync_api import expect
 

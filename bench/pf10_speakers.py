@@ -52,7 +52,7 @@ def one(mode: str, audio: Path, work: Path) -> dict[str, Any]:
 
 
 def run(quick: bool) -> list[Figure]:
-    from sidecar.providers.diarizer import OfflineDiarizer
+    from sidecar.providers.offline.diarizer import OfflineDiarizer
 
     diarizer = OfflineDiarizer(threads=2)
     diarizer.load()
@@ -101,7 +101,7 @@ def run(quick: bool) -> list[Figure]:
 
 
 def _error_rates(diarizer: Any, work: Path) -> list[Figure]:
-    from sidecar.audio import AudioSpec, normalize
+    from sidecar.media.audio import AudioSpec, normalize
     from testkit.audio import decode_info
     from testkit.speakers import der, dialogues
 

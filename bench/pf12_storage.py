@@ -32,7 +32,7 @@ from bench.common import CACHE, Figure, cleanup, pocketbase, scratch
 
 def _speech(minutes: int) -> Path:
     """``minutes`` of the committed English clips one after another (a second apart), as Ogg/Opus 32 kbit/s."""
-    from sidecar.audio import AudioSpec, normalize
+    from sidecar.media.audio import AudioSpec, normalize
     from testkit.audio import CLIPS_JSON, SPEECH_DIR, compose_wav
 
     CACHE.mkdir(parents=True, exist_ok=True)
@@ -113,7 +113,7 @@ async def _through(pb: Any, src: Path, content_type: str) -> tuple[int, int, int
 
 
 def run(quick: bool) -> list[Figure]:
-    from sidecar.audio import AudioSpec, normalize
+    from sidecar.media.audio import AudioSpec, normalize
     from testkit.flac_bomb import write_flac_bomb
 
     minutes = 10 if quick else 60

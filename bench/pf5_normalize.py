@@ -1,4 +1,4 @@
-"""PF5: ``sidecar.audio.normalize`` throughput on a 1-hour file vs a bare PyAV loop.
+"""PF5: ``sidecar.media.audio.normalize`` throughput on a 1-hour file vs a bare PyAV loop.
 
 Both turn the same 1-hour MP3 (44.1 kHz stereo, 128 kbit/s, the common
 upload) into the offline provider's input (16 kHz mono PCM WAV) with the same
@@ -38,8 +38,8 @@ def bare_transcode(src: Path, dst: Path, rate: int, layout: str) -> float:
 
 
 def run(quick: bool) -> list[Figure]:
-    from sidecar.audio import normalize
-    from sidecar.providers.offline import OfflineProvider
+    from sidecar.media.audio import normalize
+    from sidecar.providers.offline.provider import OfflineProvider
     from sidecar.settings import OfflineSettings
 
     spec = OfflineProvider(OfflineSettings()).audio_spec

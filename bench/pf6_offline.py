@@ -39,7 +39,7 @@ ROUNDS = 2  # pipeline and bare alternate this many times; the best of each coun
 _RSS = """
 import json, sys, threading
 from pathlib import Path
-from sidecar.providers.offline import OfflineProvider
+from sidecar.providers.offline.provider import OfflineProvider
 from sidecar.settings import OfflineSettings
 p = OfflineProvider(OfflineSettings())
 p.recognize(Path(sys.argv[1]), threading.Event())
@@ -96,10 +96,10 @@ def _peak_rss_mb(recording: Path) -> float:
 def run(quick: bool) -> list[Figure]:
     from faster_whisper.audio import decode_audio
 
-    from sidecar.audio import normalize
-    from sidecar.providers.offline import OfflineProvider
+    from sidecar.media.audio import normalize
+    from sidecar.providers.offline.provider import OfflineProvider
     from sidecar.settings import OfflineSettings
-    from sidecar.transcript import Transcript
+    from sidecar.transcript.model import Transcript
     from testkit.wer import word_errors
 
     provider = OfflineProvider(OfflineSettings())

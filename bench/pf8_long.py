@@ -58,9 +58,9 @@ def through_pipeline(provider_name: str, audio: Path, work: Path, *, speakers: b
     The offline engine tells speakers apart only when asked (PF10), so the other figures measure recognition."""
     from pydantic import SecretStr
 
-    from sidecar.providers.offline import OfflineProvider
-    from sidecar.providers.openai import OpenAIProvider
-    from sidecar.providers.speechkit import SpeechKitProvider
+    from sidecar.providers.offline.provider import OfflineProvider
+    from sidecar.providers.openai.provider import OpenAIProvider
+    from sidecar.providers.speechkit.provider import SpeechKitProvider
     from sidecar.settings import OfflineSettings, OpenAISettings, SpeechKitSettings
     from testkit.audio import RU_SPEECH_DIR
     from testkit.pocketbase import free_port, running_pocketbase

@@ -37,7 +37,7 @@ MODES = ("pipeline", "sequential", "batched")
 
 def recording(language: str, minutes: int) -> tuple[Path, str]:
     """The clips of ``language`` normalized and joined into ``minutes`` of speech; its text."""
-    from sidecar.audio import AudioSpec, normalize
+    from sidecar.media.audio import AudioSpec, normalize
 
     CACHE.mkdir(parents=True, exist_ok=True)
     path = CACHE / f"pf9-{language}-{minutes}m.wav"
@@ -68,7 +68,7 @@ def one(mode: str, audio: Path, language: str, work: Path) -> dict[str, Any]:
     from faster_whisper import BatchedInferencePipeline
     from faster_whisper.audio import decode_audio
 
-    from sidecar.providers.offline import OfflineProvider
+    from sidecar.providers.offline.provider import OfflineProvider
     from sidecar.settings import OfflineSettings
 
     settings = OfflineSettings()

@@ -63,7 +63,7 @@ import ahocorasick
 import numpy as np
 import numpy.typing as npt
 
-from sidecar.transcript import Segment, Transcript, Word
+from sidecar.transcript.model import Segment, Transcript, Word
 
 __all__ = [
     "MARKER",

@@ -43,7 +43,7 @@ from rich.progress import (
 )
 
 from sidecar.activity import words_for
-from sidecar.languages import LANGUAGES
+from sidecar.transcript.languages import LANGUAGES
 
 __all__ = [
     "FORMATS",

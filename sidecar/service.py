@@ -23,8 +23,8 @@ from sidecar.pipeline.stages import StageTable
 from sidecar.pocketbase import process
 from sidecar.pocketbase.client import PocketBaseClient
 from sidecar.providers.base import Provider
-from sidecar.providers.diarizer import DiarizerUnavailable
-from sidecar.providers.whisper_models import ModelLoadError
+from sidecar.providers.offline.diarizer import DiarizerUnavailable
+from sidecar.providers.offline.models import ModelLoadError
 from sidecar.redaction import register_secrets
 from sidecar.settings import Settings
 from sidecar.startup import StartupError
@@ -73,7 +73,7 @@ async def ready_provider(settings: Settings) -> Provider:
 def make_provider(settings: Settings, name: str | None = None) -> Provider:
     name = name or settings.provider.name
     if name == "offline":
-        from sidecar.providers.offline import OfflineProvider
+        from sidecar.providers.offline.provider import OfflineProvider
 
         return OfflineProvider(settings.offline, workers=settings.pipeline.workers)
     if name == "instant":
@@ -81,11 +81,11 @@ def make_provider(settings: Settings, name: str | None = None) -> Provider:
 
         return InstantProvider()
     if name == "speechkit":
-        from sidecar.providers.speechkit import SpeechKitProvider
+        from sidecar.providers.speechkit.provider import SpeechKitProvider
 
         return SpeechKitProvider(settings.speechkit, settings.object_storage)
     if name == "openai":
-        from sidecar.providers.openai import OpenAIProvider
+        from sidecar.providers.openai.provider import OpenAIProvider
 
         return OpenAIProvider(settings.openai)
     raise ValueError(f"unknown provider {name!r}")

@@ -21,7 +21,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from sidecar.languages import AUTO, code_of
+from sidecar.transcript.languages import AUTO, code_of
 
 DEFAULT_CONFIG = "transcriber.toml"
 CONFIG_ENV = "TRANSCRIBER_CONFIG"

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 import psutil
 
 from sidecar.pipeline.stages import declare
-from sidecar.providers import diarizer
+from sidecar.providers.offline import diarizer
 from sidecar.settings import Settings
 
 

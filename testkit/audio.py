@@ -286,7 +286,7 @@ def _encode(wav: Path, dst: Path, *, minutes: int = 1) -> None:
     """``wav`` as 16 kHz mono Ogg/Opus at 24 kbit/s, the form of every committed clip."""
     from datetime import timedelta
 
-    from sidecar.audio import normalize
+    from sidecar.media.audio import normalize
     from sidecar.providers.base import AudioSpec
 
     normalize(wav, dst, AudioSpec("ogg_opus", 16000, 1, 24000, max_duration=timedelta(minutes=minutes)))

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import simpleder
 
-from sidecar.speakers import Turn
-from sidecar.transcript import Segment
+from sidecar.transcript.model import Segment
+from sidecar.transcript.speakers import Turn
 
 DIALOGUE_DIR = Path(__file__).resolve().parent.parent / "tests" / "data" / "dialogues"
 

@@ -13,7 +13,7 @@ import json
 import re
 from typing import Any
 
-from sidecar.languages import LANGUAGES
+from sidecar.transcript.languages import LANGUAGES
 
 __all__ = ["ANSWER_SCHEMA", "answer_schema", "line_of", "messages_for"]
 

@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Protocol
 
 from sidecar.activity import Activity
-from sidecar.audio import AudioSpec
-from sidecar.transcript import Transcript
+from sidecar.media.audio import AudioSpec
+from sidecar.transcript.model import Transcript
 
 __all__ = ["AudioSpec", "OnProgress", "Polled", "Provider", "StartRequest", "Started"]
 
@@ -38,12 +38,12 @@ class StartRequest:
     format: str
     duration_ms: int
     attempt_key: str  # unique, stable across retries of the same attempt
-    language: str | None = None  # the sender's hint (a code of sidecar.languages); None: the provider's setting
+    language: str | None = None  # the sender's hint (a language code); None: the provider's setting
     # A provider that recognizes as it goes reports how many seconds of the audio
     # it has recognized (from any thread); the step turns that into progress (LA4).
     report: Callable[[float], None] | None = None
     # ... and, as soon as it knows them, the language it recognizes in (a code of
-    # sidecar.languages) and what it is doing now (one of activity.REPORTED).
+    # sidecar.transcript.languages) and what it is doing now (one of activity.REPORTED).
     found_language: Callable[[str], None] | None = None
     doing: Callable[[Activity], None] | None = None
 

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from sidecar.outcome import HaltCode, PermanentError
 from sidecar.providers.base import AudioSpec, OnProgress, Polled, Started, StartRequest
-from sidecar.transcript import Segment, Transcript, Word, to_json
+from sidecar.transcript.model import Segment, Transcript, Word, to_json
 
 __all__ = ["DEFAULT_TEXT", "InstantProvider"]
 

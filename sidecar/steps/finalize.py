@@ -1,7 +1,7 @@
 """finalize (stage ``transcribed``): every piece's raw response → one transcript in ``texts`` (LA2).
 
 Each piece's result is parsed by the provider that made it, shifted by the
-piece's place in the recording and joined (``sidecar.join``: every word
+piece's place in the recording and joined (``sidecar.transcript.join``: every word
 once where pieces overlap), and stored without the registered secrets
 (``redaction.redact_transcript``). A recording without speech gets an empty
 transcript. Then the provider-side copies (uploaded audio, stored results)
@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import logging
 
-from sidecar import languages
-from sidecar.join import PieceResult, join
 from sidecar.outcome import Advance, HaltCode, Outcome, PermanentError
 from sidecar.redaction import redact_transcript
-from sidecar.speakers import numbered
-from sidecar.steps import attempts
+from sidecar.steps import recognition
 from sidecar.steps.base import StepContext
 from sidecar.storage.model import AttemptStatus
-from sidecar.transcript import Transcript
+from sidecar.transcript import languages
+from sidecar.transcript.join import PieceResult, join
+from sidecar.transcript.model import Transcript
+from sidecar.transcript.speakers import numbered
 
 log = logging.getLogger("transcriber.finalize")
 
@@ -28,7 +28,7 @@ REPOLL_HINT = "set the stage to 'submitted' in the panel to recognize that piece
 
 
 async def run(ctx: StepContext) -> Outcome:
-    recording = await attempts.recording(ctx)
+    recording = await recognition.recording(ctx)
     results: list[PieceResult] = []
     for piece in recording.speech:
         attempt = piece.attempt
@@ -39,7 +39,7 @@ async def run(ctx: StepContext) -> Outcome:
             transcript = ctx.provider_for(attempt.provider).parse(raw)
         except PermanentError as exc:
             failed = PermanentError(exc.code, f"{piece.label}: {exc}")
-            raise await attempts.fail_attempt(ctx, attempt, failed, REPOLL_HINT) from exc
+            raise await recognition.fail_attempt(ctx, attempt, failed, REPOLL_HINT) from exc
         start = piece.file.offset_ms / 1000
         results.append(PieceResult(start, start + piece.file.duration_ms / 1000, transcript))
     joined = numbered(join(results)).model_copy(update={"duration": recording.duration_ms / 1000})
@@ -47,7 +47,7 @@ async def run(ctx: StepContext) -> Outcome:
     # A leftover copy is not worth the transcript: a failed removal is noted and left to the sweep.
     for piece in recording.speech:
         assert piece.attempt is not None
-        if await attempts.remove_copies(ctx, piece.attempt):
+        if await recognition.remove_copies(ctx, piece.attempt):
             await ctx.session.update_attempt(piece.attempt.id, status=AttemptStatus.CLEANED)
         else:
             log.warning("record %s: provider-side copies not removed; the sweep will try again", ctx.record.id)

@@ -30,11 +30,11 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from sidecar import audio, vad
-from sidecar.audio import AudioSpec
+from sidecar.media import audio, vad
+from sidecar.media.audio import AudioSpec
+from sidecar.media.pcm import PcmReader
+from sidecar.media.pieces import PieceLimits, plan
 from sidecar.outcome import Advance, HaltCode, Outcome, PermanentError
-from sidecar.pcm import PcmReader
-from sidecar.pieces import PieceLimits, plan
 from sidecar.steps.base import StepContext
 from sidecar.storage.model import FileRole, FileRow, PiecePlace
 from sidecar.threads import run_in_thread

@@ -16,15 +16,15 @@ from __future__ import annotations
 
 from sidecar.outcome import Advance, Outcome, PermanentError, Postpone
 from sidecar.providers.base import Polled
-from sidecar.steps import attempts
-from sidecar.steps.attempts import RETRY_PIECE_HINT, PieceWork
+from sidecar.steps import recognition
 from sidecar.steps.base import StepContext
 from sidecar.steps.progress import ProgressWriter
+from sidecar.steps.recognition import RETRY_PIECE_HINT, PieceWork
 from sidecar.storage.model import AttemptStatus
 
 
 async def run(ctx: StepContext) -> Outcome:
-    recording = await attempts.recording(ctx)
+    recording = await recognition.recording(ctx)
     if not recording.speech:
         return Advance("no speech found: nothing to poll")
     progress = ProgressWriter(ctx, recording.duration_ms)
@@ -54,14 +54,14 @@ async def _ask(ctx: StepContext, piece: PieceWork) -> Polled:
     if attempt is None or not attempt.operation_id:
         # Its earlier attempt failed and the owner cleared the halt, or a try died
         # before the provider answered: start it (resuming, never paying twice).
-        attempt = await attempts.start(ctx, piece)
+        attempt = await recognition.start(ctx, piece)
         if attempt.raw_response:
             return _STORED
     provider = ctx.provider_for(attempt.provider)
     try:
         polled = await provider.poll(attempt.operation_id)
     except PermanentError as exc:
-        raise await attempts.fail_attempt(
+        raise await recognition.fail_attempt(
             ctx, attempt, PermanentError(exc.code, f"{piece.label}: {exc}"), RETRY_PIECE_HINT
         ) from exc
     if not polled.ready or polled.raw is None:

@@ -1,7 +1,7 @@
 """submit (stage ``normalized``): start recognition of every piece with speech, paying at most once (P18, LA3).
 
 Each piece has its own ``recognition_attempts`` row, created before the
-provider is called (``attempts.start``). A repeated submit skips every piece
+provider is called (``recognition.start``). A repeated submit skips every piece
 whose attempt holds an operation id, and resumes the others. A provider that
 answers at once (the offline engine) recognizes the pieces one after another
 here, its progress written as it goes; a crash costs at most the piece under
@@ -12,13 +12,13 @@ storing its id) is documented in docs/architecture.md.
 from __future__ import annotations
 
 from sidecar.outcome import Advance, Outcome
-from sidecar.steps import attempts
+from sidecar.steps import recognition
 from sidecar.steps.base import StepContext
 from sidecar.steps.progress import ProgressWriter
 
 
 async def run(ctx: StepContext) -> Outcome:
-    recording = await attempts.recording(ctx, to_start=True)
+    recording = await recognition.recording(ctx, to_start=True)
     if not recording.speech:
         return Advance("no speech found: nothing to recognize")
     provider = ctx.provider
@@ -30,7 +30,7 @@ async def run(ctx: StepContext) -> Outcome:
                 if piece.recognized:
                     progress.reached(piece.file.offset_ms + piece.file.duration_ms)
                 continue  # started by an earlier try: never paid for twice
-            row = await attempts.start(ctx, piece, progress)
+            row = await recognition.start(ctx, piece, progress)
             started += 1
             if row.raw_response:
                 at_once += 1

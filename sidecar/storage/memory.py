@@ -26,7 +26,6 @@ import anyio.lowlevel
 
 from sidecar.activity import REPORTED
 from sidecar.clock import Clock, SystemClock
-from sidecar.languages import LANGUAGES
 from sidecar.outcome import HaltCode
 from sidecar.storage.errors import FencedOut, StorageError
 from sidecar.storage.model import (
@@ -44,6 +43,7 @@ from sidecar.storage.model import (
     SweepItem,
 )
 from sidecar.storage.transitions import Enter, Extend, Halt, Pause, Progress, Release, Retry, Transition
+from sidecar.transcript.languages import LANGUAGES
 
 __all__ = ["Event", "InMemoryStorage", "InsightsRow", "Row"]
 

@@ -14,7 +14,7 @@ import anyio
 from sidecar.activity import Activity
 from sidecar.providers.base import OnProgress, Started, StartRequest
 from sidecar.providers.instant import InstantProvider
-from sidecar.transcript import Transcript
+from sidecar.transcript.model import Transcript
 from tests.browser.panel import Screenshots
 
 try:

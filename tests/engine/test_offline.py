@@ -14,21 +14,23 @@ from typing import Any
 import anyio
 import pytest
 
-from sidecar.audio import normalize
+from sidecar.media.audio import normalize
 from sidecar.outcome import HaltCode, PermanentError, RetryableError
-from sidecar.providers import offline, offline_batches, whisper_models
 from sidecar.providers.base import Provider, StartRequest
 from sidecar.providers.instant import InstantProvider
-from sidecar.providers.offline import OfflineProvider
-from sidecar.providers.whisper_models import (
+from sidecar.providers.offline import batches as offline_batches
+from sidecar.providers.offline import models as whisper_models
+from sidecar.providers.offline import provider as offline
+from sidecar.providers.offline.models import (
     BUNDLED,
     ModelIntegrityError,
     ModelLoadError,
     model_directory,
     verify_model_dir,
 )
+from sidecar.providers.offline.provider import OfflineProvider
 from sidecar.settings import OfflineSettings
-from sidecar.transcript import Transcript
+from sidecar.transcript.model import Transcript
 from testkit.audio import compose_wav, concat_to_wav, decode_info
 from testkit.wer import word_errors
 
@@ -170,8 +172,8 @@ def test_a_minute_of_silence_before_russian_speech(provider: OfflineProvider, tm
 
 
 def test_an_opening_in_another_language_is_outvoted(provider: OfflineProvider, tmp_path: Path) -> None:
-    from sidecar import vad
-    from sidecar.pcm import PcmReader
+    from sidecar.media import vad
+    from sidecar.media.pcm import PcmReader
 
     # Over 30 s of English first, then Russian for twice as long.
     parts: list[Path | float] = []
@@ -227,7 +229,7 @@ def test_tiny_clips_end_cleanly(provider: OfflineProvider, tmp_path: Path, ms: i
 
 
 def _cut(src: Path, dst: Path, start: float, seconds: float) -> Path:
-    from sidecar.pcm import PcmReader
+    from sidecar.media.pcm import PcmReader
 
     with PcmReader(src) as pcm:
         samples = pcm.read(int(start * 16000), int((start + seconds) * 16000))
@@ -518,7 +520,7 @@ def test_one_window_at_a_time_and_batched_hear_the_same_words(clip: Path, text: 
 
 
 def test_windows_merge_regions_within_thirty_seconds_of_the_recording() -> None:
-    from sidecar.vad import Region
+    from sidecar.media.vad import Region
 
     second = 16000
     regions = [Region(0, 5 * second), Region(6 * second, 20 * second), Region(29 * second, 31 * second)]

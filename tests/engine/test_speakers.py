@@ -18,13 +18,13 @@ import anyio
 import pytest
 
 from sidecar.activity import Activity
-from sidecar.audio import normalize
-from sidecar.join import PieceResult, join
-from sidecar.providers.diarizer import OfflineDiarizer
-from sidecar.providers.offline import RECOGNITION_SHARE, OfflineProvider
+from sidecar.media.audio import normalize
+from sidecar.providers.offline.diarizer import OfflineDiarizer
+from sidecar.providers.offline.provider import RECOGNITION_SHARE, OfflineProvider
 from sidecar.service import default_steps
 from sidecar.settings import OfflineSettings
-from sidecar.speakers import numbered
+from sidecar.transcript.join import PieceResult, join
+from sidecar.transcript.speakers import numbered
 from testkit.media import wav_bytes
 from testkit.pocketbase import running_pocketbase
 from testkit.speakers import Dialogue, der, dialogues, meeting, segment_agreement
@@ -145,7 +145,7 @@ def test_the_engine_says_the_language_first_and_keeps_moving_while_it_finds_spea
 
 
 def test_the_extra_is_needed_only_when_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
-    from sidecar.providers import diarizer
+    from sidecar.providers.offline import diarizer
 
     monkeypatch.setattr(diarizer, "installed", lambda: False)
     assert OfflineProvider(OfflineSettings()).diarizer is None  # the default: off without the extra
@@ -214,7 +214,7 @@ def test_a_failing_diarizer_costs_the_speakers_never_the_words(
 _TORCH_THREADS = """
 import json
 import torch
-from sidecar.providers.offline import OfflineProvider
+from sidecar.providers.offline.provider import OfflineProvider
 from sidecar.settings import OfflineSettings
 provider = OfflineProvider(OfflineSettings(diarize=True), workers=1)
 assert provider.diarizer is not None

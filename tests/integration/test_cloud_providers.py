@@ -16,8 +16,8 @@ from pydantic import SecretStr
 
 from sidecar.providers.base import OnProgress, Started, StartRequest
 from sidecar.providers.http import RetryPolicy
-from sidecar.providers.openai import OpenAIProvider
-from sidecar.providers.speechkit import SpeechKitProvider
+from sidecar.providers.openai.provider import OpenAIProvider
+from sidecar.providers.speechkit.provider import SpeechKitProvider
 from sidecar.service import default_steps
 from sidecar.settings import OpenAISettings, SpeechKitSettings
 from testkit.pocketbase import Caller, PocketBaseServer

@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 import pytest
 
-from sidecar.audio import AudioSpec
+from sidecar.media.audio import AudioSpec
 from sidecar.service import default_steps, make_provider
 from testkit.pocketbase import Caller, PocketBaseServer
 from testkit.wer import wer
@@ -147,7 +147,7 @@ async def test_a_lost_operation_is_recognized_again_when_the_owner_sets_the_stag
 ) -> None:
     from sidecar.outcome import HaltCode, PermanentError
     from sidecar.providers.base import OnProgress, Polled, Started, StartRequest
-    from sidecar.transcript import Segment, Transcript
+    from sidecar.transcript.model import Segment, Transcript
     from testkit.audio import speech_wav_bytes
     from tests.support.fakes import StubProvider
 

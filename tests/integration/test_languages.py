@@ -10,7 +10,7 @@ from typing import Any
 import faster_whisper
 import pytest
 
-from sidecar.providers import offline
+from sidecar.providers.offline import provider as offline
 from sidecar.service import default_steps, make_provider
 from testkit.audio import compose_wav, decode_info, write_audio
 from testkit.pocketbase import Caller, PocketBaseServer

@@ -23,9 +23,9 @@ from pydantic import SecretStr
 
 from sidecar.providers.base import OnProgress, Started, StartRequest
 from sidecar.providers.http import RetryPolicy
-from sidecar.providers.offline import OfflineProvider
-from sidecar.providers.openai import OpenAIProvider
-from sidecar.providers.speechkit import SpeechKitProvider
+from sidecar.providers.offline.provider import OfflineProvider
+from sidecar.providers.openai.provider import OpenAIProvider
+from sidecar.providers.speechkit.provider import SpeechKitProvider
 from sidecar.service import default_steps
 from sidecar.settings import OfflineSettings, OpenAISettings, SpeechKitSettings
 from testkit.audio import RU_SPEECH_DIR, SPEECH_DIR, Placed, long_recording

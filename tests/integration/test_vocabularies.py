@@ -9,14 +9,14 @@ from typing import Any
 import pytest
 
 from sidecar.activity import REPORTED, Activity
-from sidecar.audio import FORMATS
-from sidecar.languages import LANGUAGES
+from sidecar.media.audio import FORMATS
 from sidecar.outcome import HaltCode
 from sidecar.pipeline.stages import STAGES
-from sidecar.providers.speechkit import CONTAINERS
+from sidecar.providers.speechkit.provider import CONTAINERS
 from sidecar.service import make_provider
 from sidecar.settings import Settings
 from sidecar.storage.model import AttemptStatus, FileRole
+from sidecar.transcript.languages import LANGUAGES
 from testkit.pocketbase import PocketBaseServer
 
 

@@ -21,7 +21,7 @@ from sidecar.service import default_steps
 from sidecar.settings import Settings
 from sidecar.steps.base import Step, StepContext
 from sidecar.supervise import run_workers
-from sidecar.transcript import Segment, Transcript
+from sidecar.transcript.model import Segment, Transcript
 from tests.support.fakes import StubProvider
 
 

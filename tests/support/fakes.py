@@ -7,7 +7,7 @@ import signal
 from pathlib import Path
 
 from sidecar.providers.base import AudioSpec, OnProgress, Polled, Started, StartRequest
-from sidecar.transcript import Segment, Transcript
+from sidecar.transcript.model import Segment, Transcript
 
 
 class StubProvider:

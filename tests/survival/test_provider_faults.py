@@ -16,7 +16,7 @@ import pytest
 from pydantic import SecretStr
 
 from sidecar.providers.http import RetryPolicy
-from sidecar.providers.openai import OpenAIProvider
+from sidecar.providers.openai.provider import OpenAIProvider
 from sidecar.service import default_steps
 from testkit.pocketbase import PocketBaseServer, free_port, running_pocketbase
 from tests.support.sidecar import pool_running, running_sidecar

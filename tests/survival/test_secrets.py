@@ -13,9 +13,9 @@ from pydantic import SecretStr
 
 from sidecar.outcome import HaltCode, PermanentError, RetryableError
 from sidecar.providers.base import OnProgress, Started, StartRequest
-from sidecar.providers.openai import transcript_from
+from sidecar.providers.openai.provider import transcript_from
 from sidecar.service import default_steps, pipeline
-from sidecar.transcript import Transcript
+from sidecar.transcript.model import Transcript
 from testkit.audio import speech_wav_bytes
 from testkit.pocketbase import Caller, PocketBaseServer
 from tests.support.exports import exported

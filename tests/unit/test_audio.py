@@ -19,8 +19,8 @@ import anyio
 import numpy as np
 import pytest
 
-from sidecar import audio
-from sidecar.audio import AudioSpec, NormalizeCancelled, normalize, probe
+from sidecar.media import audio
+from sidecar.media.audio import AudioSpec, NormalizeCancelled, normalize, probe
 from sidecar.outcome import HaltCode, PermanentError
 from sidecar.threads import run_in_thread
 from testkit.audio import decode_info, tone_frames, write_audio, write_video_only
@@ -338,7 +338,7 @@ def test_already_cancelled_does_no_work(long_wav: Path, tmp_path: Path) -> None:
 _RSS_SCRIPT = """
 import json, resource, sys, time
 from pathlib import Path
-from sidecar.audio import AudioSpec, normalize
+from sidecar.media.audio import AudioSpec, normalize
 src, dst, seconds = Path(sys.argv[1]), Path(sys.argv[2]), float(sys.argv[3])
 if seconds:
     import av
@@ -471,7 +471,7 @@ def test_pcm_chunks_stream_in_pieces_cut_at_quiet_moments(tmp_path: Path) -> Non
 
     import numpy as np
 
-    from sidecar.audio import pcm_chunks
+    from sidecar.media.audio import pcm_chunks
 
     rate = 16000
     # 4 s of tone, 0.5 s of silence, repeated: quiet moments every 4.5 s
@@ -499,7 +499,7 @@ def _normalize_under_a_write_limit(src: Path, dst: Path, limit: int) -> tuple[su
     child = f"""
 from datetime import timedelta
 from pathlib import Path
-from sidecar.audio import AudioSpec, normalize
+from sidecar.media.audio import AudioSpec, normalize
 from sidecar.outcome import PermanentError
 try:
     normalize(Path({str(src)!r}), Path({str(dst)!r}), AudioSpec("wav_pcm16", max_duration=timedelta(hours=6)))

@@ -32,9 +32,9 @@ from sidecar.clock import FakeClock
 from sidecar.outcome import Verdict
 from sidecar.pipeline.pool import WorkerPool
 from sidecar.providers.base import Provider
-from sidecar.providers.object_storage import ObjectStore
-from sidecar.providers.openai import OpenAIProvider
-from sidecar.providers.speechkit import SpeechKitProvider
+from sidecar.providers.openai.provider import OpenAIProvider
+from sidecar.providers.speechkit.object_storage import ObjectStore
+from sidecar.providers.speechkit.provider import SpeechKitProvider
 from sidecar.service import default_steps
 from sidecar.settings import OpenAISettings, SpeechKitSettings
 from sidecar.storage.memory import InMemoryStorage

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import random
 
-from sidecar.join import PieceResult, join
-from sidecar.pieces import PieceLimits, plan
-from sidecar.transcript import Segment, Transcript, Word
-from sidecar.vad import SAMPLE_RATE, Region
+from sidecar.media.pieces import PieceLimits, plan
+from sidecar.media.vad import SAMPLE_RATE, Region
+from sidecar.transcript.join import PieceResult, join
+from sidecar.transcript.model import Segment, Transcript, Word
 
 VOCABULARY = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar".split()
 

@@ -11,7 +11,7 @@ import pytest
 from botocore.exceptions import ClientError, ConnectTimeoutError, EndpointConnectionError, ReadTimeoutError
 
 from sidecar.outcome import CredentialsRefused, HaltCode, PermanentError, RetryableError
-from sidecar.providers.object_storage import ObjectStore, classify
+from sidecar.providers.speechkit.object_storage import ObjectStore, classify
 from testkit.pocketbase import free_port
 from testkit.s3 import ACCESS_KEY_ID, SECRET_ACCESS_KEY, S3Server
 

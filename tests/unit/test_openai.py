@@ -19,7 +19,7 @@ from pydantic import SecretStr
 from sidecar.outcome import HaltCode, PermanentError, RetryableError
 from sidecar.providers.base import StartRequest
 from sidecar.providers.http import RetryPolicy, retry_after
-from sidecar.providers.openai import MAX_BYTES, OpenAIProvider, endpoint
+from sidecar.providers.openai.provider import MAX_BYTES, OpenAIProvider, endpoint
 from sidecar.settings import OpenAISettings
 
 pytestmark = pytest.mark.anyio

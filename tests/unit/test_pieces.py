@@ -8,8 +8,8 @@ import random
 
 import pytest
 
-from sidecar.pieces import Piece, PieceLimits, plan
-from sidecar.vad import SAMPLE_RATE, Region
+from sidecar.media.pieces import Piece, PieceLimits, plan
+from sidecar.media.vad import SAMPLE_RATE, Region
 
 S = SAMPLE_RATE
 

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from sidecar import redaction
 from sidecar.redaction import redact, redact_result, redact_transcript, register_secrets, scrubber, short
-from sidecar.transcript import Segment, Transcript, Word
+from sidecar.transcript.model import Segment, Transcript, Word
 from tests.support.secrets import survivors
 
 # The probe's key: 51 characters, of which a provider echoed the middle 32.
@@ -241,7 +241,7 @@ def test_the_armor_of_a_private_key_is_not_taken_for_a_piece_of_it(tmp_path: Pat
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import rsa
 
-    from sidecar.providers.yandex_iam import ServiceAccountKey
+    from sidecar.providers.speechkit.iam import ServiceAccountKey
 
     pem = (
         rsa.generate_private_key(public_exponent=65537, key_size=2048)

@@ -18,8 +18,8 @@ from pydantic import SecretStr
 
 from sidecar.outcome import Verdict
 from sidecar.providers.http import RetryPolicy
-from sidecar.providers.openai import OpenAIProvider
-from sidecar.providers.speechkit import SpeechKitProvider
+from sidecar.providers.openai.provider import OpenAIProvider
+from sidecar.providers.speechkit.provider import SpeechKitProvider
 from sidecar.service import default_steps
 from sidecar.settings import ObjectStorageSettings, OpenAISettings, SpeechKitSettings
 from sidecar.storage.memory import InMemoryStorage

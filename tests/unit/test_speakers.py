@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from sidecar.join import PieceResult, join
-from sidecar.speakers import Turn, VoiceLinker, assign, numbered
-from sidecar.transcript import Segment, Transcript, Word
+from sidecar.transcript.join import PieceResult, join
+from sidecar.transcript.model import Segment, Transcript, Word
+from sidecar.transcript.speakers import Turn, VoiceLinker, assign, numbered
 
 
 def words(*spec: tuple[str, float, float]) -> list[Word]:

@@ -19,9 +19,9 @@ from pydantic import SecretStr
 from sidecar.outcome import Advance, CredentialsRefused, HaltCode, PermanentError, RetryableError
 from sidecar.providers.base import StartRequest
 from sidecar.providers.http import RetryPolicy
-from sidecar.providers.object_storage import ObjectStore
-from sidecar.providers.speechkit import MAX_BYTES, MAX_DURATION, SpeechKitProvider
-from sidecar.providers.speechkit_results import decode_stream, transcript_from
+from sidecar.providers.speechkit.object_storage import ObjectStore
+from sidecar.providers.speechkit.provider import MAX_BYTES, MAX_DURATION, SpeechKitProvider
+from sidecar.providers.speechkit.results import decode_stream, transcript_from
 from sidecar.settings import Settings, SpeechKitSettings
 from sidecar.steps import submit
 from sidecar.steps.base import StepContext
@@ -282,7 +282,7 @@ async def test_the_senders_language_becomes_the_restriction(
 
 
 def test_the_language_found_is_read_from_the_stream() -> None:
-    from sidecar import languages
+    from sidecar.transcript import languages
 
     final = {
         "final": {"alternatives": [{"text": "привет", "languages": [{"languageCode": "ru-RU", "probability": 0.9}]}]}

@@ -25,7 +25,7 @@ from sidecar.storage.model import AttemptChange, AttemptStatus, Claimed, PiecePl
 from sidecar.storage.session import ClaimSession
 from sidecar.storage.transitions import Enter, Progress
 from sidecar.threads import run_in_thread
-from sidecar.transcript import Segment, Transcript
+from sidecar.transcript.model import Segment, Transcript
 from tests.support.fakes import StubProvider
 from tests.support.sidecar import twin_sidecar
 from tests.support.waiting import eventually

@@ -94,7 +94,7 @@ def test_threads_are_the_cpus_shared_among_the_workers(threads: int, workers: in
 _CHILD = """
 import json
 from sidecar.threads import usable_cpus
-from sidecar.providers.offline import OfflineProvider
+from sidecar.providers.offline.provider import OfflineProvider
 from sidecar.settings import OfflineSettings
 provider = OfflineProvider(OfflineSettings(diarize=False), workers=1)
 print(json.dumps({"usable": usable_cpus(), "decoder_threads": provider.threads}))

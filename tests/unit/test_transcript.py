@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sidecar.transcript import Segment, Transcript, Word, to_json
+from sidecar.transcript.model import Segment, Transcript, Word, to_json
 
 
 def test_json_round_trips() -> None:

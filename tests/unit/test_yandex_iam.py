@@ -23,9 +23,9 @@ from pydantic import SecretStr
 
 from sidecar.outcome import CredentialsRefused
 from sidecar.providers.base import StartRequest
-from sidecar.providers.object_storage import ObjectStore
-from sidecar.providers.speechkit import SpeechKitProvider
-from sidecar.providers.yandex_iam import IamTokens, ServiceAccountKey
+from sidecar.providers.speechkit.iam import IamTokens, ServiceAccountKey
+from sidecar.providers.speechkit.object_storage import ObjectStore
+from sidecar.providers.speechkit.provider import SpeechKitProvider
 from sidecar.settings import SpeechKitSettings
 from testkit.s3 import S3Server
 

@@ -29,8 +29,8 @@ from typing import Any
 import anyio
 import httpx
 from pydantic import SecretStr
+from sidecar.audio import AudioSpec  # type: ignore[import-untyped]  # v0.1.0 had it here (this runs on that release)
 
-from sidecar.audio import AudioSpec
 from sidecar.pocketbase import process
 from sidecar.providers.instant import InstantProvider
 from sidecar.service import default_steps, make_provider, pipeline
@@ -54,6 +54,7 @@ def _free_port() -> int:
 def _speech(rounds: int) -> bytes:
     """The six committed English clips, ``rounds`` times over, with short pauses, as Ogg/Opus (small)."""
     from sidecar.audio import normalize
+
     from testkit.audio import compose_wav
 
     clips = sorted((DATA / "speech").glob("*.ogg"))

@@ -33,8 +33,8 @@ from av.audio.resampler import AudioResampler
 from av.audio.stream import AudioStream
 from av.container import InputContainer, OutputContainer
 
+from sidecar.media.pcm import PcmReader, quiet_cut
 from sidecar.outcome import HaltCode, PermanentError, TranscriberError
-from sidecar.pcm import PcmReader, quiet_cut
 
 __all__ = [
     "FORMATS",
@@ -61,7 +61,7 @@ class AudioSpec:
     bitrate: int | None = 32000  # for lossy formats, bits/s
     max_bytes: int | None = None  # of one file (for a provider: of one piece)
     max_duration: timedelta | None = None  # of the whole input: longer is too_long
-    max_piece: timedelta | None = None  # the longest piece a provider takes (sidecar.pieces)
+    max_piece: timedelta | None = None  # the longest piece a provider takes (sidecar.media.pieces)
 
     def piece_seconds(self) -> float | None:
         """The longest piece in seconds, from ``max_piece`` and, at this bitrate, ``max_bytes`` (with room)."""

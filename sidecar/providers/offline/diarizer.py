@@ -28,9 +28,9 @@ from typing import Any
 
 import numpy as np
 
+from sidecar.media.pcm import PcmReader
 from sidecar.outcome import TranscriberError
-from sidecar.pcm import PcmReader
-from sidecar.speakers import Turn, VoiceLinker
+from sidecar.transcript.speakers import Turn, VoiceLinker
 
 __all__ = ["Diarization", "DiarizerUnavailable", "OfflineDiarizer", "installed"]
 

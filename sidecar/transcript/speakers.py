@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from sidecar.transcript import Segment, Transcript, Word
+from sidecar.transcript.model import Segment, Transcript, Word
 
 __all__ = ["Turn", "VoiceLinker", "assign", "numbered", "talk_of"]
 

@@ -61,8 +61,7 @@ import anyio
 import anyio.to_thread
 import httpx
 
-from sidecar.audio import FORMATS
-from sidecar.languages import speechkit_tag
+from sidecar.media.audio import FORMATS
 from sidecar.outcome import CredentialsRefused, HaltCode, PermanentError, RetryableError, TranscriberError
 from sidecar.providers.base import AudioSpec, OnProgress, Polled, Started, StartRequest
 from sidecar.providers.http import (
@@ -77,12 +76,13 @@ from sidecar.providers.http import (
     send,
     timeout,
 )
-from sidecar.providers.object_storage import ObjectStore
-from sidecar.providers.speechkit_results import NOT_FOUND, decode_stream, status_text, stream_error, transcript_from
-from sidecar.providers.yandex_iam import IamTokens, ServiceAccountKey
+from sidecar.providers.speechkit.iam import IamTokens, ServiceAccountKey
+from sidecar.providers.speechkit.object_storage import ObjectStore
+from sidecar.providers.speechkit.results import NOT_FOUND, decode_stream, status_text, stream_error, transcript_from
 from sidecar.redaction import Scrub, scrubber, short
 from sidecar.settings import ObjectStorageSettings, SpeechKitSettings
-from sidecar.transcript import Transcript
+from sidecar.transcript.languages import speechkit_tag
+from sidecar.transcript.model import Transcript
 
 __all__ = ["MAX_BYTES", "MAX_DURATION", "SpeechKitProvider", "decode_stream", "transcript_from"]
 
@@ -109,7 +109,7 @@ _POLL_MIN = timedelta(seconds=10)
 _POLL_MAX = timedelta(minutes=5)
 _REUSE_MEMORY = 256
 
-# The formats SpeechKit reads from a bucket (A.3), by their names in sidecar.audio.FORMATS.
+# The formats SpeechKit reads from a bucket (A.3), by their names in sidecar.media.audio.FORMATS.
 CONTAINERS = {"ogg_opus": "OGG_OPUS", "mp3": "MP3", "wav_pcm16": "WAV"}
 
 

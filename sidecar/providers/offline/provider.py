@@ -51,19 +51,20 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import ValidationError
 
-from sidecar import audio as audio_io
-from sidecar import vad
 from sidecar.activity import Activity
-from sidecar.languages import AUTO, code_of
+from sidecar.media import audio as audio_io
+from sidecar.media import vad
+from sidecar.media.pcm import PcmReader, is_pcm16_mono
 from sidecar.outcome import HaltCode, PermanentError, RetryableError, TranscriberError
-from sidecar.pcm import PcmReader, is_pcm16_mono
-from sidecar.providers import diarizer, offline_batches
 from sidecar.providers.base import AudioSpec, OnProgress, Polled, Started, StartRequest
-from sidecar.providers.whisper_models import BUNDLED, DEFAULT_MODEL, ModelLoadError, load_model, model_directory
+from sidecar.providers.offline import batches as offline_batches
+from sidecar.providers.offline import diarizer
+from sidecar.providers.offline.models import BUNDLED, DEFAULT_MODEL, ModelLoadError, load_model, model_directory
 from sidecar.settings import OfflineSettings
-from sidecar.speakers import assign
 from sidecar.threads import run_in_thread, threads_for
-from sidecar.transcript import Transcript
+from sidecar.transcript.languages import AUTO, code_of
+from sidecar.transcript.model import Transcript
+from sidecar.transcript.speakers import assign
 
 log = logging.getLogger("transcriber.offline")
 

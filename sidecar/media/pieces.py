@@ -8,7 +8,7 @@ into pieces of about equal length, each cut placed in a pause between the
 speech regions voice activity detection found, near the balanced point and
 never past the cap. Where no pause lies within reach, the pieces overlap
 (``overlap_seconds``) and the join drops the doubled words by their times
-(``sidecar.join``).
+(``sidecar.transcript.join``).
 
 The plan is made once, at normalize, and kept as the pieces' file rows, so a
 retry cuts the same way. A piece without speech is kept but never sent to be
@@ -22,7 +22,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sidecar.vad import SAMPLE_RATE, Region
+from sidecar.media.vad import SAMPLE_RATE, Region
 
 __all__ = ["Piece", "PieceLimits", "plan"]
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from sidecar.outcome import HaltCode, PermanentError
 from sidecar.redaction import Scrub, redact, short
-from sidecar.transcript import Segment, Transcript, Word
+from sidecar.transcript.model import Segment, Transcript, Word
 
 __all__ = ["NOT_FOUND", "decode_stream", "status_text", "stream_error", "transcript_from"]
 

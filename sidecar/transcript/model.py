@@ -22,7 +22,7 @@ class Segment(BaseModel):
     end: float
     text: str
     words: list[Word] | None = None
-    speaker: str | None = None  # "Speaker 1", … once numbered (sidecar.speakers); None with one speaker
+    speaker: str | None = None  # "Speaker 1", … once numbered (sidecar.transcript.speakers); None with one speaker
 
 
 class Transcript(BaseModel):
@@ -31,7 +31,7 @@ class Transcript(BaseModel):
     language: str | None = None
     duration: float | None = None
     # Per speaker label: its mean voice embedding, where a diarizer gave one
-    # (sidecar.speakers.VoiceLinker matches the labels of separate pieces by it).
+    # (sidecar.transcript.speakers.VoiceLinker matches the labels of separate pieces by it).
     voices: dict[str, list[float]] | None = None
 
 

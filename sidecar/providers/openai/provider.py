@@ -48,7 +48,7 @@ from urllib.parse import urlsplit
 import anyio
 import httpx
 
-from sidecar.audio import FORMATS
+from sidecar.media.audio import FORMATS
 from sidecar.outcome import HaltCode, PermanentError, RetryableError
 from sidecar.providers.base import AudioSpec, OnProgress, Polled, Started, StartRequest
 from sidecar.providers.http import (
@@ -64,7 +64,7 @@ from sidecar.providers.http import (
 )
 from sidecar.redaction import scrubber, short
 from sidecar.settings import OpenAISettings
-from sidecar.transcript import Segment, Transcript, Word
+from sidecar.transcript.model import Segment, Transcript, Word
 
 __all__ = ["MAX_BYTES", "OpenAIProvider", "endpoint", "transcript_from"]
 

@@ -15,8 +15,8 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sidecar.speakers import VoiceLinker, talk_of
-from sidecar.transcript import Segment, Transcript, Word
+from sidecar.transcript.model import Segment, Transcript, Word
+from sidecar.transcript.speakers import VoiceLinker, talk_of
 
 __all__ = ["PieceResult", "join"]
 

@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from sidecar import vad
-from sidecar.pcm import PcmReader
+from sidecar.media import vad
+from sidecar.media.pcm import PcmReader
 
 SAMPLE_RATE = vad.SAMPLE_RATE
 WINDOW = 30 * SAMPLE_RATE

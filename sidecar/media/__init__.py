@@ -1,0 +1,1 @@
+"""Audio as data: decoding and probing, PCM, speech regions, the piece plan."""

@@ -1,0 +1,1 @@
+"""The offline engine: faster-whisper on this machine, batched, with optional speakers."""

@@ -1,0 +1,1 @@
+"""Yandex SpeechKit: asynchronous recognition of a file in Object Storage."""

@@ -1,0 +1,1 @@
+"""The transcript as data: its model, joining pieces, speakers, languages."""

@@ -697,6 +697,8 @@ function showRecordStatus() {
   if (poll.status === "done" && !poll.halted) {
     box.replaceChildren();
     if (!rec.segments && !rec.loading) loadTranscript();
+    // A brief written (or edited) while the transcript is open: only its card is drawn again.
+    else if (rec.segments && !rec.loading && (poll.brief || "") !== (rec.brief || "")) refreshBrief();
     return;
   }
   const parts = [h("div", { class: "record-state" }, statusBadge(poll), progressBar(poll))];
@@ -725,10 +727,33 @@ async function loadTranscript() {
   rec.loading = false;
   rec.segments = cleanSegments(body.segments);
   rec.text = body.text || "";
+  takeBrief(rec, body);
+  drawTranscript();
+}
+
+async function refreshBrief() {
+  const rec = state.record;
+  rec.loading = true;
+  let body;
+  try {
+    body = await api.transcriptJson(rec.id);
+  } catch (_) {
+    body = null;
+  }
+  rec.loading = false;
+  if (!body || state.record !== rec) return;
+  takeBrief(rec, body);
+  const card = briefCard(rec);
+  const old = document.getElementById("brief");
+  if (old && card) old.replaceWith(card);
+  else if (old) old.remove();
+  else if (card) document.querySelector(".transcript-layout .right")?.prepend(card);
+}
+
+function takeBrief(rec, body) {
   rec.brief = typeof body.brief === "string" ? body.brief : "";
   rec.quotes = Array.isArray(body.quotes) ? body.quotes : [];
   rec.topics = Array.isArray(body.topics) ? body.topics.filter((x) => typeof x === "string") : [];
-  drawTranscript();
 }
 
 // The segments as the timed exports see them: in time order, none empty, every time finite.

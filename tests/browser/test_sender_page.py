@@ -320,7 +320,8 @@ def test_a_halted_recording_is_resumed_from_the_page(pb: PocketBaseServer, brows
 
 
 def test_the_brief_and_topics_beside_the_transcript(pb: PocketBaseServer, browser: SenderPage) -> None:
-    """A brief written by the insights step shows above the transcript; each quote plays from its time."""
+    """A brief written by the insights step while the transcript is open shows above it, live; each quote
+    plays from its time."""
     from playwright.sync_api import expect
 
     sender, service = pb.new_sender(), pb.service()
@@ -331,6 +332,12 @@ def test_the_brief_and_topics_beside_the_transcript(pb: PocketBaseServer, browse
         )
     segments = sender.http.get(f"/api/transcriber/records/{rid}/transcript?format=json").json()["segments"]
     quote_at = float(segments[1]["start"])
+    browser.open()
+    browser.sign_in(sender.email, PASSWORD)
+    browser.row(rid).locator(".record-title").click()
+    expect(browser.page.locator("#lines li.line")).to_have_count(len(segments))
+    expect(browser.page.locator("#brief")).to_have_count(0)
+    browser.mark_loaded()
     # The owner asks for a brief in the panel (insights were off while it ran); the step's answer follows.
     asked = pb.superuser().http.post("/api/collections/insights/records", json={"record": rid, "state": "queued"})
     assert asked.status_code == 200, asked.text
@@ -352,10 +359,9 @@ def test_the_brief_and_topics_beside_the_transcript(pb: PocketBaseServer, browse
     )
     assert resp.status_code == 200, resp.text
 
-    browser.open()
-    browser.sign_in(sender.email, PASSWORD)
-    browser.row(rid).locator(".record-title").click()
     card = browser.page.locator("#brief")
+    expect(card).to_be_visible(timeout=15_000)
+    assert browser.still_same_load(), "the page was reloaded"
     expect(card.locator(".sentence")).to_have_text(sentence)
     expect(card.locator(".topic")).to_have_text(["Budget", "Планирование"])
     eventually_sync(lambda: browser.page.evaluate("() => document.querySelector('#player').readyState") >= 1, within=15)

@@ -3,13 +3,12 @@ valid rendering passes. The segments are written the way finalize writes them.""
 
 from __future__ import annotations
 
-import json
 import re
 
 import pytest
 
 from testkit.pocketbase import Caller, PocketBaseServer
-from tests.support.exports import export, parse_srt, parse_vtt, seg
+from tests.support.exports import export, parse_json_export, parse_srt, parse_vtt, seg
 
 SAMPLE = [
     seg(0.0, 1.52, " Hello there.", words=[{"start": 0.0, "end": 0.6, "word": " Hello"}]),
@@ -82,7 +81,7 @@ def test_txt_is_the_text_and_json_keeps_the_segments(pb: PocketBaseServer, sende
     assert export(sender, service, SAMPLE, "txt", content="Hello there. General Kenobi.") == (
         "Hello there. General Kenobi."
     )
-    body = json.loads(export(sender, service, SAMPLE, "json", content="Hello there."))
+    body = parse_json_export(export(sender, service, SAMPLE, "json", content="Hello there."))
     # No insights yet: the brief is null, with no quotes and no topics.
     assert body == {
         "text": "Hello there.",
@@ -152,7 +151,7 @@ def test_speakers_show_in_every_export(pb: PocketBaseServer, sender: Caller, ser
         "Speaker 2: Yes, it passed.",
         "<b>Anna</b> & co: Good.\n",
     ]
-    body = json.loads(export(sender, service, DIALOGUE, "json", content))
+    body = parse_json_export(export(sender, service, DIALOGUE, "json", content))
     assert [s["speaker"] for s in body["segments"]] == ["Speaker 1", "Speaker 1", "Speaker 2", "<b>Anna</b> & co"]
     assert body["segments"][2]["words"][0]["speaker"] == "Speaker 2"
     assert body["text"] == content

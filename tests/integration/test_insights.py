@@ -23,6 +23,7 @@ from sidecar.steps import insights
 from sidecar.steps.base import Step, StepContext
 from testkit.media import wav_bytes
 from testkit.pocketbase import Caller, PocketBaseServer
+from tests.support.exports import parse_json_export
 from tests.support.fakes import StubProvider
 from tests.support.sidecar import pool_running, settings_for
 from tests.support.waiting import eventually
@@ -123,7 +124,9 @@ async def test_a_done_recording_gets_a_grounded_brief_and_topics_everywhere_it_s
     assert poll["brief"] == "The billing page ships on Friday." and poll["topics"] == ["Billing"]
     items = sender.http.get("/api/transcriber/records").json()["items"]
     assert items[0]["brief"] == poll["brief"] and items[0]["topics"] == ["Billing"]
-    export = sender.http.get(f"/api/transcriber/records/{rid}/transcript", params={"format": "json"}).json()
+    export = parse_json_export(
+        sender.http.get(f"/api/transcriber/records/{rid}/transcript", params={"format": "json"}).text
+    )
     assert export["brief"] == poll["brief"] and export["topics"] == ["Billing"]
     assert export["quotes"] == [
         {
@@ -141,7 +144,9 @@ async def test_a_done_recording_gets_a_grounded_brief_and_topics_everywhere_it_s
     form = {k: v for k, v in rec.items() if k not in ("id", "collectionId", "collectionName", "created", "updated")}
     form["brief"] = "My own words."
     assert superuser.http.patch(f"/api/collections/audio_records/records/{rid}", json=form).status_code == 200
-    export = sender.http.get(f"/api/transcriber/records/{rid}/transcript", params={"format": "json"}).json()
+    export = parse_json_export(
+        sender.http.get(f"/api/transcriber/records/{rid}/transcript", params={"format": "json"}).text
+    )
     assert export["brief"] == "My own words." and export["quotes"] == []
 
 

@@ -2,12 +2,36 @@
 
 from __future__ import annotations
 
+import json
 import re
 import time
+from functools import cache
+from pathlib import Path
 from typing import Any
+
+from jsonschema import Draft202012Validator
 
 from testkit.media import wav_bytes
 from testkit.pocketbase import Caller
+
+SCHEMA = Path(__file__).resolve().parents[2] / "docs" / "schema" / "transcript-export.schema.json"
+
+
+@cache
+def _validator() -> Draft202012Validator:
+    schema = json.loads(SCHEMA.read_text())
+    Draft202012Validator.check_schema(schema)
+    return Draft202012Validator(schema)
+
+
+def parse_json_export(text: str) -> dict[str, Any]:
+    """A JSON export, valid against the committed schema (sidecar/transcript/export.py) or the test fails."""
+    body = json.loads(text)
+    errors = [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in _validator().iter_errors(body)]
+    assert errors == [], errors
+    assert isinstance(body, dict)
+    return body
+
 
 SRT_TIME = re.compile(r"^(\d{2,}):([0-5]\d):([0-5]\d),(\d{3}) --> (\d{2,}):([0-5]\d):([0-5]\d),(\d{3})$")
 VTT_TIME = re.compile(r"^(\d{2,}):([0-5]\d):([0-5]\d)\.(\d{3}) --> (\d{2,}):([0-5]\d):([0-5]\d)\.(\d{3})$")

@@ -20,7 +20,7 @@ def test_the_shape_is_closed() -> None:
     import pytest
     from pydantic import ValidationError
 
-    body = {"text": "", "language": None, "segments": [], "brief": None, "quotes": [], "topics": []}
+    body: dict[str, object] = {"text": "", "language": None, "segments": [], "brief": None, "quotes": [], "topics": []}
     TranscriptExport.model_validate(body)
     with pytest.raises(ValidationError):
         TranscriptExport.model_validate(body | {"surprise": 1})

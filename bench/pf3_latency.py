@@ -83,8 +83,14 @@ class TimedProvider:
         await self._inner.aclose()
 
 
-def _stamp(s: str) -> float:
-    return datetime.fromisoformat(s.replace(" ", "T").replace("Z", "+00:00")).timestamp()
+def _stamp(s: object) -> float | None:
+    """A journal entry's ``created`` as a time, or None when the event did not carry one."""
+    if not isinstance(s, str) or not s:
+        return None
+    try:
+        return datetime.fromisoformat(s.replace(" ", "T").replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
 
 
 class DoneWatch:
@@ -114,7 +120,10 @@ class DoneWatch:
                 rid = rec.get("record", "")
                 kind = rec.get("kind", "")
                 key = rec.get("stage", "") if kind == "stage_entered" else kind
-                self.stamps[rid][key] = _stamp(rec.get("created", ""))
+                # On a loaded machine an event once arrived with an empty `created`: its arrival
+                # time stands in (a little late, never missing), and `done` still wakes the poll.
+                stamp = _stamp(rec.get("created"))
+                self.stamps[rid][key] = time.time() if stamp is None else stamp
                 if kind == "stage_entered" and rec.get("stage") == "done":
                     self.events[rid].set()
 

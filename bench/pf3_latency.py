@@ -113,9 +113,9 @@ class DoneWatch:
                 rec = sse.json().get("record", {})
                 rid = rec.get("record", "")
                 kind = rec.get("kind", "")
-                key = rec.get("stage", "") if kind == "stage_entered" else kind
+                key = rec.get("stage", "") if kind == "advanced" else kind
                 self.stamps[rid][key] = _stamp(rec.get("created", ""))
-                if kind == "stage_entered" and rec.get("stage") == "done":
+                if kind == "advanced" and rec.get("stage") == "done":
                     self.events[rid].set()
 
 

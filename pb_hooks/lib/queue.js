@@ -16,7 +16,6 @@
 // recording is finished first); a paused, leased or retried one gets the
 // moment it may be taken again, which keeps it out of the claim's index range
 // until then.
-const respond = require(`${__hooks}/lib/respond.js`);
 const records = require(`${__hooks}/lib/records.js`);
 const live = require(`${__hooks}/lib/live.js`);
 const stages = require(`${__hooks}/lib/stages.js`);

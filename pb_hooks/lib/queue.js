@@ -533,7 +533,7 @@ function writtenBefore(tx, collection, recordId, key) {
 
 module.exports = {
   Fenced: Fenced, Invalid: Invalid, isTerminal: stages.isTerminal, dbTime: dbTime,
-  intArg: intArg, strArg: strArg, fractionArg: fractionArg, claim: claim, enqueue: enqueue, nextAvailableAt: nextAvailableAt,
+  intArg: intArg, strArg: strArg, claim: claim, enqueue: enqueue, nextAvailableAt: nextAvailableAt,
   underFence: underFence, fieldsOf: fieldsOf, writeFields: writeFields, resumeBySender: resumeBySender,
   writtenBefore: writtenBefore, queueInsights: queueInsights, settle: settle, OUTCOME_NAMES: OUTCOME_NAMES,
 };

@@ -1,6 +1,6 @@
 """PF1: claim + fenced commit cycles per second through the hook routes.
 
-A cycle is ``POST /api/pipeline/claim`` then ``POST …/{id}/release`` with the
+A cycle is ``POST /api/pipeline/claim`` then ``POST …/{id}/settle`` (``released``) with the
 claim's token: release keeps the record claimable (available again at once,
 attempt given back), so the loop can go on forever over a small pool of
 records. Three ways, in the same run:
@@ -149,7 +149,7 @@ async def _http_rounds(
 ) -> dict[str, list[tuple[float, float, float, int]]]:
     from sidecar.pocketbase.client import PocketBaseClient
     from sidecar.storage.model import Claimed
-    from sidecar.storage.transitions import Release
+    from sidecar.storage.transitions import Released
 
     leases = _leases()
     lease_ms = {k: int(v.total_seconds() * 1000) for k, v in leases.items()}
@@ -177,7 +177,9 @@ async def _http_rounds(
             got = r.json()
             now = time.time_ns() // 1_000_000
             r = await bare.post(
-                f"/api/pipeline/records/{got['id']}/release", json={"token": got["token"], "now": now}, headers=headers
+                f"/api/pipeline/records/{got['id']}/settle",
+                json={"outcome": "released", "token": got["token"], "now": now},
+                headers=headers,
             )
             r.raise_for_status()
             return True
@@ -186,7 +188,7 @@ async def _http_rounds(
             got = await client.claim(leases)
             if not isinstance(got, Claimed):
                 return False
-            await client.settle(got.claim, Release())
+            await client.settle(got.claim, Released())
             return True
 
         async def floor_request() -> bool:

@@ -119,12 +119,12 @@ class DoneWatch:
                 rec = sse.json().get("record", {})
                 rid = rec.get("record", "")
                 kind = rec.get("kind", "")
-                key = rec.get("stage", "") if kind == "stage_entered" else kind
+                key = rec.get("stage", "") if kind == "advanced" else kind
                 # On a loaded machine an event once arrived with an empty `created`: its arrival
                 # time stands in (a little late, never missing), and `done` still wakes the poll.
                 stamp = _stamp(rec.get("created"))
                 self.stamps[rid][key] = time.time() if stamp is None else stamp
-                if kind == "stage_entered" and rec.get("stage") == "done":
+                if kind == "advanced" and rec.get("stage") == "done":
                     self.events[rid].set()
 
 

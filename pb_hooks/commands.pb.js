@@ -28,7 +28,7 @@ function emailAndPassword(use, args) {
     console.error("usage: " + use);
     $os.exit(2);
   }
-  const password = $os.getenv("TRANSCRIBER_ACCOUNT_PASSWORD");
+  const password = require(`${__hooks}/lib/settings.js`).processValue("accountPassword");
   if (!password) {
     console.error("the password is read from TRANSCRIBER_ACCOUNT_PASSWORD, which is empty");
     $os.exit(2);
@@ -101,18 +101,19 @@ $app.rootCmd.addCommand(new Command({
   use: "backups-configure",
   short: "Apply [backups] (cron, keep, S3) to PocketBase's backup settings",
   run: () => {
-    const env = (k) => $os.getenv("TRANSCRIBER_BACKUPS__" + k);
+    const ours = require(`${__hooks}/lib/settings.js`);
+    const env = (k) => ours.get("backups", k);
     const settings = $app.settings();
-    settings.backups.cron = env("CRON");
-    settings.backups.cronMaxKeep = parseInt(env("KEEP"), 10) || 7;
-    const bucket = env("S3_BUCKET");
+    settings.backups.cron = env("cron");
+    settings.backups.cronMaxKeep = env("keep");
+    const bucket = env("s3_bucket");
     settings.backups.s3.enabled = bucket !== "";
     settings.backups.s3.bucket = bucket;
-    settings.backups.s3.endpoint = env("S3_ENDPOINT");
-    settings.backups.s3.region = env("S3_REGION");
-    settings.backups.s3.accessKey = env("S3_ACCESS_KEY");
-    settings.backups.s3.forcePathStyle = env("S3_FORCE_PATH_STYLE") === "true";
-    if (bucket !== "") settings.backups.s3.secret = $os.getenv("TRANSCRIBER_ACCOUNT_PASSWORD");
+    settings.backups.s3.endpoint = env("s3_endpoint");
+    settings.backups.s3.region = env("s3_region");
+    settings.backups.s3.accessKey = env("s3_access_key");
+    settings.backups.s3.forcePathStyle = env("s3_force_path_style");
+    if (bucket !== "") settings.backups.s3.secret = ours.processValue("accountPassword");
     try {
       $app.save(settings);
     } catch (err) {
@@ -189,7 +190,7 @@ $app.rootCmd.addCommand(new Command({
         audit.set("recordings", recordIds.length);
         audit.set("files", files);
         audit.set("bytes", bytes);
-        audit.set("provider_copies", parseInt($os.getenv("TRANSCRIBER_ERASE_PROVIDER_COPIES"), 10) || 0);
+        audit.set("provider_copies", parseInt(require(`${__hooks}/lib/settings.js`).processValue("eraseProviderCopies"), 10) || 0);
         audit.set("account_erased", !keepAccount);
         audit.set("by", args[1]);
         tx.save(audit);

@@ -11,7 +11,7 @@ routerAdd(
   "/api/transcriber/records",
   (e) => require(`${__hooks}/lib/intake.js`).create(e),
   $apis.requireAuth("users"),
-  $apis.bodyLimit((parseInt($os.getenv("TRANSCRIBER_INTAKE__MAX_UPLOAD_MB"), 10) || 1024) * 1024 * 1024 + 1024 * 1024),
+  $apis.bodyLimit(require(`${__hooks}/lib/settings.js`).get("intake", "max_upload_mb") * 1024 * 1024 + 1024 * 1024),
 );
 
 // O12: the sender's own recordings, newest first, a page at a time (the poll body without the text).
@@ -67,7 +67,8 @@ routerAdd(
       return respond.fail(e, 400, "bad_format", "Unknown format '" + format.slice(0, 20) + "': use txt, srt, vtt or json.");
     }
     const rec = records.findOwned($app, e.request.pathValue("id"), e.auth.id);
-    const row = rec && rec.getString("state") === "done" ? records.transcriptOf($app, rec.id) : null;
+    const stages = require(`${__hooks}/lib/stages.js`);
+    const row = rec && stages.isTerminal(rec.getString("state")) ? records.transcriptOf($app, rec.id) : null;
     if (!row) return respond.fail(e, 404, "not_found", "No finished transcript for this recording.");
     const insight = format === "json" ? require(`${__hooks}/lib/insights.js`).view($app, rec, true) : null;
     const out = exports_.render(row, format, rec, insight);

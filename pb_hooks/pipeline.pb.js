@@ -26,35 +26,25 @@ routerAdd("POST", "/api/pipeline/claim", (e) => {
   });
 }, $apis.requireAuth("services"));
 
-// The fenced transitions of both queues: a recording's stages (records/…) and its insights (insights/…).
-const FENCED_OPS = ["advance", "postpone", "halt", "fail", "release", "extend", "progress"];
+// The one fenced write that settles a claim (or keeps it: `extended`,
+// `progressed`), for both queues: a recording's stages (records/…) and its
+// insights (insights/…). Body: {token, now, outcome, …the outcome's own
+// arguments}; the outcomes and what each writes are lib/queue.js's OUTCOMES.
+// Answers 200 with the row as written (the claim's shape), 409 fenced_out
+// when the claim is no longer the caller's, 400 for a bad request.
 for (const queueName of ["records", "insights"]) {
-  for (const op of FENCED_OPS) {
-    routerAdd("POST", "/api/pipeline/" + queueName + "/{id}/" + op, (e) => {
-      const routes = require(`${__hooks}/lib/routes.js`);
-      const queue = require(`${__hooks}/lib/queue.js`);
-      const parts = e.request.url.path.split("/");
-      const name = parts.pop();
-      const table = parts[parts.length - 2] === "insights" ? "insights" : "audio_records";
-      const id = e.request.pathValue("id");
-      return routes.handle(e, (body) => {
-        const token = queue.strArg(body, "token", 100);
-        const now = routes.num(body, "now");
-        const text = routes.optStr(body, "text");
-        if (name === "advance") queue.advance($app, id, token, now, queue.strArg(body, "to", 50), text, table, body.insights === true);
-        else if (name === "postpone") queue.postpone($app, id, token, now, routes.num(body, "until"), text, table);
-        else if (name === "halt") queue.halt($app, id, token, now, queue.strArg(body, "code", 50), queue.strArg(body, "reason", 2000), table);
-        else if (name === "fail") queue.fail($app, id, token, now, routes.num(body, "retry_at"), text || "step failed", table);
-        else if (name === "release") queue.release($app, id, token, now, table);
-        else if (name === "extend") queue.extend($app, id, token, now, routes.num(body, "until"), table);
-        else if (name === "progress") {
-          queue.progress($app, id, token, now, routes.fraction(body, "progress"),
-            routes.optStr(body, "activity", 50), routes.optStr(body, "language", 10), table);
-        }
-        return e.json(200, { ok: true });
-      });
-    }, $apis.requireAuth("services"));
-  }
+  routerAdd("POST", "/api/pipeline/" + queueName + "/{id}/settle", (e) => {
+    const routes = require(`${__hooks}/lib/routes.js`);
+    const queue = require(`${__hooks}/lib/queue.js`);
+    const table = e.request.url.path.split("/")[3] === "insights" ? "insights" : "audio_records";
+    const id = e.request.pathValue("id");
+    return routes.handle(e, (body) => {
+      const token = queue.strArg(body, "token", 100);
+      const now = routes.num(body, "now");
+      const outcome = queue.strArg(body, "outcome", 50);
+      return e.json(200, queue.settle($app, table, id, token, now, outcome, body));
+    });
+  }, $apis.requireAuth("services"));
 }
 
 // What the insights step reads, under its claim: the recording's transcript
@@ -253,7 +243,7 @@ routerAdd("POST", "/api/pipeline/records/{id}/events", (e) => {
   return routes.handle(e, (body) => {
     const token = queue.strArg(body, "token", 100);
     const kind = routes.optStr(body, "kind", 50) || "note";
-    if (["note", "step_failed"].indexOf(kind) < 0) throw new queue.Invalid("events may only be notes or step failures");
+    if (["note", "failed"].indexOf(kind) < 0) throw new queue.Invalid("events may only be notes or failed tries");
     queue.underFence($app, id, token, (tx, rec) => {
       const key = routes.optStr(body, "write_key", 100) || "";
       if (queue.writtenBefore(tx, "record_events", id, key)) return;  // O4: a repeat of a note that landed
@@ -310,6 +300,7 @@ routerAdd("POST", "/api/pipeline/records/{id}/normalized/remove", (e) => {
   const routes = require(`${__hooks}/lib/routes.js`);
   const queue = require(`${__hooks}/lib/queue.js`);
   const records = require(`${__hooks}/lib/records.js`);
+  const stages = require(`${__hooks}/lib/stages.js`);
   const id = e.request.pathValue("id");
   return routes.handle(e, (body) => {
     const now = routes.num(body, "now");
@@ -323,7 +314,7 @@ routerAdd("POST", "/api/pipeline/records/{id}/normalized/remove", (e) => {
         throw new queue.Invalid("no such record");
       }
       const doneAt = rec.getInt("state_entered_at");
-      if (rec.getString("state") !== "done" || rec.getString("halted_at") !== "" || doneAt > doneBefore) return;
+      if (rec.getString("state") !== stages.DONE || rec.getString("halted_at") !== "" || doneAt > doneBefore) return;
       const rows = tx.findRecordsByFilter(
         "files", "record = {:id} && role = 'normalized' && blob != '' && removed_at = 0", "", 0, 0, { id: id });
       for (const r of rows) {
@@ -335,10 +326,10 @@ routerAdd("POST", "/api/pipeline/records/{id}/normalized/remove", (e) => {
       }
       if (result.removed === 0) return;
       const days = Math.max(0, now - doneAt) / 86400000;
-      records.journal(tx, id, "done", "note",
+      records.journal(tx, id, stages.DONE, "note",
         "normalized audio removed, the recording done " + days.toFixed(1) + " days ago: " + result.removed +
         " file(s), " + (result.bytes / 1e6).toFixed(1) + " MB; the original and the transcript stay " +
-        "(set the stage to 'uploaded' to normalize again)", "worker");
+        "(set the stage to '" + stages.UPLOADED + "' to normalize again)", "worker");
     });
     return e.json(200, result);
   });

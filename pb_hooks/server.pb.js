@@ -5,7 +5,7 @@
 // so an idle connection is still dropped quickly.
 // (The hooks have no global onServe; the app's own hook is bound directly.)
 $app.onServe().bindFunc((e) => {
-  const ms = require(`${__hooks}/lib/respond.js`).envInt("TRANSCRIBER_INTAKE__READ_TIMEOUT_MS", 3 * 3600 * 1000);
+  const ms = require(`${__hooks}/lib/settings.js`).ms("intake", "read_timeout");
   e.server.readTimeout = ms * 1000000; // a Go time.Duration, in nanoseconds
   return e.next();
 });
@@ -13,7 +13,7 @@ $app.onServe().bindFunc((e) => {
 // The running release, for operators and their tools (no sign-in needed: a
 // version is no secret, and an upgrade script asks before it is signed in).
 routerAdd("GET", "/api/transcriber/version", (e) => {
-  return e.json(200, { version: $os.getenv("TRANSCRIBER_VERSION") || "unknown" });
+  return e.json(200, { version: require(`${__hooks}/lib/settings.js`).processValue("version") || "unknown" });
 });
 
 // The sender's page (pb_public/, served by PocketBase at /): its own files and
@@ -27,13 +27,14 @@ routerUse(new Middleware((e) => {
   const path = String(e.request.url.path);
   if ((e.request.method === "GET" || e.request.method === "HEAD") && path.indexOf("/api/") !== 0 && path.indexOf("/_/") !== 0) {
     const header = e.response.header();
-    const dir = $os.getenv("TRANSCRIBER_POCKETBASE__PUBLIC_DIR");
+    const settings = require(`${__hooks}/lib/settings.js`);
+    const dir = settings.get("pocketbase", "public_dir");
     const name = path === "/" || path.endsWith("/") ? path.slice(1) + "index.html" : path.slice(1);
     if (dir !== "" && name.split("/").indexOf("..") < 0) {
       try {
         const info = $os.stat(dir + "/" + name);
         if (!info.isDir()) {
-          header.set("ETag", "W/\"" + ($os.getenv("TRANSCRIBER_VERSION") || "dev") + "-" + info.size() + "-" +
+          header.set("ETag", "W/\"" + (settings.processValue("version") || "dev") + "-" + info.size() + "-" +
             info.modTime().unixMilli() + "\"");
         }
       } catch (_) {

@@ -8,11 +8,18 @@ Below both the pipeline and the steps, so either can import it::
     │   └── (carries HaltCode and a reason safe to show the owner)
     └── PostponeError       not ready yet, or not ours to fix now; no attempt spent (P10)
 
-A step returns ``Advance`` or ``Postpone`` when it reaches an outcome; what it
-raises is classified by the runner: ``RetryableError`` and unexpected
-exceptions spend an attempt, ``PermanentError`` halts, ``PostponeError``
-postpones, cancellation on shutdown releases (P8). The runner reports each
-run as one ``Verdict``.
+A step returns ``Advance`` or ``Postpone`` when it reaches an outcome (what
+it asks for; the runner turns it into what is written); what it raises is
+classified by the runner: ``RetryableError`` and unexpected exceptions spend
+an attempt, ``PermanentError`` halts, ``PostponeError`` postpones,
+cancellation on shutdown releases (P8). What is written is one ``Outcome``;
+the runner reports each run as one ``Verdict``.
+
+One vocabulary: an ``Outcome``'s value is its name everywhere — the settle
+route's ``outcome`` (``POST /api/pipeline/{queue}/{id}/settle``), the JS
+transition table (pb_hooks/lib/queue.js ``TRANSITIONS``/``OUTCOMES``), the
+journal's ``kind`` (``record_events``) and the metrics' ``outcome`` label.
+tests/unit/test_vocabulary.py holds them together.
 """
 
 from __future__ import annotations
@@ -85,16 +92,33 @@ class Postpone:
     note: str = "not ready yet"
 
 
-Outcome = Advance | Postpone
+StepResult = Advance | Postpone
 
 
-class Verdict(StrEnum):
-    """How one run of a claimed record ended (the metrics' ``outcome`` label)."""
+class Outcome(StrEnum):
+    """How a claim ends, as written (each one journal row of this kind)."""
 
     ADVANCED = "advanced"  # the step finished: next stage
     POSTPONED = "postponed"  # look again later, no attempt spent
     HALTED = "halted"  # a flag with a code: the owner decides
     FAILED = "failed"  # the attempt is spent; retried after a delay
-    FENCED_OUT = "fenced_out"  # the claim went to someone else; nothing written
     RELEASED = "released"  # our own shutdown: claim and attempt handed back
+
+
+class Keep(StrEnum):
+    """Writes under a claim that keep it (no journal row, no verdict): settled by the same route, fenced alike."""
+
+    EXTENDED = "extended"  # the step still runs: the lease is longer
+    PROGRESSED = "progressed"  # how far the step has come (and what it is doing, the language it found)
+
+
+class Verdict(StrEnum):
+    """How one run of a claimed record ended (the metrics' ``outcome`` label): an ``Outcome``, or not written."""
+
+    ADVANCED = Outcome.ADVANCED.value
+    POSTPONED = Outcome.POSTPONED.value
+    HALTED = Outcome.HALTED.value
+    FAILED = Outcome.FAILED.value
+    RELEASED = Outcome.RELEASED.value
+    FENCED_OUT = "fenced_out"  # the claim went to someone else; nothing written
     UNWRITTEN = "unwritten"  # storage stayed away: the outcome was lost, the lease will expire

@@ -28,7 +28,7 @@ function matches(a, b) {
   const n = a.length;
   const m = b.length;
   const offset = MAX_EDITS + 1;
-  const v = new Array(2 * offset + 1).fill(0);
+  const v = Array.from({ length: 2 * offset + 1 }, () => 0);
   const trace = [];
   for (let d = 0; d <= MAX_EDITS; d++) {
     trace.push(v.slice());
@@ -61,7 +61,7 @@ function backtrack(trace, offset, n, m) {
 
 // For each corrected word, the index of the segment it belongs to.
 function owners(oldWords, newWords) {
-  const owner = new Array(newWords.length).fill(-1);
+  const owner = Array.from({ length: newWords.length }, () => -1);
   const pairs = matches(oldWords.map((w) => key(w.text)), newWords.map(key));
   if (pairs === null) {
     for (let j = 0; j < newWords.length; j++) {

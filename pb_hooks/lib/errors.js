@@ -24,7 +24,7 @@ function rateLabels(e) {
   if (door) {
     const action = door[2].replace(/-([a-z0-9])/g, (_, c) => c.toUpperCase()).replace(/Otp$/, "OTP").replace(/Oauth2$/, "OAuth2");
     const tags = [action];
-    if (/^authWith/.test(action)) tags.push("auth");
+    if (action.startsWith("authWith")) tags.push("auth");
     for (const tag of tags) labels.push(door[1] + ":" + tag);
     for (const tag of tags) labels.push("*:" + tag);
   }
@@ -44,7 +44,7 @@ function rateWindow(e) {
 }
 
 function codeFor(e, status, data) {
-  if (status === 400 && /\/auth-with-password$/.test(e.request.url.path)) return "login_failed";
+  if (status === 400 && String(e.request.url.path).endsWith("/auth-with-password")) return "login_failed";
   if (status === 400 && data && Object.keys(data).length > 0) return "invalid_data";
   return CODES[status] || "error";
 }

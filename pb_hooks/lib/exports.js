@@ -77,9 +77,9 @@ function toSrt(segs) {
 
 function toVtt(segs) {
   // Cue text is markup: escaping "&", "<" and ">" also defuses "-->".
-  const escape = (t) => t.split("&").join("&amp;").split("<").join("&lt;").split(">").join("&gt;");
+  const escapeMarkup = (t) => t.split("&").join("&amp;").split("<").join("&lt;").split(">").join("&gt;");
   // A voice span names the speaker (<v Speaker 1>); its annotation ends at ">".
-  const voiced = (c) => (c.speaker ? "<v " + escape(c.speaker) + ">" : "") + escape(c.text);
+  const voiced = (c) => (c.speaker ? "<v " + escapeMarkup(c.speaker) + ">" : "") + escapeMarkup(c.text);
   const body = cues(segs).map((c) => stamp(c.start, ".") + " --> " + stamp(c.end, ".") + "\n" + voiced(c) + "\n");
   return ["WEBVTT\n"].concat(body).join("\n");
 }

@@ -2,6 +2,7 @@
 // owner see of it (a brief grounded in quotes, up to five topics).
 const records = require(`${__hooks}/lib/records.js`);
 const live = require(`${__hooks}/lib/live.js`);
+const stages = require(`${__hooks}/lib/stages.js`);
 
 const MAX_TOPICS = 5;
 const MAX_QUOTES = 20;
@@ -103,12 +104,12 @@ function view(app, rec, withQuotes) {
 // a result on its way is fenced out.
 function ownerEdited(app, recordId, now) {
   const row = rowOf(app, recordId);
-  if (!row || row.getString("state") !== "queued") return;
+  if (!row || row.getString("state") !== stages.QUEUED) return;
   app.db().newQuery(
-    "UPDATE insights SET state = 'done', claim_token = '', claim_expires_at = 0, available_at = 0, activity = '', " +
+    "UPDATE insights SET state = {:done}, claim_token = '', claim_expires_at = 0, available_at = 0, activity = '', " +
     "queue_rev = queue_rev + 1, state_entered_at = {:now} WHERE id = {:id}",
-  ).bind({ id: row.id, now: now }).execute();
-  records.journal(app, recordId, "insights", "note",
+  ).bind({ id: row.id, now: now, done: stages.DONE }).execute();
+  records.journal(app, recordId, stages.INSIGHTS_JOURNAL_STAGE, "note",
     "the brief or the topics were edited by the owner: the insights step stops and will not write over them " +
     "(set the insights row's state to queued to run it again)", "owner");
 }

@@ -9,6 +9,8 @@ const quotas = require(`${__hooks}/lib/quotas.js`);
 const live = require(`${__hooks}/lib/live.js`);
 
 const form = require(`${__hooks}/lib/form.js`);
+const stages = require(`${__hooks}/lib/stages.js`);
+const settings = require(`${__hooks}/lib/settings.js`);
 
 const MAX_TITLE = 500;
 // H7: each text field is bounded in bytes before it is read, counted or
@@ -28,7 +30,7 @@ const MAX_PARTS = 10;
 const GUESS_BYTES_PER_SECOND = 2000;
 
 function maxDurationMs() {
-  return respond.envInt("TRANSCRIBER_INTAKE__MAX_DURATION_MS", 6 * 3600 * 1000);
+  return settings.ms("intake", "max_duration");
 }
 
 // What the recording says of its length, or a guess: {ms, declared}.
@@ -39,7 +41,7 @@ function lengthOf(file, container) {
 }
 
 function maxUploadBytes() {
-  return respond.envInt("TRANSCRIBER_INTAKE__MAX_UPLOAD_MB", 1024) * 1024 * 1024;
+  return settings.get("intake", "max_upload_mb") * 1024 * 1024;
 }
 
 function readHead(file, n) {
@@ -133,7 +135,7 @@ function accept(e, upload) {
     rec.set("quota_ms", admitted.reserveMs);
     rec.set("owner", owner);
     rec.set("title", title);
-    rec.set("state", "uploaded");
+    rec.set("state", stages.UPLOADED);
     rec.set("state_entered_at", now);
     rec.set("attempts", 0);
     if (language !== "" && language !== "auto") rec.set("language_hint", language);
@@ -149,7 +151,7 @@ function accept(e, upload) {
     row.set("blob", file);
     tx.save(row);
 
-    records.journal(tx, rec.id, "uploaded", "accepted", "accepted " + file.size + " bytes (" + container + "), " +
+    records.journal(tx, rec.id, stages.UPLOADED, "accepted", "accepted " + file.size + " bytes (" + container + "), " +
       (admitted.reserveMs / 1000).toFixed(1) + " s of audio reserved (" + (length.declared ? "the length its header declares" :
         "its header declares no length: a guess from its size") + ")", "intake");
     live.publish(tx, rec);

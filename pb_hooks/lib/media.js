@@ -65,11 +65,8 @@ function bytesAt(reader, at, n) {
 
 function u16le(b, i) { return b[i] | (b[i + 1] << 8); }
 function u32le(b, i) { return (b[i] | (b[i + 1] << 8) | (b[i + 2] << 16)) + b[i + 3] * 16777216; }
-function u16be(b, i) { return (b[i] << 8) | b[i + 1]; }
-function u24be(b, i) { return (b[i] << 16) | (b[i + 1] << 8) | b[i + 2]; }
 function u32be(b, i) { return b[i] * 16777216 + ((b[i + 1] << 16) | (b[i + 2] << 8) | b[i + 3]); }
 function u64be(b, i) { return u32be(b, i) * 4294967296 + u32be(b, i + 4); }
-function u64le(b, i) { return u32le(b, i) + u32le(b, i + 4) * 4294967296; }
 
 function ms(value) {
   return isFinite(value) && value > 0 ? Math.ceil(value) : null;

@@ -9,6 +9,7 @@
 const queue = require(`${__hooks}/lib/queue.js`);
 const records = require(`${__hooks}/lib/records.js`);
 const insights = require(`${__hooks}/lib/insights.js`);
+const stages = require(`${__hooks}/lib/stages.js`);
 
 const QUEUE_FIELDS = [
   "state", "state_entered_at", "halted_at", "halt_code", "halt_reason", "attempts",
@@ -82,11 +83,12 @@ function mergeOwnerEdit(app, rec) {
     return;
   }
 
-  if (wanted.state !== stage && wanted.state === "normalized" && normalizedRemoved(app, rec.id)) {
+  if (wanted.state !== stage && wanted.state === stages.NORMALIZED && normalizedRemoved(app, rec.id)) {
     // Recognizing again reads the normalized copy, removed some time after the recording was done.
     throw new BadRequestError(
       "The normalized audio of this recording was removed after it was done (its journal says when), so it cannot " +
-      "be recognized again from stage 'normalized'. Nothing was saved: set the stage to 'uploaded' instead; " +
+      "be recognized again from stage '" + stages.NORMALIZED + "'. Nothing was saved: set the stage to '" + stages.UPLOADED +
+      "' instead; " +
       "it is normalized again from the original.");
   }
 
@@ -94,19 +96,19 @@ function mergeOwnerEdit(app, rec) {
   // The owner's brief and topics are theirs: the insights step never writes over them.
   if (briefEdited) insights.ownerEdited(app, rec.id, now);
   if (wanted.state !== stage) {
-    apply(rec, queue.fieldsOf(stored, "restart", now, { to: wanted.state }));
+    apply(rec, queue.fieldsOf(stored, "stage_set", now, { to: wanted.state }));
     records.journal(app, rec.id, wanted.state, "stage_set", "stage changed by the owner from " + stage + " to " + wanted.state, "owner");
     supersedeAttempts(app, rec.id);
     // O9: back to uploaded means normalize again; the earlier normalized copies stay as history.
-    if (wanted.state === "uploaded") supersedeNormalized(app, rec.id);
+    if (wanted.state === stages.UPLOADED) supersedeNormalized(app, rec.id);
   }
   if (wasHalted && !wanted.halted) {
     // Resumed from the stage the record is in now (the one just set, if any).
-    apply(rec, queue.fieldsOf(rec, "resume", now));
+    apply(rec, queue.fieldsOf(rec, "resumed", now));
     records.journal(app, rec.id, rec.getString("state"), "resumed", "halt cleared by the owner", "owner");
   } else if (!wasHalted && wanted.halted) {
     const reason = wanted.reason || "halted by the owner";
-    apply(rec, queue.fieldsOf(rec, "halt", now, { code: "halted_by_owner", reason: reason }));
+    apply(rec, queue.fieldsOf(rec, "halted", now, { code: "halted_by_owner", reason: reason }));
     records.journal(app, rec.id, rec.getString("state"), "halted", "halted_by_owner: " + reason, "owner");
     // P16: every halt is also a log line (PocketBase's log, beside the sidecar's own halts).
     app.logger().warn("record halted by the owner", "record", rec.id, "reason", reason);
@@ -138,20 +140,20 @@ function mergeInsightsEdit(app, row) {
   }
   const now = Date.now();
   if (wanted.state !== stored.getString("state")) {
-    const fields = queue.fieldsOf(stored, "restart", now, { to: wanted.state });
+    const fields = queue.fieldsOf(stored, "stage_set", now, { to: wanted.state });
     for (const f in fields) row.set(f, fields[f]);
-    records.journal(app, recordId, "insights", "stage_set", "insights set to " + wanted.state + " by the owner" +
-      (wanted.state === "queued" ? ": the brief and topics will be made again" : ""), "owner");
+    records.journal(app, recordId, stages.INSIGHTS_JOURNAL_STAGE, "stage_set", "insights set to " + wanted.state + " by the owner" +
+      (wanted.state === stages.QUEUED ? ": the brief and topics will be made again" : ""), "owner");
   }
   if (wasHalted && !wanted.halted) {
-    const fields = queue.fieldsOf(row, "resume", now);
+    const fields = queue.fieldsOf(row, "resumed", now);
     for (const f in fields) row.set(f, fields[f]);
-    records.journal(app, recordId, "insights", "resumed", "insights halt cleared by the owner", "owner");
+    records.journal(app, recordId, stages.INSIGHTS_JOURNAL_STAGE, "resumed", "insights halt cleared by the owner", "owner");
   } else if (!wasHalted && wanted.halted) {
     const reason = wanted.reason || "halted by the owner";
-    const fields = queue.fieldsOf(row, "halt", now, { code: "halted_by_owner", reason: reason });
+    const fields = queue.fieldsOf(row, "halted", now, { code: "halted_by_owner", reason: reason });
     for (const f in fields) row.set(f, fields[f]);
-    records.journal(app, recordId, "insights", "halted", "halted_by_owner: " + reason, "owner");
+    records.journal(app, recordId, stages.INSIGHTS_JOURNAL_STAGE, "halted", "halted_by_owner: " + reason, "owner");
   }
 }
 
@@ -159,17 +161,17 @@ function mergeInsightsEdit(app, row) {
 // a new row, queued now.
 function newInsights(app, row) {
   const rec = app.findRecordById("audio_records", row.getString("record"));
-  if (rec.getString("state") !== "done") {
+  if (rec.getString("state") !== stages.DONE) {
     throw new BadRequestError("Insights are made from a finished transcript: this recording is not done yet.");
   }
   const now = Date.now();
   const fields = {
-    state: "queued", state_entered_at: now, halted_at: "", halt_code: "", halt_reason: "", attempts: 0, claim_token: "",
+    state: stages.QUEUED, state_entered_at: now, halted_at: "", halt_code: "", halt_reason: "", attempts: 0, claim_token: "",
     claim_expires_at: 0, paused_until: 0, available_at: now, queue_rev: 0, progress: 0, progress_at: 0, activity: "",
     language: "", quotes: null, quotes_for: "", proposed: 0, kept: 0, provider: "", model: "",
   };
   for (const f in fields) row.set(f, fields[f]);
-  records.journal(app, rec.id, "insights", "stage_set", "insights asked for by the owner", "owner");
+  records.journal(app, rec.id, stages.INSIGHTS_JOURNAL_STAGE, "stage_set", "insights asked for by the owner", "owner");
 }
 
 module.exports = {

@@ -16,19 +16,12 @@
 // recording is finished first); a paused, leased or retried one gets the
 // moment it may be taken again, which keeps it out of the claim's index range
 // until then.
-const respond = require(`${__hooks}/lib/respond.js`);
 const records = require(`${__hooks}/lib/records.js`);
 const live = require(`${__hooks}/lib/live.js`);
-
-// Mirrors the schema: stages with no step; a record there is never claimed.
-const TERMINAL_STAGES = ["done"];
+const stages = require(`${__hooks}/lib/stages.js`);
 
 class Fenced extends Error {}
 class Invalid extends Error {}
-
-function isTerminal(stage) {
-  return TERMINAL_STAGES.indexOf(stage) >= 0;
-}
 
 // The record's creation time in unix ms: the claim key of a record that is
 // claimable right away. The one place it is computed.
@@ -113,7 +106,7 @@ function claimPlan(app, now, leases) {
   let leaseCase = "CASE state";
   let i = 0;
   for (const stage in leases) {
-    if (valid.indexOf(stage) < 0 || isTerminal(stage)) throw new Invalid("unknown or terminal stage '" + stage + "'");
+    if (valid.indexOf(stage) < 0 || stages.isTerminal(stage)) throw new Invalid("unknown or terminal stage '" + stage + "'");
     const lease = Math.floor(leases[stage]);
     if (!(lease > 0 && lease <= MAX_LEASE)) throw new Invalid("lease of '" + stage + "' must be from 1 to " + MAX_LEASE + " ms");
     params["s" + i] = stage;
@@ -174,11 +167,11 @@ function claimInsights(app, now, lease) {
     ", attempts = attempts + 1, activity = '', updated = {:upd}" +
     " WHERE id = (SELECT id FROM insights INDEXED BY idx_insights_claim" +
     " WHERE available_at > 0 AND available_at <= {:now} AND halted_at = '' AND paused_until <= {:now}" +
-    " AND claim_expires_at <= {:now} AND state = 'queued' ORDER BY available_at, id LIMIT 1)" +
+    " AND claim_expires_at <= {:now} AND state = {:queued} ORDER BY available_at, id LIMIT 1)" +
     " RETURNING " + INSIGHTS_JSON + " AS row";
   const rows = arrayOf(new DynamicModel({ row: "" }));
   app.runInTransaction((tx) => {
-    tx.db().newQuery(sql).bind({ now: now, lease: Math.floor(lease), upd: dbTime(now), token: $security.randomString(40) }).all(rows);
+    tx.db().newQuery(sql).bind({ now: now, lease: Math.floor(lease), upd: dbTime(now), token: $security.randomString(40), queued: stages.QUEUED }).all(rows);
   });
   if (rows.length === 0) return null;
   const record = JSON.parse(rows[0].row);
@@ -191,7 +184,7 @@ function queueInsights(tx, recordId, now) {
   const found = tx.findRecordsByFilter("insights", "record = {:id}", "", 1, 0, { id: recordId });
   if (found.length > 0) {
     const row = found[0];
-    const fields = fieldsOf(row, "restart", now, { to: "queued" });
+    const fields = fieldsOf(row, "stage_set", now, { to: stages.QUEUED });
     for (const f in fields) row.set(f, fields[f]);
     row.set("halted_at", "");
     row.set("halt_code", "");
@@ -202,7 +195,7 @@ function queueInsights(tx, recordId, now) {
   }
   const row = new Record(tx.findCollectionByNameOrId("insights"));
   row.set("record", recordId);
-  row.set("state", "queued");
+  row.set("state", stages.QUEUED);
   row.set("state_entered_at", now);
   tx.save(row);
   enqueue(tx, row, "insights");
@@ -287,52 +280,54 @@ function nextAvailableAt(app, now, insights) {
 }
 
 // The queue transitions, each defined once as the fields it sets, from the
-// stored record and `now`. The sidecar's fenced writes (below) and the owner's
-// panel edits (lib/panel.js) apply the same definitions.
+// stored record and `now`. The settle route (below) and the owner's panel
+// edits (lib/panel.js) apply the same definitions. Each key is the one name
+// of that change everywhere: the settle route's `outcome`, the journal's
+// `kind`, the sidecar's `Outcome` (sidecar/outcome.py) and its metrics label.
 // A claim ends: what its holder reported doing (`activity`) ends with it.
 const FREE = { claim_token: "", claim_expires_at: 0, activity: "" };
 
 const TRANSITIONS = {
   // A step finished: the next stage, its clock restarted, attempts afresh.
-  enter: (rec, now, a) => Object.assign({}, FREE, {
+  advanced: (rec, now, a) => Object.assign({}, FREE, {
     state: a.to, state_entered_at: now, attempts: 0, paused_until: 0,
-    queue_rev: rec.getInt("queue_rev") + 1, available_at: isTerminal(a.to) ? 0 : createdMs(rec),
-    progress: isTerminal(a.to) ? 1 : rec.getFloat("progress"),
+    queue_rev: rec.getInt("queue_rev") + 1, available_at: stages.isTerminal(a.to) ? 0 : createdMs(rec),
+    progress: stages.isTerminal(a.to) ? 1 : rec.getFloat("progress"),
   }),
   // P10: not a transition of the stage; its clock keeps running.
-  pause: (rec, now, a) => Object.assign({}, FREE, { paused_until: a.until, attempts: 0, available_at: a.until }),
+  postponed: (rec, now, a) => Object.assign({}, FREE, { paused_until: a.until, attempts: 0, available_at: a.until }),
   // P11: a flag, never a stage.
-  halt: (rec, now, a) => Object.assign({}, FREE, {
+  halted: (rec, now, a) => Object.assign({}, FREE, {
     halted_at: dbTime(now), halt_code: a.code, halt_reason: String(a.reason).slice(0, 2000),
     queue_rev: rec.getInt("queue_rev") + 1, available_at: 0,
   }),
-  // A failed try: the attempt stays spent; claimable again from `at`.
-  retry: (rec, now, a) => Object.assign({}, FREE, { available_at: Math.max(a.at, now) }),
+  // A failed try: the attempt stays spent; claimable again from `retry_at`.
+  failed: (rec, now, a) => Object.assign({}, FREE, { available_at: Math.max(a.retry_at, now) }),
   // P8: our own shutdown is no verdict; the claim's attempt is given back.
-  release: (rec, now) => Object.assign({}, FREE, {
+  released: (rec) => Object.assign({}, FREE, {
     attempts: Math.max(rec.getInt("attempts") - 1, 0), available_at: createdMs(rec),
   }),
-  // A long step still runs.
-  extend: (rec, now, a) => ({ claim_expires_at: a.until, available_at: a.until }),
-  // LA4: how far recognition has come; it never goes back.
+  // The claim goes on: a long step still runs.
+  extended: (rec, now, a) => ({ claim_expires_at: a.until, available_at: a.until }),
+  // The claim goes on. LA4: how far recognition has come; it never goes back.
   // Moving progress also tells the stall watchdog the step is alive (progress_at).
   // With it, optionally, what the step is doing now and the language it found
-  // (both checked against the schema's lists by `progress` below).
-  progress: (rec, now, a) => Object.assign(
+  // (both checked against the schema's lists by its settle arguments below).
+  progressed: (rec, now, a) => Object.assign(
     a.progress > rec.getFloat("progress") ? { progress: a.progress, progress_at: now } : { progress: rec.getFloat("progress") },
     a.activity ? { activity: a.activity } : {},
     a.language ? { language: a.language } : {},
   ),
   // The owner clears the halt: the stage resumes with a fresh count and clock (ST6).
-  resume: (rec, now) => Object.assign({}, FREE, {
+  resumed: (rec, now) => Object.assign({}, FREE, {
     halted_at: "", halt_code: "", halt_reason: "", state_entered_at: now, paused_until: 0, attempts: 0,
-    queue_rev: rec.getInt("queue_rev") + 1, available_at: isTerminal(rec.getString("state")) ? 0 : createdMs(rec),
+    queue_rev: rec.getInt("queue_rev") + 1, available_at: stages.isTerminal(rec.getString("state")) ? 0 : createdMs(rec),
   }),
   // The owner sets the stage: it restarts from there (unless the record is halted).
-  restart: (rec, now, a) => Object.assign({}, FREE, {
+  stage_set: (rec, now, a) => Object.assign({}, FREE, {
     state: a.to, state_entered_at: now, paused_until: 0, attempts: 0, queue_rev: rec.getInt("queue_rev") + 1,
-    available_at: rec.getString("halted_at") !== "" || isTerminal(a.to) ? 0 : createdMs(rec),
-    progress: isTerminal(a.to) ? 1 : 0,  // the work starts over
+    available_at: rec.getString("halted_at") !== "" || stages.isTerminal(a.to) ? 0 : createdMs(rec),
+    progress: stages.isTerminal(a.to) ? 1 : 0,  // the work starts over
   }),
 };
 
@@ -358,31 +353,141 @@ function underFence(app, id, token, work, table) {
   return out;
 }
 
-// Writes `fields` to the record `id` (and `updated`), inside the caller's
-// transaction, only where `guard` (SQL over `params`) still holds.
-function writeFields(tx, id, fields, now, guard, guardParams, table) {
+// The UPDATE's SET list and parameters for `fields` (and `updated`).
+function setClause(id, fields, now, guardParams) {
   const params = Object.assign({ id: id, upd: dbTime(now) }, guardParams);
   const sets = [];
   for (const f in fields) {
     params["v_" + f] = fields[f];
     sets.push(f + " = {:v_" + f + "}");
   }
+  return { sql: sets.join(", ") + ", updated = {:upd}", params: params };
+}
+
+// Writes `fields` to the record `id` (and `updated`), inside the caller's
+// transaction, only where `guard` (SQL over `params`) still holds.
+function writeFields(tx, id, fields, now, guard, guardParams, table) {
+  const set = setClause(id, fields, now, guardParams);
   tx.db()
-    .newQuery("UPDATE " + (table || "audio_records") + " SET " + sets.join(", ") + ", updated = {:upd} WHERE id = {:id} AND " + guard)
-    .bind(params)
+    .newQuery("UPDATE " + (table || "audio_records") + " SET " + set.sql + " WHERE id = {:id} AND " + guard)
+    .bind(set.params)
     .execute();
 }
 
-// A fenced transition: its fields written where the token still matches, then
-// `after(tx, rec)` in the same transaction.
-function fenced(app, id, token, now, transition, args, after, table) {
-  table = table || "audio_records";
-  underFence(app, id, token, (tx, rec) => {
-    writeFields(tx, id, fieldsOf(rec, transition, now, args), now, "claim_token = {:token}", { token: token }, table);
-    const saved = tx.findRecordById(table, id);
-    if (after) after(tx, saved);
+// Each queue's row as a claimer reads it: the same JSON the claim hands out.
+const ROW_JSON = { audio_records: CLAIMED_JSON, insights: INSIGHTS_JSON };
+
+// A number from 0 to 1.
+function fractionArg(body, name) {
+  const v = body[name];
+  if (typeof v !== "number" || !isFinite(v) || v < 0 || v > 1) throw new Invalid("'" + name + "' must be a number from 0 to 1");
+  return v;
+}
+
+function optStrArg(body, name, max) {
+  const v = body[name];
+  return v === undefined || v === null ? null : String(v).slice(0, max || 5000);
+}
+
+function laterArg(body, name, now) {
+  const v = intArg(body, name);
+  if (v <= now) throw new Invalid("'" + name + "' must be later than 'now'");
+  return v;
+}
+
+// What a claim's holder may settle, one entry per name: `args` reads and
+// checks the request body (app, body, now, table), `journal` says what the
+// record's journal gets (null: nothing; the claim-keeping ones write none),
+// `after` does the rest inside the same transaction. Every entry is applied
+// by `settle`, fenced.
+const OUTCOMES = {
+  advanced: {
+    args: (app, body, now, table) => {
+      const to = strArg(body, "to", 50);
+      if (stageValues(app, table).indexOf(to) < 0) throw new Invalid("unknown stage '" + to + "'");
+      return { to: to, text: optStrArg(body, "text"), insights: body.insights === true };
+    },
+    journal: (a, table) => [table === "insights" ? stages.INSIGHTS_JOURNAL_STAGE : a.to,
+      a.text || (table === "insights" ? "insights done" : "entered " + a.to)],
+    // A recording entering its terminal stage gets its insights queued (the caller has them on).
+    after: (tx, table, rec, a, now) => {
+      if (table !== "audio_records" || a.insights !== true || !stages.isTerminal(a.to)) return;
+      queueInsights(tx, rec.id, now);
+      records.journal(tx, rec.id, a.to, "note", "brief and topics queued (the insights step)", "worker");
+    },
+  },
+  postponed: {
+    args: (app, body, now) => ({ until: laterArg(body, "until", now), text: optStrArg(body, "text") }),
+    journal: (a) => [null, a.text || "postponed"],
+  },
+  halted: {
+    args: (app, body, now, table) => {
+      const code = strArg(body, "code", 50);
+      const codes = app.findCachedCollectionByNameOrId(table).fields.getByName("halt_code").values;
+      if (codes.indexOf(code) < 0) throw new Invalid("unknown halt code '" + code + "'");
+      return { code: code, reason: strArg(body, "reason", 2000) };
+    },
+    journal: (a) => [null, a.code + ": " + a.reason],
+  },
+  failed: {
+    args: (app, body) => ({ retry_at: intArg(body, "retry_at"), text: optStrArg(body, "text") || "step failed" }),
+    journal: (a) => [null, a.text],
+  },
+  released: {
+    args: () => ({}),
+    journal: () => [null, "released on shutdown; attempt not counted"],
+  },
+  extended: {
+    args: (app, body, now) => ({ until: laterArg(body, "until", now) }),
+    journal: null,
+  },
+  progressed: {
+    // `activity`: one of the schema's activities that describe work; anything else is refused.
+    // `language`: kept only when it is a code of the schema's list, as the texts route does.
+    // An insights row keeps its progress alone.
+    args: (app, body, now, table) => {
+      const value = fractionArg(body, "progress");
+      if (table === "insights") return { progress: value, activity: null, language: null };
+      const activity = optStrArg(body, "activity", 50);
+      const reported = records.activities(app).filter((v) => records.DERIVED_ONLY.indexOf(v) < 0);
+      if (activity !== null && reported.indexOf(activity) < 0) throw new Invalid("'activity' must be one of " + reported.join(", "));
+      const language = optStrArg(body, "language", 10);
+      return { progress: value, activity: activity, language: language !== null && records.languages(app).indexOf(language) >= 0 ? language : null };
+    },
+    journal: null,
+  },
+};
+
+// The names `settle` takes, in the order the docs list them.
+const OUTCOME_NAMES = Object.keys(OUTCOMES);
+
+// The one fenced write of a claim's holder: `outcome` (a name of OUTCOMES)
+// with its arguments from `body`, applied to the row `id` of `table` in one
+// transaction only while `token` is still its claim token (else Fenced), with
+// its journal row. Returns the written row as the claim hands it out (the
+// caller need not read it again). The row is not read again here either: the
+// UPDATE returns it.
+function settle(app, table, id, token, now, outcome, body) {
+  queueOf(table);
+  const spec = OUTCOMES[outcome];
+  if (!spec) throw new Invalid("'outcome' must be one of " + OUTCOME_NAMES.join(", "));
+  const a = spec.args(app, body, now, table);
+  return underFence(app, id, token, (tx, rec) => {
+    const set = setClause(id, fieldsOf(rec, outcome, now, a), now, { token: token });
+    const rows = arrayOf(new DynamicModel({ row: "" }));
+    tx.db().newQuery("UPDATE " + table + " SET " + set.sql + " WHERE id = {:id} AND claim_token = {:token}" +
+      " RETURNING " + ROW_JSON[table] + " AS row").bind(set.params).all(rows);
+    // The fence was checked in this transaction on the single write connection: the row is there.
+    if (rows.length === 0) throw new Fenced("claim token no longer matches");
+    if (spec.journal) {
+      const said = spec.journal(a, table);
+      const where = queueOf(table).journal(rec);
+      records.journal(tx, where[0], said[0] || where[1], outcome, said[1], "worker");
+    }
+    if (spec.after) spec.after(tx, table, rec, a, now);
     // A longer lease shows nothing new to the sender; insights rows have no live status.
-    if (table === "audio_records" && transition !== "extend") live.publish(tx, saved);
+    if (table === "audio_records" && outcome !== "extended") live.publish(tx, id, rec.getString("owner"));
+    return JSON.parse(rows[0].row);
   }, table);
 }
 
@@ -410,7 +515,7 @@ function resumeBySender(app, id, ownerId, now, check) {
       out = { refused: refused };
       return;
     }
-    writeFields(tx, id, fieldsOf(rec, "resume", now), now, "queue_rev = {:rev} AND halted_at != ''", { rev: rec.getInt("queue_rev") });
+    writeFields(tx, id, fieldsOf(rec, "resumed", now), now, "queue_rev = {:rev} AND halted_at != ''", { rev: rec.getInt("queue_rev") });
     records.journal(tx, id, rec.getString("state"), "resumed", "halt cleared by the sender (" + rec.getString("halt_code") + ")", "sender");
     const saved = tx.findRecordById("audio_records", id);
     live.publish(tx, saved);
@@ -426,77 +531,9 @@ function writtenBefore(tx, collection, recordId, key) {
   return rows.length > 0 ? rows[0] : null;
 }
 
-// The journal row of a queue's row (always its recording's journal).
-function journalFor(tx, table, rec, kind, text) {
-  const where = queueOf(table).journal(rec);
-  records.journal(tx, where[0], where[1], kind, text, "worker");
-}
-
-// `insights`: a recording entering its terminal stage gets its insights queued (the caller has them on).
-function advance(app, id, token, now, to, text, table, insights) {
-  table = table || "audio_records";
-  queueOf(table);
-  if (stageValues(app, table).indexOf(to) < 0) throw new Invalid("unknown stage '" + to + "'");
-  fenced(app, id, token, now, "enter", { to: to }, (tx, rec) => {
-    if (table === "insights") {
-      journalFor(tx, table, rec, "stage_entered", text || "insights done");
-      return;
-    }
-    records.journal(tx, id, to, "stage_entered", text || "entered " + to, "worker");
-    if (insights === true && isTerminal(to)) {
-      queueInsights(tx, id, now);
-      records.journal(tx, id, to, "note", "brief and topics queued (the insights step)", "worker");
-    }
-  }, table);
-}
-
-function postpone(app, id, token, now, until, text, table) {
-  if (until <= now) throw new Invalid("'until' must be later than 'now'");
-  fenced(app, id, token, now, "pause", { until: until },
-    (tx, rec) => journalFor(tx, table || "audio_records", rec, "postponed", text || "postponed"), table);
-}
-
-function halt(app, id, token, now, code, reason, table) {
-  const codes = app.findCachedCollectionByNameOrId(table || "audio_records").fields.getByName("halt_code").values;
-  if (codes.indexOf(code) < 0) throw new Invalid("unknown halt code '" + code + "'");
-  fenced(app, id, token, now, "halt", { code: code, reason: reason },
-    (tx, rec) => journalFor(tx, table || "audio_records", rec, "halted", code + ": " + reason), table);
-}
-
-function fail(app, id, token, now, retryAt, text, table) {
-  fenced(app, id, token, now, "retry", { at: retryAt },
-    (tx, rec) => journalFor(tx, table || "audio_records", rec, "step_failed", text), table);
-}
-
-function release(app, id, token, now, table) {
-  fenced(app, id, token, now, "release", {},
-    (tx, rec) => journalFor(tx, table || "audio_records", rec, "released", "released on shutdown; attempt not counted"), table);
-}
-
-function extend(app, id, token, now, until, table) {
-  if (until <= now) throw new Invalid("'until' must be later than 'now'");
-  fenced(app, id, token, now, "extend", { until: until }, null, table);
-}
-
-// `activity` (or null): one of the schema's activities that describe work; anything else is refused.
-// `language` (or null): kept only when it is a code of the schema's list, as the texts route does.
-// An insights row keeps its progress alone.
-function progress(app, id, token, now, value, activity, language, table) {
-  if (table === "insights") {
-    fenced(app, id, token, now, "progress", { progress: value, activity: null, language: null }, null, table);
-    return;
-  }
-  if (activity !== null && (records.activities(app).indexOf(activity) < 0 || records.DERIVED_ONLY.indexOf(activity) >= 0)) {
-    throw new Invalid("'activity' must be one of " +
-      records.activities(app).filter((v) => records.DERIVED_ONLY.indexOf(v) < 0).join(", "));
-  }
-  const found = language !== null && records.languages(app).indexOf(language) >= 0 ? language : null;
-  fenced(app, id, token, now, "progress", { progress: value, activity: activity, language: found }, null);
-}
-
 module.exports = {
-  Fenced: Fenced, Invalid: Invalid, TERMINAL_STAGES: TERMINAL_STAGES, isTerminal: isTerminal, dbTime: dbTime,
-  intArg: intArg, strArg: strArg, claim: claim, enqueue: enqueue, nextAvailableAt: nextAvailableAt, underFence: underFence,
-  fieldsOf: fieldsOf, writeFields: writeFields, resumeBySender: resumeBySender, writtenBefore: writtenBefore, queueInsights: queueInsights,
-  advance: advance, postpone: postpone, halt: halt, fail: fail, release: release, extend: extend, progress: progress,
+  Fenced: Fenced, Invalid: Invalid, isTerminal: stages.isTerminal, dbTime: dbTime,
+  intArg: intArg, strArg: strArg, claim: claim, enqueue: enqueue, nextAvailableAt: nextAvailableAt,
+  underFence: underFence, fieldsOf: fieldsOf, writeFields: writeFields, resumeBySender: resumeBySender,
+  writtenBefore: writtenBefore, queueInsights: queueInsights, settle: settle, OUTCOME_NAMES: OUTCOME_NAMES,
 };

@@ -18,6 +18,8 @@
 const respond = require(`${__hooks}/lib/respond.js`);
 // PocketBase's stored datetime form, which sorts and compares as text.
 const dbTime = require(`${__hooks}/lib/queue.js`).dbTime;
+const stages = require(`${__hooks}/lib/stages.js`);
+const settings = require(`${__hooks}/lib/settings.js`);
 
 const HOUR_MS = 3600 * 1000;
 const DAY_MS = 24 * HOUR_MS;
@@ -26,9 +28,9 @@ const WAITING_RETRY_S = 60;
 
 function limits() {
   return {
-    uploadsPerHour: respond.envInt("TRANSCRIBER_QUOTAS__UPLOADS_PER_HOUR", 60),
-    waiting: respond.envInt("TRANSCRIBER_QUOTAS__WAITING", 20),
-    audioMsPerDay: respond.envInt("TRANSCRIBER_QUOTAS__AUDIO_SECONDS_PER_DAY", 24 * 3600) * 1000,
+    uploadsPerHour: settings.get("quotas", "uploads_per_hour"),
+    waiting: settings.get("quotas", "waiting"),
+    audioMsPerDay: Math.round(settings.get("quotas", "audio_hours_per_day") * 3600 * 1000),
   };
 }
 
@@ -83,8 +85,8 @@ function waitingExceeded(tx, owner, q) {
   q = q || limits();
   if (q.waiting > 0) {
     const row = new DynamicModel({ n: 0 });
-    tx.db().newQuery("SELECT COUNT(*) AS n FROM audio_records WHERE owner = {:owner} AND state != 'done' " +
-      "AND halted_at = ''").bind({ owner: owner }).one(row);
+    tx.db().newQuery("SELECT COUNT(*) AS n FROM audio_records WHERE owner = {:owner} AND state != {:done} " +
+      "AND halted_at = ''").bind({ owner: owner, done: stages.DONE }).one(row);
     if (row.n >= q.waiting) {
       return {
         code: "too_many_waiting",
@@ -140,8 +142,8 @@ function audio(tx, owner, now, length, q) {
 function charged(tx, owner, now, except) {
   const rows = arrayOf(new DynamicModel({ created: "", ms: 0 }));
   tx.db().newQuery("SELECT created, quota_ms AS ms FROM audio_records WHERE owner = {:owner} AND created >= {:since} " +
-    "AND id != {:except} AND NOT (halted_at != '' AND state = 'uploaded') ORDER BY created").bind(
-    { owner: owner, since: dbTime(now - DAY_MS), except: except }).all(rows);
+    "AND id != {:except} AND NOT (halted_at != '' AND state = {:uploaded}) ORDER BY created").bind(
+    { owner: owner, since: dbTime(now - DAY_MS), except: except, uploaded: stages.UPLOADED }).all(rows);
   return rows;
 }
 

@@ -1,5 +1,6 @@
 // What a sender sees of a record (I2) and the journal helper.
 const respond = require(`${__hooks}/lib/respond.js`);
+const stages = require(`${__hooks}/lib/stages.js`);
 
 function transcriptOf(app, recordId) {
   const rows = app.findRecordsByFilter("texts", "record = {:id} && kind = 'transcript'", "", 1, 0, { id: recordId });
@@ -10,8 +11,8 @@ function transcriptOf(app, recordId) {
 function progressOf(rec) {
   const state = rec.getString("state");
   const p = rec.getFloat("progress");
-  if (state === "done") return 1;
-  if (p > 0 || state === "submitted" || state === "transcribed") return Math.round(p * 1000) / 1000;
+  if (stages.isTerminal(state)) return 1;
+  if (p > 0 || state === stages.SUBMITTED || state === stages.TRANSCRIBED) return Math.round(p * 1000) / 1000;
   return null;
 }
 
@@ -28,14 +29,14 @@ function activities(app) {
 function activityOf(rec, now) {
   if (rec.getString("halted_at") !== "") return "halted";
   const state = rec.getString("state");
-  if (state === "done") return "done";
+  if (stages.isTerminal(state)) return "done";
   const claimed = rec.getString("claim_token") !== "" && rec.getFloat("claim_expires_at") > now;
   if (claimed && rec.getString("activity") !== "") return rec.getString("activity");
-  if (state === "submitted") return "waiting_for_provider";  // held or not: the provider has it
+  if (state === stages.SUBMITTED) return "waiting_for_provider";  // held or not: the provider has it
   if (!claimed) return "queued";
-  if (state === "uploaded") return "normalizing";
-  if (state === "normalized") return "recognizing";
-  if (state === "transcribed") return "finalizing";
+  if (state === stages.UPLOADED) return "normalizing";
+  if (state === stages.NORMALIZED) return "recognizing";
+  if (state === stages.TRANSCRIBED) return "finalizing";
   return "queued";
 }
 
@@ -88,7 +89,7 @@ function resumeRefusal(app, rec) {
 // I2 (and, without `text`, each item of the list, O12). `brief` and `topics`
 // (names) once the insights step (or the owner) wrote them: null and [] before.
 function pollBody(app, rec, withText) {
-  const done = rec.getString("state") === "done";
+  const done = stages.isTerminal(rec.getString("state"));
   const halted = rec.getString("halted_at") !== "";
   let text = null;
   if (done && withText !== false) {

@@ -11,11 +11,4 @@ module.exports = {
   nowMs() {
     return Date.now();
   },
-  // Settings reach the hooks through the same environment names the sidecar
-  // reads (TRANSCRIBER_SECTION__KEY), so one value configures both halves.
-  envInt(name, fallback) {
-    const raw = $os.getenv(name);
-    const n = parseInt(raw, 10);
-    return raw !== "" && !isNaN(n) ? n : fallback;
-  },
 };

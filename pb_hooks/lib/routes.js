@@ -26,13 +26,6 @@ function num(body, name) {
   return queue.intArg(body, name);
 }
 
-// A number from 0 to 1.
-function fraction(body, name) {
-  const v = Number(body[name]);
-  if (typeof body[name] !== "number" || !isFinite(v) || v < 0 || v > 1) throw new queue.Invalid("'" + name + "' must be a number from 0 to 1");
-  return v;
-}
-
 function optNum(body, name) {
   return body[name] === undefined || body[name] === "" ? 0 : num(body, name);
 }
@@ -42,4 +35,4 @@ function optStr(body, name, max) {
   return v === undefined || v === null ? null : String(v).slice(0, max || 5000);
 }
 
-module.exports = { handle: handle, num: num, optNum: optNum, optStr: optStr, fraction: fraction };
+module.exports = { handle: handle, num: num, optNum: optNum, optStr: optStr };

@@ -31,10 +31,10 @@ from sidecar.outcome import (
     Advance,
     CredentialsRefused,
     HaltCode,
-    Outcome,
     PermanentError,
     PostponeError,
     RetryableError,
+    StepResult,
     Verdict,
 )
 from sidecar.pipeline.stages import Stage, StageTable, Work
@@ -46,7 +46,7 @@ from sidecar.storage.errors import FencedOut, StorageUnavailable
 from sidecar.storage.model import AudioRecord, Claimed
 from sidecar.storage.protocol import Storage
 from sidecar.storage.session import ClaimSession
-from sidecar.storage.transitions import Enter, Extend, Halt, Pause, Release, Retry, Transition
+from sidecar.storage.transitions import Advanced, Extended, Failed, Halted, Postponed, Released, Transition
 
 log = logging.getLogger("transcriber.runner")
 
@@ -137,7 +137,7 @@ class Runner:
         if record.attempts > p.max_attempts:
             tries = record.attempts - 1
             reason = f"attempts exhausted: {tries} tries of step {stage.step} did not succeed (max {p.max_attempts})"
-            return await self._settle(claimed, Halt(HaltCode.ATTEMPTS_EXHAUSTED, reason))
+            return await self._settle(claimed, Halted(HaltCode.ATTEMPTS_EXHAUSTED, reason))
         # Stalled: no progress for longer than the limit, counted from entering the
         # stage or from the last time a step reported progress (a six-hour
         # recording recognized here may take longer than the limit, moving all along).
@@ -152,7 +152,7 @@ class Runner:
         limit = self.table.time_limit(stage)
         if in_stage > limit and not waited_only:
             reason = f"stalled in {stage.name}: no progress for {_human(in_stage)} (limit {_human(limit)})"
-            return await self._settle(claimed, Halt(HaltCode.STALLED, reason))
+            return await self._settle(claimed, Halted(HaltCode.STALLED, reason))
         return await self._settle(claimed, await self._run_step(claimed, stage))
 
     async def _run_step(self, claimed: Claimed, stage: Stage) -> Transition:
@@ -171,7 +171,7 @@ class Runner:
             self.insights,
         )
         step = self.table.step_of(stage)
-        outcome: Outcome | None = None
+        outcome: StepResult | None = None
         error: Exception | None = None
         cpus: AbstractContextManager[None]
         if stage is self.table.insights:
@@ -202,42 +202,42 @@ class Runner:
             assert stage.next is not None
             # A recording whose transcript is done gets its insights queued, when they are on.
             follow = self.insights is not None and stage is not self.table.insights and stage.next == "done"
-            return Enter(stage.next, redact(outcome.note or f"{stage.step} done"), insights=follow)
+            return Advanced(stage.next, redact(outcome.note or f"{stage.step} done"), insights=follow)
         delay = outcome.delay or self.settings.pipeline.poll_delay
-        return Pause(self.clock.now_ms() + max(_ms(delay), 1), redact(outcome.note))
+        return Postponed(self.clock.now_ms() + max(_ms(delay), 1), redact(outcome.note))
 
     def _classify(self, record: AudioRecord, stage: Stage, error: Exception) -> Transition:
         if isinstance(error, PermanentError):
-            return Halt(error.code, str(error))
+            return Halted(error.code, str(error))
         if isinstance(error, PostponeError):
             if isinstance(error, CredentialsRefused):
                 self.metrics.credentials_refused.labels(stage=stage.name).inc()
                 log.warning("record %s waits: %s", record.id, redact(str(error)))
             delay = error.delay or self.settings.pipeline.poll_delay
-            return Pause(self.clock.now_ms() + max(_ms(delay), 1), redact(str(error)))
+            return Postponed(self.clock.now_ms() + max(_ms(delay), 1), redact(str(error)))
         delay = self.settings.pipeline.retry_delay
         if isinstance(error, RetryableError) and error.retry_after is not None:
             delay = max(delay, error.retry_after)
         what = str(error) if isinstance(error, RetryableError) else f"{type(error).__name__}: {error}"
         text = redact(f"step {stage.step} failed (attempt {record.attempts}): {what}")[:4000]
-        return Retry(self.clock.now_ms() + _ms(delay), text)
+        return Failed(self.clock.now_ms() + _ms(delay), text)
 
     async def _settle(self, claimed: Claimed, change: Transition) -> Verdict:
         record = claimed.record
-        if isinstance(change, Halt):
-            change = Halt(change.code, redact(change.reason))
+        if isinstance(change, Halted):
+            change = Halted(change.code, redact(change.reason))
         await self.storage.settle(claimed.claim, change)
-        if isinstance(change, Enter):
+        if isinstance(change, Advanced):
             log.debug("record %s: %s → %s", record.id, record.state, change.stage)
             return Verdict.ADVANCED
-        if isinstance(change, Pause):
+        if isinstance(change, Postponed):
             log.debug("record %s postponed until %d", record.id, change.until_ms)
             return Verdict.POSTPONED
-        if isinstance(change, Halt):
+        if isinstance(change, Halted):
             # P16: every halt is also a log line with its reason.
             log.warning("record %s halted in %s: %s: %s", record.id, record.state, change.code.value, change.reason)
             return Verdict.HALTED
-        assert isinstance(change, Retry)
+        assert isinstance(change, Failed)
         log.warning("record %s: %s", record.id, change.note)
         return Verdict.FAILED
 
@@ -250,7 +250,7 @@ class Runner:
     async def _release(self, claimed: Claimed) -> None:
         try:
             with anyio.fail_after(RELEASE_TIMEOUT):
-                await self.storage.settle(claimed.claim, Release())
+                await self.storage.settle(claimed.claim, Released())
         except FencedOut:
             pass  # the write-back the shutdown interrupted had already landed
         except Exception as exc:  # the lease will expire; the attempt then counts
@@ -262,7 +262,7 @@ class Runner:
         while True:
             await self.clock.sleep(period)
             try:
-                await self.storage.settle(claimed.claim, Extend(self.clock.now_ms() + _ms(stage.lease)))
+                await self.storage.settle(claimed.claim, Extended(self.clock.now_ms() + _ms(stage.lease)))
             except FencedOut:
                 return  # the step will find out when it writes
             except Exception as exc:

@@ -178,9 +178,10 @@ class PocketBaseClient:
         return Claimed(claim, AudioRecord.model_validate(data["record"]), set_aside)
 
     @_ride_out_restart
-    async def settle(self, claim: Claim, change: Transition) -> None:
-        body = {"token": claim.token, "now": self.clock.now_ms(), **change.body()}
-        await self.request("POST", f"/api/pipeline/{claim.queue}/{claim.id}/{change.op}", json=body)
+    async def settle(self, claim: Claim, change: Transition) -> AudioRecord:
+        body = {"token": claim.token, "now": self.clock.now_ms(), "outcome": change.outcome.value, **change.body()}
+        resp = await self.request("POST", f"/api/pipeline/{claim.queue}/{claim.id}/settle", json=body)
+        return AudioRecord.model_validate(resp.json())
 
     async def note(self, claim: Claim, text: str) -> None:
         body = {"token": claim.token, "kind": "note", "text": text, "write_key": _write_key()}

@@ -19,6 +19,7 @@ import sysconfig
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -106,23 +107,29 @@ def _base_args(settings: Settings) -> list[str]:
     ]
 
 
+def _seconds(d: timedelta) -> str:
+    """A duration as seconds in plain digits (no exponent), which both halves read."""
+    return f"{d.total_seconds():.3f}"
+
+
 def environment(settings: Settings) -> dict[str, str]:
-    """The process environment for PocketBase: hooks read the same setting names."""
+    """The process environment for PocketBase: the hooks read the sidecar's own setting names
+    (pb_hooks/lib/settings.js, one place), each value set here from the settings as loaded."""
     from sidecar import __version__
 
     env = dict(os.environ)
     env["TRANSCRIBER_VERSION"] = __version__  # GET /api/transcriber/version
     env["TRANSCRIBER_INTAKE__MAX_UPLOAD_MB"] = str(settings.intake.max_upload_mb)
-    # In milliseconds: the hooks cannot parse "3h", and one number serves both halves.
-    env["TRANSCRIBER_INTAKE__READ_TIMEOUT_MS"] = str(int(settings.intake.read_timeout.total_seconds() * 1000))
-    env["TRANSCRIBER_INTAKE__MAX_DURATION_MS"] = str(int(settings.intake.max_duration.total_seconds() * 1000))
+    # Durations as seconds: what both halves read from a bare number.
+    env["TRANSCRIBER_INTAKE__READ_TIMEOUT"] = _seconds(settings.intake.read_timeout)
+    env["TRANSCRIBER_INTAKE__MAX_DURATION"] = _seconds(settings.intake.max_duration)
     try:  # the sender's page: its files' validators (pb_hooks/server.pb.js)
         env["TRANSCRIBER_POCKETBASE__PUBLIC_DIR"] = str(public_dir(settings))
     except FileNotFoundError:
         env.pop("TRANSCRIBER_POCKETBASE__PUBLIC_DIR", None)
     env["TRANSCRIBER_QUOTAS__UPLOADS_PER_HOUR"] = str(settings.quotas.uploads_per_hour)
     env["TRANSCRIBER_QUOTAS__WAITING"] = str(settings.quotas.waiting)
-    env["TRANSCRIBER_QUOTAS__AUDIO_SECONDS_PER_DAY"] = str(round(settings.quotas.audio_hours_per_day * 3600))
+    env["TRANSCRIBER_QUOTAS__AUDIO_HOURS_PER_DAY"] = repr(settings.quotas.audio_hours_per_day)
     b = settings.backups
     env["TRANSCRIBER_BACKUPS__CRON"] = b.cron
     env["TRANSCRIBER_BACKUPS__KEEP"] = str(b.keep)

@@ -1,1 +1,1 @@
-"""One module per step; each is ``async def run(ctx: StepContext) -> Outcome``."""
+"""One module per step; each is ``async def run(ctx: StepContext) -> StepResult``."""

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from sidecar.clock import Clock
 from sidecar.insights.summarize import Engine
-from sidecar.outcome import Outcome
+from sidecar.outcome import StepResult
 from sidecar.providers.base import Provider
 from sidecar.settings import Settings
 from sidecar.storage.model import AudioRecord
@@ -34,4 +34,4 @@ class StepContext:
         return self.session.record
 
 
-Step = Callable[[StepContext], Awaitable[Outcome]]
+Step = Callable[[StepContext], Awaitable[StepResult]]

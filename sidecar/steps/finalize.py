@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 
-from sidecar.outcome import Advance, HaltCode, Outcome, PermanentError
+from sidecar.outcome import Advance, HaltCode, PermanentError, StepResult
 from sidecar.redaction import redact_transcript
 from sidecar.steps import recognition
 from sidecar.steps.base import StepContext
@@ -27,7 +27,7 @@ log = logging.getLogger("transcriber.finalize")
 REPOLL_HINT = "set the stage to 'submitted' in the panel to recognize that piece again (the other pieces are kept)"
 
 
-async def run(ctx: StepContext) -> Outcome:
+async def run(ctx: StepContext) -> StepResult:
     recording = await recognition.recording(ctx)
     results: list[PieceResult] = []
     for piece in recording.speech:

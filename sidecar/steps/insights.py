@@ -12,7 +12,7 @@ speech gets no brief and no topics.
 from __future__ import annotations
 
 from sidecar.insights.summarize import Source, summarize
-from sidecar.outcome import Advance, HaltCode, Outcome, PermanentError
+from sidecar.outcome import Advance, HaltCode, PermanentError, StepResult
 from sidecar.redaction import redact
 from sidecar.steps.base import StepContext
 
@@ -22,7 +22,7 @@ __all__ = ["run"]
 NOTES_SHOWN = 12
 
 
-async def run(ctx: StepContext) -> Outcome:
+async def run(ctx: StepContext) -> StepResult:
     engine = ctx.insights
     if engine is None:
         raise PermanentError(HaltCode.PROVIDER_REJECTED, "insights are not configured ([insights] provider)")

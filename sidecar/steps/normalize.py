@@ -34,7 +34,7 @@ from sidecar.media import audio, vad
 from sidecar.media.audio import AudioSpec
 from sidecar.media.pcm import PcmReader
 from sidecar.media.pieces import PieceLimits, plan
-from sidecar.outcome import Advance, HaltCode, Outcome, PermanentError
+from sidecar.outcome import Advance, HaltCode, PermanentError, StepResult
 from sidecar.steps.base import StepContext
 from sidecar.storage.model import FileRole, FileRow, PiecePlace
 from sidecar.threads import run_in_thread
@@ -56,7 +56,7 @@ class Cut:
     source_channels: int = 0
 
 
-async def run(ctx: StepContext) -> Outcome:
+async def run(ctx: StepContext) -> StepResult:
     stored = await ctx.session.files(FileRole.NORMALIZED)
     if stored and _complete(stored):
         # A previous attempt stored every piece and died before advancing.

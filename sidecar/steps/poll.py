@@ -14,7 +14,7 @@ Progress (LA4) is pieces in / pieces to recognize.
 
 from __future__ import annotations
 
-from sidecar.outcome import Advance, Outcome, PermanentError, Postpone
+from sidecar.outcome import Advance, PermanentError, Postpone, StepResult
 from sidecar.providers.base import Polled
 from sidecar.steps import recognition
 from sidecar.steps.base import StepContext
@@ -23,7 +23,7 @@ from sidecar.steps.recognition import RETRY_PIECE_HINT, PieceWork
 from sidecar.storage.model import AttemptStatus
 
 
-async def run(ctx: StepContext) -> Outcome:
+async def run(ctx: StepContext) -> StepResult:
     recording = await recognition.recording(ctx)
     if not recording.speech:
         return Advance("no speech found: nothing to poll")

@@ -11,13 +11,13 @@ storing its id) is documented in docs/architecture.md.
 
 from __future__ import annotations
 
-from sidecar.outcome import Advance, Outcome
+from sidecar.outcome import Advance, StepResult
 from sidecar.steps import recognition
 from sidecar.steps.base import StepContext
 from sidecar.steps.progress import ProgressWriter
 
 
-async def run(ctx: StepContext) -> Outcome:
+async def run(ctx: StepContext) -> StepResult:
     recording = await recognition.recording(ctx, to_start=True)
     if not recording.speech:
         return Advance("no speech found: nothing to recognize")

@@ -42,7 +42,7 @@ from sidecar.storage.model import (
     PiecePlace,
     SweepItem,
 )
-from sidecar.storage.transitions import Enter, Extend, Halt, Pause, Progress, Release, Retry, Transition
+from sidecar.storage.transitions import Advanced, Extended, Failed, Halted, Postponed, Progressed, Released, Transition
 from sidecar.transcript.languages import LANGUAGES
 
 __all__ = ["Event", "InMemoryStorage", "InsightsRow", "Row"]
@@ -337,13 +337,13 @@ class InMemoryStorage:
         ins.activity = ""
         return Claimed(Claim(ins.id, ins.claim_token, INSIGHTS), ins.view(self.records[ins.record]))
 
-    async def settle(self, claim: Claim, change: Transition) -> None:
+    async def settle(self, claim: Claim, change: Transition) -> AudioRecord:
         await anyio.lowlevel.checkpoint()
-        self.calls.append(f"settle:{change.op}")
+        self.calls.append(f"settle:{change.outcome.value}")
         row = self._fenced(claim)
         now = self.clock.now_ms()
         states = INSIGHTS_STATES if isinstance(row, InsightsRow) else self.stages
-        if isinstance(change, Enter):
+        if isinstance(change, Advanced):
             if change.stage not in states:
                 raise StorageError(f"unknown stage '{change.stage}'", status=400)
             row.state, row.state_entered_at, row.attempts, row.paused_until = change.stage, now, 0, 0
@@ -352,37 +352,37 @@ class InMemoryStorage:
             row.available_at = 0 if change.stage in self.terminal else row.created_ms
             if change.stage in self.terminal:
                 row.progress = 1.0
-            self._journal(row, "stage_entered", change.note or f"entered {change.stage}", "worker")
+            self._journal(row, "advanced", change.note or f"entered {change.stage}", "worker")
             if isinstance(row, Row) and change.insights and change.stage in self.terminal:
                 self._queue_insights(row)
                 self._journal(row, "note", "brief and topics queued (the insights step)", "worker")
-        elif isinstance(change, Pause):
+        elif isinstance(change, Postponed):
             if change.until_ms <= now:
                 raise StorageError("'until' must be later than 'now'", status=400)
             row.paused_until, row.attempts = change.until_ms, 0
             self._release(row)
             row.available_at = change.until_ms
             self._journal(row, "postponed", change.note or "postponed", "worker")
-        elif isinstance(change, Halt):
+        elif isinstance(change, Halted):
             self._apply(row, self._halted(change.code, change.reason), actor="worker")
-        elif isinstance(change, Retry):
+        elif isinstance(change, Failed):
             self._release(row)
-            row.available_at = max(change.at_ms, now)
-            self._journal(row, "step_failed", change.note, "worker")
-        elif isinstance(change, Release):
+            row.available_at = max(change.retry_at_ms, now)
+            self._journal(row, "failed", change.note, "worker")
+        elif isinstance(change, Released):
             row.attempts = max(row.attempts - 1, 0)
             self._release(row)
             row.available_at = row.created_ms
             self._journal(row, "released", "released on shutdown; attempt not counted", "worker")
-        elif isinstance(change, Extend):
+        elif isinstance(change, Extended):
             if change.until_ms <= now:
                 raise StorageError("'until' must be later than 'now'", status=400)
             row.claim_expires_at = row.available_at = change.until_ms
-        elif isinstance(change, Progress) and isinstance(row, InsightsRow):
+        elif isinstance(change, Progressed) and isinstance(row, InsightsRow):
             value = float(change.body()["progress"])
             if value > row.progress:
                 row.progress, row.progress_at = value, now
-        elif isinstance(change, Progress):
+        elif isinstance(change, Progressed):
             assert isinstance(row, Row)
             if change.activity is not None and change.activity not in REPORTED:
                 raise StorageError(f"'activity' must be one of {sorted(REPORTED)}", status=400)
@@ -394,6 +394,7 @@ class InMemoryStorage:
             if change.language is not None and change.language in LANGUAGES:
                 row.language = change.language
         self._changed_now()
+        return row.view(self.records[row.record]) if isinstance(row, InsightsRow) else row.view()
 
     async def get_record(self, record_id: str) -> AudioRecord:
         await anyio.lowlevel.checkpoint()

@@ -4,8 +4,9 @@ The claim protocol (SPEC P1–P11) in one place:
 
 * ``claim`` takes the next eligible record atomically (creation order,
   leases per stage) and returns it with its queue fields, or ``NoWork``;
-* ``settle`` makes one of the typed transitions (transitions.py) while the
-  claim is still the caller's, else raises ``FencedOut``;
+* ``settle`` writes one of the typed transitions (transitions.py, each named
+  by its outcome) while the claim is still the caller's, else raises
+  ``FencedOut``, and returns the row as written;
 * the attachment writes (files, attempts, texts, notes) are fenced the same
   way; the reads are not.
 
@@ -52,7 +53,9 @@ class Storage(Protocol):
         """The next claimable recording; with ``insights_lease``, when none is, the next insights row."""
         ...
 
-    async def settle(self, claim: Claim, change: Transition) -> None: ...
+    async def settle(self, claim: Claim, change: Transition) -> AudioRecord:
+        """Writes ``change`` under the claim; the row as written (its queue fields, as the claim gives them)."""
+        ...
 
     # -- reads --------------------------------------------------------------------
 

@@ -17,7 +17,7 @@ from sidecar.activity import Activity
 from sidecar.redaction import redact, redact_result
 from sidecar.storage.model import AttemptChange, AttemptRow, AttemptStatus, AudioRecord, Claim, FileRow, PiecePlace
 from sidecar.storage.protocol import Storage
-from sidecar.storage.transitions import Progress
+from sidecar.storage.transitions import Progressed
 
 __all__ = ["ClaimSession", "redact_insights"]
 
@@ -81,7 +81,7 @@ class ClaimSession:
     async def progress(self, value: float, *, activity: Activity | None = None, language: str | None = None) -> None:
         """How far recognition has come (0..1; storage keeps the highest value), and, optionally, what
         the step is doing now and the language it found: the poll shows each at once."""
-        await self._storage.settle(self.claim, Progress(value, activity, language))
+        await self._storage.settle(self.claim, Progressed(value, activity, language))
 
     async def update_attempt(
         self,

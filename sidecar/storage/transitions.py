@@ -1,9 +1,13 @@
-"""The queue transitions a claim holder may make: one typed "set if still mine" call (``Storage.settle``).
+"""The changes a claim holder may write: one typed "set if still mine" call (``Storage.settle``).
 
 Each is applied by storage in one transaction, only while the claim's token
-is still the record's (P5); otherwise ``FencedOut``. Their exact effect on
-the queue fields is defined once, in pb_hooks/lib/queue.js (the panel's
-owner edits use the same definitions), and mirrored by the in-memory twin.
+is still the record's (P5); otherwise ``FencedOut``. Each class is named by
+its ``outcome`` (sidecar/outcome.py: ``Outcome`` ends the claim, ``Keep``
+keeps it), the one name the settle route, the JS transition table, the
+journal and the metrics use too. Their exact effect on the queue fields is
+defined once, in pb_hooks/lib/queue.js (the panel's owner edits use the same
+definitions), and mirrored by the in-memory twin. ``settle`` returns the row
+as written, so nothing needs reading again.
 """
 
 from __future__ import annotations
@@ -12,16 +16,16 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from sidecar.activity import Activity
-from sidecar.outcome import HaltCode
+from sidecar.outcome import HaltCode, Keep, Outcome
 
-__all__ = ["Enter", "Extend", "Halt", "Pause", "Progress", "Release", "Retry", "Transition"]
+__all__ = ["Advanced", "Extended", "Failed", "Halted", "Postponed", "Progressed", "Released", "Transition"]
 
 
 @dataclass(frozen=True)
-class Enter:
+class Advanced:
     """The step is done: the record enters ``stage`` (its clock restarts, attempts return to 0)."""
 
-    op: ClassVar[str] = "advance"
+    outcome: ClassVar[Outcome | Keep] = Outcome.ADVANCED
     stage: str
     note: str = ""
     # Entering the terminal stage: queue the recording's insights (the step is on).
@@ -35,10 +39,10 @@ class Enter:
 
 
 @dataclass(frozen=True)
-class Pause:
+class Postponed:
     """Look again at ``until_ms``; not a transition of the stage (P10): its clock keeps running."""
 
-    op: ClassVar[str] = "postpone"
+    outcome: ClassVar[Outcome | Keep] = Outcome.POSTPONED
     until_ms: int
     note: str = ""
 
@@ -47,10 +51,10 @@ class Pause:
 
 
 @dataclass(frozen=True)
-class Halt:
+class Halted:
     """A flag with a code and a reason, never a stage (P11)."""
 
-    op: ClassVar[str] = "halt"
+    outcome: ClassVar[Outcome | Keep] = Outcome.HALTED
     code: HaltCode
     reason: str
 
@@ -59,32 +63,32 @@ class Halt:
 
 
 @dataclass(frozen=True)
-class Retry:
-    """A failed try: the attempt stays spent; the record may be claimed again from ``at_ms``."""
+class Failed:
+    """A failed try: the attempt stays spent; the record may be claimed again from ``retry_at_ms``."""
 
-    op: ClassVar[str] = "fail"
-    at_ms: int
+    outcome: ClassVar[Outcome | Keep] = Outcome.FAILED
+    retry_at_ms: int
     note: str
 
     def body(self) -> dict[str, Any]:
-        return {"retry_at": self.at_ms, "text": self.note}
+        return {"retry_at": self.retry_at_ms, "text": self.note}
 
 
 @dataclass(frozen=True)
-class Release:
+class Released:
     """Our own shutdown (P8): the claim is handed back and its attempt given back."""
 
-    op: ClassVar[str] = "release"
+    outcome: ClassVar[Outcome | Keep] = Outcome.RELEASED
 
     def body(self) -> dict[str, Any]:
         return {}
 
 
 @dataclass(frozen=True)
-class Extend:
+class Extended:
     """The step still runs: its lease now ends at ``until_ms``."""
 
-    op: ClassVar[str] = "extend"
+    outcome: ClassVar[Outcome | Keep] = Keep.EXTENDED
     until_ms: int
 
     def body(self) -> dict[str, Any]:
@@ -92,7 +96,7 @@ class Extend:
 
 
 @dataclass(frozen=True)
-class Progress:
+class Progressed:
     """How far recognition has come, 0..1 (LA4); storage keeps the highest value reported.
 
     With it, optionally: what the step is doing now (``activity``, one of
@@ -101,7 +105,7 @@ class Progress:
     the poll at once.
     """
 
-    op: ClassVar[str] = "progress"
+    outcome: ClassVar[Outcome | Keep] = Keep.PROGRESSED
     value: float
     activity: Activity | None = None
     language: str | None = None
@@ -115,4 +119,4 @@ class Progress:
         return body
 
 
-Transition = Enter | Pause | Halt | Retry | Release | Extend | Progress
+Transition = Advanced | Postponed | Halted | Failed | Released | Extended | Progressed

@@ -174,7 +174,7 @@ def test_the_owner_inspects_halts_resumes_and_cannot_delete_in_the_panel(pb: Poc
         assert done["state"] == "done" and done["halted_at"] == "" and done["halt_code"] == ""
         journal = panel.rows_of("record_events", held, at_least=7)
         kinds = journal.locator("td[data-name=kind]")
-        expect(kinds).to_have_text(["stage_entered"] * 4 + ["resumed", "halted", "accepted"])  # newest first
+        expect(kinds).to_have_text(["advanced"] * 4 + ["resumed", "halted", "accepted"])  # newest first
         expect(journal.filter(has_text="resumed").locator("td[data-name=actor]")).to_have_text("owner")
         panel.shot("journal-of-the-resumed-recording")
 
@@ -187,7 +187,8 @@ def test_the_owner_inspects_halts_resumes_and_cannot_delete_in_the_panel(pb: Poc
     claimed = worker.http.post("/api/pipeline/claim", json={"now": now, "leases": {"uploaded": 60_000}}).json()
     assert claimed["id"] == late
     moved = worker.http.post(
-        f"/api/pipeline/records/{late}/advance", json={"token": claimed["token"], "now": now, "to": "normalized"}
+        f"/api/pipeline/records/{late}/settle",
+        json={"outcome": "advanced", "token": claimed["token"], "now": now, "to": "normalized"},
     )
     assert moved.status_code == 200
     panel.set_date(modal, "halted_at", "2026-01-01T09:00:00")

@@ -83,8 +83,8 @@ def halt(service: Caller, rid: str, code: str) -> None:
     resp = service.http.post("/api/pipeline/claim", json={"now": now_ms(), "leases": dict.fromkeys(STAGES, 60_000)})
     assert resp.status_code == 200 and resp.json()["id"] == rid, resp.text
     resp = service.http.post(
-        f"/api/pipeline/records/{rid}/halt",
-        json={"token": resp.json()["token"], "now": now_ms(), "code": code, "reason": "test"},
+        f"/api/pipeline/records/{rid}/settle",
+        json={"outcome": "halted", "token": resp.json()["token"], "now": now_ms(), "code": code, "reason": "test"},
     )
     assert resp.status_code == 200, resp.text
 

@@ -24,7 +24,7 @@ from sidecar.pocketbase.client import PocketBaseClient
 from sidecar.storage.errors import FencedOut, StorageError
 from sidecar.storage.model import AttemptChange, AttemptStatus, Claimed, FileRole, NoWork, PiecePlace
 from sidecar.storage.protocol import Storage
-from sidecar.storage.transitions import Enter, Extend, Halt, Pause, Progress, Release, Retry
+from sidecar.storage.transitions import Advanced, Extended, Failed, Halted, Postponed, Progressed, Released, Transition
 from testkit.media import wav_bytes
 from testkit.pocketbase import Caller, PocketBaseServer, created_ms
 from tests.support.sidecar import twin
@@ -236,17 +236,41 @@ async def test_enter_moves_the_record_on(backend: Backend) -> None:
     rid = await backend.add()
     got = await claim(backend)
     backend.clock.advance(3)
-    await backend.storage.settle(got.claim, Enter("normalized", "normalized it"))
+    await backend.storage.settle(got.claim, Advanced("normalized", "normalized it"))
     row = await backend.row(rid)
     assert (row["state"], row["attempts"], row["claim_token"], row["claim_expires_at"]) == ("normalized", 0, "", 0)
     assert row["state_entered_at"] == backend.clock.now_ms()
-    assert (await backend.journal(rid))[-1] == ("stage_entered", "normalized it")
+    assert (await backend.journal(rid))[-1] == ("advanced", "normalized it")
     assert (await claim(backend)).record.state == "normalized"
+
+
+async def test_settle_answers_with_the_row_as_written(backend: Backend) -> None:
+    """Whatever is settled, the answer is the row as stored after it: the caller never reads it again."""
+    rid = await backend.add()
+    got = await claim(backend)
+    backend.clock.advance(1)
+    changes: list[Transition] = [
+        Progressed(0.25),
+        Extended(backend.clock.now_ms() + 120_000),
+        Postponed(backend.clock.now_ms() + 1_000, "later"),
+    ]
+    for change in changes:
+        written = await backend.storage.settle(got.claim, change)
+        row = await backend.row(rid)
+        for key in ("state", "state_entered_at", "attempts", "claim_token", "claim_expires_at", "paused_until"):
+            assert getattr(written, key) == row[key], (change, key)
+        assert written.progress == row["progress"] == 0.25
+        if isinstance(change, Postponed):
+            break
+    backend.clock.advance(2)
+    got = await claim(backend)
+    written = await backend.storage.settle(got.claim, Advanced("normalized"))
+    assert (written.id, written.state, written.attempts, written.claim_token) == (rid, "normalized", 0, "")
 
 
 async def test_a_record_that_enters_the_last_stage_is_never_claimed_again(backend: Backend) -> None:
     rid = await backend.add()
-    await backend.storage.settle((await claim(backend)).claim, Enter("done"))
+    await backend.storage.settle((await claim(backend)).claim, Advanced("done"))
     assert (await backend.row(rid))["available_at"] == 0
     backend.clock.advance(86400)
     assert isinstance(await backend.storage.claim(LEASES), NoWork)
@@ -258,8 +282,8 @@ async def test_pause_keeps_the_stage_and_its_clock(backend: Backend) -> None:
     got = await claim(backend)
     until = backend.clock.now_ms() + 60_000
     with pytest.raises(StorageError):
-        await backend.storage.settle(got.claim, Pause(backend.clock.now_ms(), "too soon"))
-    await backend.storage.settle(got.claim, Pause(until, "not yet"))
+        await backend.storage.settle(got.claim, Postponed(backend.clock.now_ms(), "too soon"))
+    await backend.storage.settle(got.claim, Postponed(until, "not yet"))
     row = await backend.row(rid)
     assert (row["state"], row["state_entered_at"], row["attempts"], row["paused_until"]) == (
         "uploaded",
@@ -274,7 +298,7 @@ async def test_pause_keeps_the_stage_and_its_clock(backend: Backend) -> None:
 
 async def test_halt_is_a_flag_that_keeps_the_stage(backend: Backend) -> None:
     rid = await backend.add()
-    await backend.storage.settle((await claim(backend)).claim, Halt(HaltCode.TOO_LONG, "the audio is 9:00:00 long"))
+    await backend.storage.settle((await claim(backend)).claim, Halted(HaltCode.TOO_LONG, "the audio is 9:00:00 long"))
     row = await backend.row(rid)
     assert (row["state"], row["halt_code"], row["halt_reason"], row["claim_token"]) == (
         "uploaded",
@@ -291,10 +315,10 @@ async def test_halt_is_a_flag_that_keeps_the_stage(backend: Backend) -> None:
 async def test_retry_keeps_the_attempt_spent_and_waits(backend: Backend) -> None:
     rid = await backend.add()
     at = backend.clock.now_ms() + 30_000
-    await backend.storage.settle((await claim(backend)).claim, Retry(at, "step normalize failed: boom"))
+    await backend.storage.settle((await claim(backend)).claim, Failed(at, "step normalize failed: boom"))
     row = await backend.row(rid)
     assert (row["attempts"], row["claim_token"], row["available_at"]) == (1, "", at)
-    assert (await backend.journal(rid))[-1] == ("step_failed", "step normalize failed: boom")
+    assert (await backend.journal(rid))[-1] == ("failed", "step normalize failed: boom")
     assert await backend.storage.claim(LEASES) == NoWork(at)
     backend.clock.advance(30)
     assert (await claim(backend)).record.attempts == 2
@@ -302,7 +326,7 @@ async def test_retry_keeps_the_attempt_spent_and_waits(backend: Backend) -> None
 
 async def test_release_gives_the_attempt_back_and_the_record_to_the_queue(backend: Backend) -> None:
     rid = await backend.add()
-    await backend.storage.settle((await claim(backend)).claim, Release())
+    await backend.storage.settle((await claim(backend)).claim, Released())
     row = await backend.row(rid)
     assert (row["attempts"], row["claim_token"]) == (0, "")
     assert (await backend.journal(rid))[-1][0] == "released"
@@ -313,7 +337,7 @@ async def test_extend_keeps_the_record_from_other_claims(backend: Backend) -> No
     rid = await backend.add()
     got = await claim(backend)
     until = backend.clock.now_ms() + 20 * 60_000
-    await backend.storage.settle(got.claim, Extend(until))
+    await backend.storage.settle(got.claim, Extended(until))
     assert (await backend.row(rid))["claim_expires_at"] == until
     backend.clock.advance(6 * 60)  # past the first lease
     assert await backend.storage.claim(LEASES) == NoWork(until)
@@ -322,22 +346,22 @@ async def test_extend_keeps_the_record_from_other_claims(backend: Backend) -> No
 async def test_progress_carries_what_the_step_does_and_the_language_it_found(backend: Backend) -> None:
     rid = await backend.add()
     got = await claim(backend)
-    await backend.storage.settle(got.claim, Progress(0.25, Activity.FINDING_SPEAKERS, "ru"))
+    await backend.storage.settle(got.claim, Progressed(0.25, Activity.FINDING_SPEAKERS, "ru"))
     row = await backend.row(rid)
     assert (row["progress"], row["activity"], row["language"]) == (0.25, "finding_speakers", "ru")
-    await backend.storage.settle(got.claim, Progress(0.1, None, "zz"))  # never back; an unknown code is not kept
+    await backend.storage.settle(got.claim, Progressed(0.1, None, "zz"))  # never back; an unknown code is not kept
     row = await backend.row(rid)
     assert (row["progress"], row["activity"], row["language"]) == (0.25, "finding_speakers", "ru")
     for derived in (Activity.QUEUED, Activity.DONE, Activity.HALTED):  # the record alone says these
         with pytest.raises(StorageError):
-            await backend.storage.settle(got.claim, Progress(0.3, derived))
+            await backend.storage.settle(got.claim, Progressed(0.3, derived))
     # What a step said it did ends with its claim: a lease that ran out, then a claim of the next stage.
     backend.clock.advance(5 * 60 + 0.001)
     again = await claim(backend)
     assert (await backend.row(rid))["activity"] == ""
-    await backend.storage.settle(again.claim, Progress(0.3, Activity.NORMALIZING))
+    await backend.storage.settle(again.claim, Progressed(0.3, Activity.NORMALIZING))
     assert (await backend.row(rid))["activity"] == "normalizing"
-    await backend.storage.settle(again.claim, Enter("normalized"))
+    await backend.storage.settle(again.claim, Advanced("normalized"))
     row = await backend.row(rid)
     assert (row["activity"], row["language"], row["progress"]) == ("", "ru", 0.3)
 
@@ -349,7 +373,7 @@ async def test_every_write_of_a_lost_claim_is_refused(backend: Backend, tmp_path
     new = await claim(backend)
     audio = tmp_path / "n.wav"
     audio.write_bytes(wav_bytes(0.1))
-    for change in (Enter("normalized"), Pause(backend.clock.now_ms() + 1000), Release(), Extend(10**13)):
+    for change in (Advanced("normalized"), Postponed(backend.clock.now_ms() + 1000), Released(), Extended(10**13)):
         with pytest.raises(FencedOut):
             await backend.storage.settle(old.claim, change)
     with pytest.raises(FencedOut):
@@ -379,7 +403,7 @@ async def test_the_owner_halts_and_resumes(backend: Backend) -> None:
     row = await backend.row(rid)
     assert (row["halt_code"], row["halt_reason"], row["claim_token"]) == ("halted_by_owner", "checking it", "")
     with pytest.raises(FencedOut):
-        await backend.storage.settle(got.claim, Enter("normalized"))
+        await backend.storage.settle(got.claim, Advanced("normalized"))
     await backend.owner(rid, halted_at="")
     row = await backend.row(rid)
     assert (row["halted_at"], row["halt_code"], row["attempts"]) == ("", "", 0)
@@ -390,7 +414,7 @@ async def test_the_owner_sets_the_stage_back_and_supersedes_the_attempts(backend
     rid = await backend.add()
     got = await claim(backend)
     aid = await backend.storage.create_attempt(got.claim, provider="p", model="m")
-    await backend.storage.settle(got.claim, Enter("normalized"))
+    await backend.storage.settle(got.claim, Advanced("normalized"))
     await backend.owner(rid, state="uploaded")
     row = await backend.row(rid)
     assert (row["state"], row["attempts"], row["claim_token"]) == ("uploaded", 0, "")
@@ -436,9 +460,9 @@ async def test_files_attempts_texts_and_notes_of_a_claim(backend: Backend, tmp_p
 async def test_records_are_counted_by_stage_and_halt(backend: Backend) -> None:
     for _ in range(3):
         await backend.add()
-    await backend.storage.settle((await claim(backend)).claim, Enter("normalized"))
+    await backend.storage.settle((await claim(backend)).claim, Advanced("normalized"))
     uploaded_only = {"uploaded": timedelta(minutes=5)}
-    await backend.storage.settle((await claim(backend, uploaded_only)).claim, Halt(HaltCode.STALLED, "stalled"))
+    await backend.storage.settle((await claim(backend, uploaded_only)).claim, Halted(HaltCode.STALLED, "stalled"))
     counts = await backend.storage.count_records(["uploaded", "normalized"])
     assert counts == {
         ("uploaded", False): 1,
@@ -469,7 +493,7 @@ async def test_the_owner_setting_uploaded_supersedes_the_normalized_files(backen
     audio = tmp_path / "n.wav"
     audio.write_bytes(wav_bytes(0.2))
     await backend.storage.attach_file(got.claim, audio, role="normalized", format="wav_pcm16", duration_ms=200)
-    await backend.storage.settle(got.claim, Enter("normalized"))
+    await backend.storage.settle(got.claim, Advanced("normalized"))
     assert len(await backend.storage.files_of(rid, FileRole.NORMALIZED)) == 1
     await backend.owner(rid, state="uploaded")
     assert await backend.storage.files_of(rid, FileRole.NORMALIZED) == []  # kept as history, not current
@@ -518,7 +542,7 @@ async def test_normalized_copies_of_a_recording_done_long_enough_are_removed_onc
     for _ in range(2):
         got = await claim(backend)
         await backend.storage.attach_file(got.claim, audio, role="normalized", format="wav_pcm16", duration_ms=200)
-        await backend.storage.settle(got.claim, Enter("done" if got.claim.id == done else "normalized"))
+        await backend.storage.settle(got.claim, Advanced("done" if got.claim.id == done else "normalized"))
     done_at = backend.clock.now_ms()
     assert await backend.storage.records_with_normalized_copies(done_at - 1000) == []  # done only just now
     assert await backend.storage.remove_normalized(done, done_at - 1000) == (0, 0)

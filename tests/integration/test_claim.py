@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from sidecar.clock import SystemClock
+from sidecar.outcome import Outcome
 from sidecar.storage.model import Claimed
 from testkit.media import wav_bytes
 from testkit.pocketbase import Caller, PocketBaseServer, created_ms
@@ -117,7 +118,7 @@ def test_a_record_that_moved_on_keeps_its_place_in_creation_order(pb: PocketBase
     older, newer = upload(owner), upload(owner)
     first = claim(service.http).json()
     assert first["id"] == older
-    assert write(service, older, "advance", token=first["token"], to="normalized").status_code == 200
+    assert write(service, older, "advanced", token=first["token"], to="normalized").status_code == 200
     # The older recording is finished first: its next step comes before the newer upload's first.
     assert claim(service.http).json()["id"] == older
     assert claim(service.http).json()["id"] == newer
@@ -130,7 +131,7 @@ def test_the_claim_key_is_the_creation_time_from_upload_to_advance(
     rec = superuser.http.get(f"/api/collections/audio_records/records/{rid}").json()
     assert rec["available_at"] == created_ms(rec)
     c = claim(service.http).json()
-    assert write(service, rid, "advance", token=c["token"], to="normalized").status_code == 200
+    assert write(service, rid, "advanced", token=c["token"], to="normalized").status_code == 200
     assert (
         superuser.http.get(f"/api/collections/audio_records/records/{rid}").json()["available_at"]
         == (rec["available_at"])
@@ -141,13 +142,14 @@ def test_a_released_record_keeps_its_place_too(pb: PocketBaseServer, service: Ca
     owner = pb.new_sender()
     older, newer = upload(owner), upload(owner)
     first = claim(service.http).json()
-    assert write(service, older, "release", token=first["token"]).status_code == 200
+    assert write(service, older, "released", token=first["token"]).status_code == 200
     assert claim(service.http).json()["id"] == older
     assert claim(service.http).json()["id"] == newer
 
 
-def write(service: Caller, rid: str, op: str, **body: Any) -> httpx.Response:
-    return service.http.post(f"/api/pipeline/records/{rid}/{op}", json={"now": now_ms(), **body})
+def write(service: Caller, rid: str, outcome: str, **body: Any) -> httpx.Response:
+    """The one fenced write: ``outcome`` settled under the claim's token."""
+    return service.http.post(f"/api/pipeline/records/{rid}/settle", json={"now": now_ms(), "outcome": outcome, **body})
 
 
 def test_fenced_writes_land_only_for_the_current_token(
@@ -158,12 +160,13 @@ def test_fenced_writes_land_only_for_the_current_token(
     old = claim(service.http, now=t0).json()["token"]
     new = claim(service.http, now=t0 + 61_000).json()["token"]  # lease expired, re-claimed
     writes: list[tuple[str, dict[str, Any]]] = [
-        ("advance", {"to": "normalized"}),
-        ("postpone", {"until": now_ms() + 10_000}),
-        ("halt", {"code": "stalled", "reason": "x"}),
-        ("fail", {"retry_at": now_ms()}),
-        ("release", {}),
-        ("extend", {"until": now_ms() + 10_000}),
+        ("advanced", {"to": "normalized"}),
+        ("postponed", {"until": now_ms() + 10_000}),
+        ("halted", {"code": "stalled", "reason": "x"}),
+        ("failed", {"retry_at": now_ms()}),
+        ("released", {}),
+        ("extended", {"until": now_ms() + 10_000}),
+        ("progressed", {"progress": 0.5}),
     ]
     for op, extra in writes:
         resp = write(service, rid, op, token=old, **extra)
@@ -183,10 +186,15 @@ def test_fenced_writes_land_only_for_the_current_token(
     assert rec["state"] == "uploaded" and rec["claim_token"] == new and rec["halted_at"] == ""
     assert superuser.http.get("/api/collections/texts/records").json()["totalItems"] == 0
     assert superuser.http.get("/api/collections/recognition_attempts/records").json()["totalItems"] == 0
-    # the holder's write lands
-    assert write(service, rid, "advance", token=new, to="normalized").status_code == 200
+    # the holder's write lands, and answers with the row as written (nothing to read again)
+    landed = write(service, rid, "advanced", token=new, to="normalized")
+    assert landed.status_code == 200
     rec = superuser.http.get(f"/api/collections/audio_records/records/{rid}").json()
     assert rec["state"] == "normalized" and rec["attempts"] == 0 and rec["claim_token"] == ""
+    written = landed.json()
+    assert written["id"] == rid
+    for key in ("state", "state_entered_at", "attempts", "claim_token", "claim_expires_at", "paused_until", "progress"):
+        assert written[key] == rec[key], key
 
 
 def test_release_gives_the_attempt_back_and_postpone_keeps_the_stage_clock(
@@ -195,12 +203,12 @@ def test_release_gives_the_attempt_back_and_postpone_keeps_the_stage_clock(
     rid = upload(sender)
     rec0 = superuser.http.get(f"/api/collections/audio_records/records/{rid}").json()
     tok = claim(service.http).json()["token"]
-    assert write(service, rid, "release", token=tok).status_code == 200
+    assert write(service, rid, "released", token=tok).status_code == 200
     rec = superuser.http.get(f"/api/collections/audio_records/records/{rid}").json()
     assert rec["attempts"] == 0 and rec["claim_token"] == "" and rec["halted_at"] == ""
     tok = claim(service.http).json()["token"]
     until = now_ms() + 30_000
-    assert write(service, rid, "postpone", token=tok, until=until).status_code == 200
+    assert write(service, rid, "postponed", token=tok, until=until).status_code == 200
     rec = superuser.http.get(f"/api/collections/audio_records/records/{rid}").json()
     assert rec["paused_until"] == until and rec["available_at"] == until
     assert rec["state_entered_at"] == rec0["state_entered_at"] and rec["state"] == "uploaded" and rec["attempts"] == 0
@@ -287,3 +295,25 @@ def test_a_record_the_claim_cannot_read_is_set_aside_and_the_queue_moves_on(
     # Set aside once: later claims do not meet it again.
     again = claim(service.http)
     assert again.status_code == 204 and "X-Set-Aside" not in again.headers
+
+
+def test_the_journal_names_each_outcome_as_the_settle_route_does(
+    pb: PocketBaseServer, sender: Caller, service: Caller, superuser: Caller
+) -> None:
+    kinds = superuser.http.get("/api/collections/record_events").json()["fields"]
+    values = next(f["values"] for f in kinds if f["name"] == "kind")
+    assert {o.value for o in Outcome} <= set(values)
+    assert not {"stage_entered", "step_failed"} & set(values)
+    rid = upload(sender)
+    tok = claim(service.http).json()["token"]
+    assert write(service, rid, "failed", token=tok, retry_at=now_ms(), text="boom").status_code == 200
+    tok = claim(service.http, now=now_ms() + 1).json()["token"]
+    assert write(service, rid, "advanced", token=tok, to="normalized").status_code == 200
+    events = superuser.http.get(
+        "/api/collections/record_events/records", params={"filter": f'record = "{rid}"', "sort": "created"}
+    ).json()["items"]
+    assert [e["kind"] for e in events] == ["accepted", "failed", "advanced"]
+    refused = service.http.post(
+        f"/api/pipeline/records/{rid}/settle", json={"outcome": "advance", "token": tok, "now": now_ms()}
+    )
+    assert refused.status_code == 400 and "advanced" in refused.json()["message"]

@@ -58,7 +58,7 @@ async def test_a_recording_becomes_a_timed_transcript(pb: PocketBaseServer, send
     ev = superuser.http.get(
         "/api/collections/record_events/records", params={"filter": f'record="{rid}"', "sort": "created,@rowid"}
     ).json()
-    assert [e["stage"] for e in ev["items"] if e["kind"] == "stage_entered"] == [
+    assert [e["stage"] for e in ev["items"] if e["kind"] == "advanced"] == [
         "normalized",
         "submitted",
         "transcribed",

@@ -15,7 +15,7 @@ import respx
 from pydantic import SecretStr
 
 from sidecar.insights.engines import OpenAIEngine
-from sidecar.outcome import Advance, Outcome
+from sidecar.outcome import Advance, StepResult
 from sidecar.pipeline.pool import WorkerPool
 from sidecar.service import pipeline
 from sidecar.settings import InsightsSettings
@@ -37,11 +37,11 @@ LINES = [
 ]
 
 
-async def advance(ctx: StepContext) -> Outcome:
+async def advance(ctx: StepContext) -> StepResult:
     return Advance("test step done")
 
 
-async def finalize(ctx: StepContext) -> Outcome:
+async def finalize(ctx: StepContext) -> StepResult:
     segs = [{"start": i * 5.0, "end": i * 5.0 + 4, "text": t} for i, t in enumerate(LINES)]
     await ctx.session.put_text("transcript", " ".join(LINES), segs, language="en")
     return Advance("transcript stored")

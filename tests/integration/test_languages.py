@@ -133,7 +133,7 @@ async def test_silence_noise_and_tiny_clips_end_done_with_an_empty_transcript(
         assert (poll["status"], poll["halted"], poll["text"], poll["language"]) == ("done", False, "", None), name
         notes = [e["outcome_text"] for e in journal(superuser, rid)]
         assert any("no speech found" in n for n in notes), (name, notes)
-        assert [e["kind"] for e in journal(superuser, rid)].count("step_failed") == 0, name
+        assert [e["kind"] for e in journal(superuser, rid)].count("failed") == 0, name
         srt = sender.http.get(f"/api/transcriber/records/{rid}/transcript", params={"format": "srt"})
         assert srt.status_code == 200 and srt.text == ""
 
@@ -154,7 +154,7 @@ async def test_a_sub_second_last_block_is_recognized_once(
     assert poll["status"] == "done", poll
     assert wer(CLIPS["station.ogg"] + " " + CLIPS["fox.ogg"], poll["text"]) <= 0.15, poll["text"]
     assert len(attempts(superuser, rid)) == 1
-    assert [e["kind"] for e in journal(superuser, rid)].count("step_failed") == 0
+    assert [e["kind"] for e in journal(superuser, rid)].count("failed") == 0
 
 
 async def test_an_engine_failure_on_the_input_halts_at_once(
@@ -175,4 +175,4 @@ async def test_an_engine_failure_on_the_input_halts_at_once(
     rec = superuser.http.get(f"/api/collections/audio_records/records/{rid}").json()
     assert rec["halt_code"] == "provider_failed" and "IndexError" in rec["halt_reason"]
     assert rec["attempts"] == 1  # halted on the first try, not retried five times
-    assert [e["kind"] for e in journal(superuser, rid)].count("step_failed") == 0
+    assert [e["kind"] for e in journal(superuser, rid)].count("failed") == 0

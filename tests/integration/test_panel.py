@@ -68,8 +68,8 @@ def test_clearing_halted_at_releases_the_claim_and_resets_the_clocks(
     rid = new_record(sender)
     c = claim(service)
     halt = service.http.post(
-        f"/api/pipeline/records/{rid}/halt",
-        json={"token": c["token"], "now": now_ms(), "code": "stalled", "reason": "r"},
+        f"/api/pipeline/records/{rid}/settle",
+        json={"outcome": "halted", "token": c["token"], "now": now_ms(), "code": "stalled", "reason": "r"},
     )
     assert halt.status_code == 200
     # an old stage clock, as a long-halted record would have
@@ -106,7 +106,8 @@ def test_stale_form_with_only_the_title_changed_keeps_the_workers_fields(
     assert saved["claim_token"] == c["token"]
     # the worker's claim still holds: its fenced write lands
     adv = service.http.post(
-        f"/api/pipeline/records/{rid}/advance", json={"token": c["token"], "now": now_ms(), "to": "normalized"}
+        f"/api/pipeline/records/{rid}/settle",
+        json={"outcome": "advanced", "token": c["token"], "now": now_ms(), "to": "normalized"},
     )
     assert adv.status_code == 200
     rec = open_form(superuser, rid)
@@ -121,7 +122,8 @@ def test_a_stale_form_that_would_change_the_stage_is_refused_with_a_message(
     form = open_form(superuser, rid)
     c = claim(service)
     service.http.post(
-        f"/api/pipeline/records/{rid}/advance", json={"token": c["token"], "now": now_ms(), "to": "normalized"}
+        f"/api/pipeline/records/{rid}/settle",
+        json={"outcome": "advanced", "token": c["token"], "now": now_ms(), "to": "normalized"},
     )
     form["title"] = "t1"
     resp = superuser.http.patch(f"/api/collections/audio_records/records/{rid}", json=form)  # still says "uploaded"
@@ -143,7 +145,8 @@ def test_the_owner_can_change_a_record_a_worker_keeps_claiming_and_postponing(
     for _ in range(3):
         c = claim(service)
         resp = service.http.post(
-            f"/api/pipeline/records/{rid}/postpone", json={"token": c["token"], "now": now_ms(), "until": now_ms() + 1}
+            f"/api/pipeline/records/{rid}/settle",
+            json={"outcome": "postponed", "token": c["token"], "now": now_ms(), "until": now_ms() + 1},
         )
         assert resp.status_code == 200
         time.sleep(0.01)
@@ -179,7 +182,8 @@ def test_changing_the_stage_restarts_it_and_is_journalled(
     assert ev["kind"] == "stage_set" and "uploaded" in ev["outcome_text"] and "normalized" in ev["outcome_text"]
     # the old claim is fenced out
     late = service.http.post(
-        f"/api/pipeline/records/{rid}/advance", json={"token": c["token"], "now": now_ms(), "to": "normalized"}
+        f"/api/pipeline/records/{rid}/settle",
+        json={"outcome": "advanced", "token": c["token"], "now": now_ms(), "to": "normalized"},
     )
     assert late.status_code == 409 and late.json()["code"] == "fenced_out"
 

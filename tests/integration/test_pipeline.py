@@ -16,7 +16,7 @@ import anyio
 import httpx
 import pytest
 
-from sidecar.outcome import Advance, Outcome, Verdict
+from sidecar.outcome import Advance, StepResult, Verdict
 from sidecar.steps.base import Step, StepContext
 from sidecar.storage.model import Claimed
 from testkit.media import wav_bytes
@@ -50,7 +50,7 @@ def panel_edit(su: Caller, rid: str, **changes: Any) -> dict[str, Any]:
     return dict(resp.json())
 
 
-async def advance_all(ctx: StepContext) -> Outcome:
+async def advance_all(ctx: StepContext) -> StepResult:
     return Advance("test step done")
 
 
@@ -68,7 +68,7 @@ async def test_owner_panel_edit_survives_the_steps_save(
 ) -> None:
     rid = upload(sender, "before")
 
-    async def step(ctx: StepContext) -> Outcome:
+    async def step(ctx: StepContext) -> StepResult:
         await anyio.to_thread.run_sync(lambda: panel_edit(superuser, rid, title="edited in the panel", brief="notes"))
         return Advance()
 
@@ -86,7 +86,7 @@ async def test_an_unhalt_in_the_panel_under_a_running_step_drops_its_result(
     rid = upload(sender)
     second: list[Claimed] = []
 
-    async def step(ctx: StepContext) -> Outcome:
+    async def step(ctx: StepContext) -> StepResult:
         await anyio.to_thread.run_sync(lambda: panel_edit(superuser, rid, halted_at="2026-01-01 00:00:00.000Z"))
         await anyio.to_thread.run_sync(lambda: panel_edit(superuser, rid, halted_at=""))  # ... and resumes it
         second.append(await claim_one(pool))  # another worker takes it

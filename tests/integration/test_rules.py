@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
 
 from testkit.media import wav_bytes
 from testkit.pocketbase import COLLECTIONS, Caller, PocketBaseServer
+from tests.unit.test_js_lint import configured_globals
 
 
 @pytest.fixture
@@ -123,3 +125,11 @@ def test_pipeline_routes_are_for_the_service_user_only(pb: PocketBaseServer, sen
     assert pb.anonymous().post("/api/pipeline/claim", json=body).status_code == 401
     assert sender.http.post("/api/pipeline/claim", json=body).status_code == 403
     assert superuser.http.post("/api/pipeline/claim", json=body).status_code == 403
+
+
+def test_the_linters_globals_are_what_pocketbase_declares(pb: PocketBaseServer) -> None:
+    """.oxlintrc.json names PocketBase's JS globals: each one the types.d.ts that PocketBase writes declares
+    (plus the VM's CommonJS ``require``/``module`` and ``console``), and every one of those."""
+    types = (pb.settings.pocketbase.data_dir / "types.d.ts").read_text()
+    declared = set(re.findall(r"(?:^|\*/)declare (?:var|function|const|let|class|namespace) ([$\w]+)", types, re.M))
+    assert configured_globals() == declared | {"require", "module", "console"}

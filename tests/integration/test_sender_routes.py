@@ -41,7 +41,8 @@ def claim(service: Caller, rid: str) -> str:
 def halt(service: Caller, rid: str, code: str) -> None:
     token = claim(service, rid)
     resp = service.http.post(
-        f"/api/pipeline/records/{rid}/halt", json={"token": token, "now": now_ms(), "code": code, "reason": "test"}
+        f"/api/pipeline/records/{rid}/settle",
+        json={"outcome": "halted", "token": token, "now": now_ms(), "code": code, "reason": "test"},
     )
     assert resp.status_code == 200, resp.text
 
@@ -159,8 +160,14 @@ def test_resuming_keeps_the_recognitions_already_paid_for(
     assert started.status_code == 200, started.text
     assert (
         service.http.post(
-            f"{pipe}/halt",
-            json={"token": token, "now": now_ms(), "code": "attempts_exhausted", "reason": "polls failed"},
+            f"{pipe}/settle",
+            json={
+                "outcome": "halted",
+                "token": token,
+                "now": now_ms(),
+                "code": "attempts_exhausted",
+                "reason": "polls failed",
+            },
         ).status_code
         == 200
     )
@@ -355,14 +362,23 @@ def test_realtime_status_reaches_its_sender_alone(
         mine.wait_for(lambda d: d["record"]["poll"]["activity"] == "normalizing")
         pipe = f"/api/pipeline/records/{rid}"
         assert (
-            service.http.post(f"{pipe}/advance", json={"token": token, "now": now_ms(), "to": "normalized"}).status_code
+            service.http.post(
+                f"{pipe}/settle", json={"outcome": "advanced", "token": token, "now": now_ms(), "to": "normalized"}
+            ).status_code
             == 200
         )
         token = claim(service, rid)
         assert (
             service.http.post(
-                f"{pipe}/progress",
-                json={"token": token, "now": now_ms(), "progress": 0.4, "activity": "recognizing", "language": "ru"},
+                f"{pipe}/settle",
+                json={
+                    "outcome": "progressed",
+                    "token": token,
+                    "now": now_ms(),
+                    "progress": 0.4,
+                    "activity": "recognizing",
+                    "language": "ru",
+                },
             ).status_code
             == 200
         )
@@ -371,7 +387,8 @@ def test_realtime_status_reaches_its_sender_alone(
         assert moving["record"]["poll"]["activity"] == "recognizing"
         assert (
             service.http.post(
-                f"{pipe}/halt", json={"token": token, "now": now_ms(), "code": "stalled", "reason": "r"}
+                f"{pipe}/settle",
+                json={"outcome": "halted", "token": token, "now": now_ms(), "code": "stalled", "reason": "r"},
             ).status_code
             == 200
         )

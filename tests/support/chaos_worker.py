@@ -15,7 +15,7 @@ from pathlib import Path
 import anyio
 
 from sidecar.logs import configure
-from sidecar.outcome import Outcome
+from sidecar.outcome import StepResult
 from sidecar.providers.base import OnProgress, Polled, Started, StartRequest
 from sidecar.service import default_steps
 from sidecar.settings import Settings
@@ -52,7 +52,7 @@ class SlowProvider(StubProvider):
 def delayed(name: str, step: Step) -> Step:
     delay = float(os.environ.get(f"TEST_DELAY_{name.upper()}", "0"))
 
-    async def run(ctx: StepContext) -> Outcome:
+    async def run(ctx: StepContext) -> StepResult:
         await anyio.sleep(delay)
         return await step(ctx)
 

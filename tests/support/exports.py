@@ -87,7 +87,9 @@ def finished(sender: Caller, service: Caller, segments: list[dict[str, Any]], co
     pipe = f"/api/pipeline/records/{rid}"
     body = {"token": claim["token"], "content": content, "segments": segments}
     assert service.http.put(f"{pipe}/texts/transcript", json=body).status_code == 200
-    done = service.http.post(f"{pipe}/advance", json={"token": claim["token"], "now": now, "to": "done"})
+    done = service.http.post(
+        f"{pipe}/settle", json={"outcome": "advanced", "token": claim["token"], "now": now, "to": "done"}
+    )
     assert done.status_code == 200
     return rid
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import anyio
 
-from sidecar.outcome import Advance, Outcome
+from sidecar.outcome import Advance, StepResult
 from sidecar.providers.base import Provider
 from sidecar.service import default_steps, pipeline
 from sidecar.settings import Settings
@@ -23,7 +23,7 @@ from sidecar.steps.base import Step, StepContext
 from tests.support.fakes import PaidProvider, StubProvider
 
 
-async def die(ctx: StepContext) -> Outcome:
+async def die(ctx: StepContext) -> StepResult:
     os.kill(os.getpid(), signal.SIGKILL)
     return Advance()
 

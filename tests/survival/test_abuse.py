@@ -225,8 +225,16 @@ def test_authorization_matrix(pb: PocketBaseServer, figures: dict[str, str]) -> 
         assert su.http.get(base).json() == before  # nothing created, changed or deleted
     routes = [
         ("POST", "/api/pipeline/claim", {"now": 1, "leases": {"uploaded": 1}}),
-        ("POST", f"/api/pipeline/records/{rid}/advance", {"token": "x", "now": 1, "to": "normalized"}),
-        ("POST", f"/api/pipeline/records/{rid}/halt", {"token": "x", "now": 1, "code": "stalled", "reason": "r"}),
+        (
+            "POST",
+            f"/api/pipeline/records/{rid}/settle",
+            {"outcome": "advanced", "token": "x", "now": 1, "to": "normalized"},
+        ),
+        (
+            "POST",
+            f"/api/pipeline/records/{rid}/settle",
+            {"outcome": "halted", "token": "x", "now": 1, "code": "stalled", "reason": "r"},
+        ),
         ("PUT", f"/api/pipeline/records/{rid}/texts/transcript", {"token": "x", "content": "c"}),
         ("GET", f"/api/transcriber/records/{rid}", None),
         ("GET", f"/api/transcriber/records/{rid}/transcript", None),

@@ -84,7 +84,7 @@ def check_nothing_lost(su: Caller, uploaded: list[str]) -> Counter[str]:
         events = su.http.get(
             "/api/collections/record_events/records", params={"filter": f'record="{r["id"]}"', "perPage": 500}
         ).json()["items"]
-        done_entries = [e for e in events if e["kind"] == "stage_entered" and e["stage"] == "done"]
+        done_entries = [e for e in events if e["kind"] == "advanced" and e["stage"] == "done"]
         if r["state"] == "done":
             assert len(done_entries) == 1  # done exactly once
             texts = su.http.get("/api/collections/texts/records", params={"filter": f'record="{r["id"]}"'}).json()

@@ -113,7 +113,7 @@ def test_a_header_that_lies_about_the_length_halts_too_long_without_a_big_file(
         rec = su.http.get(f"/api/collections/audio_records/records/{rid}").json()
         assert (rec["halt_code"], rec["attempts"]) == ("too_long", 1), rec["halt_reason"]
         assert rec["halt_reason"] == "the audio is longer than allowed (limit 6:00:00)"
-        assert [e["kind"] for e in journal(su, rid)].count("step_failed") == 0
+        assert [e["kind"] for e in journal(su, rid)].count("failed") == 0
         assert max(stored_sizes(pb)) <= bomb.stat().st_size + (1 << 20)  # the upload, nothing made of it
         figures[f"lying header ({shape}, {bomb.stat().st_size // 1000} kB) halted too_long in"] = f"{took:.1f} s"
 
@@ -188,7 +188,7 @@ def test_hundreds_of_channels_and_no_samples_end_done_and_empty(tmp_path: Path) 
             poll = sender.http.get(f"{INTAKE}/{rid}").json()
             assert (poll["status"], poll["halted"], poll["text"]) == ("done", False, ""), (name, poll)
             events = journal(su, rid)
-            assert [e["kind"] for e in events].count("step_failed") == 0, name
+            assert [e["kind"] for e in events].count("failed") == 0, name
             notes = [e["outcome_text"] for e in events]
             assert any(n.startswith(expected[name]) for n in notes), (name, notes)
             assert "no speech found: the transcript is empty" in notes, name
@@ -291,11 +291,13 @@ def test_numbers_in_the_fenced_routes_are_bounded(pb: PocketBaseServer, sender: 
     claim = service.http.post("/api/pipeline/claim", json={"now": now, "leases": {"uploaded": 60_000}}).json()
     assert claim["id"] == rid
     pipe = f"/api/pipeline/records/{rid}"
-    for route, field in (("postpone", "until"), ("extend", "until"), ("fail", "retry_at")):
-        body = {"token": claim["token"], "now": now, field: 1e300, "text": "x"}
-        refused = service.http.post(f"{pipe}/{route}", json=body)
-        assert refused.status_code == 400 and field in refused.json()["message"], (route, refused.text)
-    fine = service.http.post(f"{pipe}/postpone", json={"token": claim["token"], "now": now, "until": now + 1000})
+    for outcome, field in (("postponed", "until"), ("extended", "until"), ("failed", "retry_at")):
+        body = {"outcome": outcome, "token": claim["token"], "now": now, field: 1e300, "text": "x"}
+        refused = service.http.post(f"{pipe}/settle", json=body)
+        assert refused.status_code == 400 and field in refused.json()["message"], (outcome, refused.text)
+    fine = service.http.post(
+        f"{pipe}/settle", json={"outcome": "postponed", "token": claim["token"], "now": now, "until": now + 1000}
+    )
     assert fine.status_code == 200
 
 

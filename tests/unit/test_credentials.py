@@ -39,7 +39,7 @@ from sidecar.service import default_steps
 from sidecar.settings import OpenAISettings, SpeechKitSettings
 from sidecar.storage.memory import InMemoryStorage
 from sidecar.storage.model import AttemptChange, AttemptStatus, Claimed
-from sidecar.storage.transitions import Enter
+from sidecar.storage.transitions import Advanced
 from testkit.s3 import SECRET_ACCESS_KEY, S3Server
 from tests.support.fakes import StubProvider
 from tests.support.sidecar import twin_sidecar
@@ -101,7 +101,7 @@ async def normalized(storage: InMemoryStorage, audio: Path) -> str:
     rid = storage.add_record()
     got = await claim(storage, "uploaded")
     await storage.attach_file(got.claim, audio, role="normalized", format="ogg_opus", duration_ms=5600)
-    await storage.settle(got.claim, Enter("normalized"))
+    await storage.settle(got.claim, Advanced("normalized"))
     return rid
 
 
@@ -112,7 +112,7 @@ async def submitted(storage: InMemoryStorage, audio: Path, provider: str) -> str
     aid = await storage.create_attempt(got.claim, provider=provider, model="general")
     uri = "https://storage.yandexcloud.net/bucket/transcriber/a/1.ogg"
     await storage.update_attempt(got.claim, aid, AttemptChange(OP_ID, audio_uri=uri, status=AttemptStatus.RUNNING))
-    await storage.settle(got.claim, Enter("submitted"))
+    await storage.settle(got.claim, Advanced("submitted"))
     return rid
 
 

@@ -305,9 +305,7 @@ async def test_a_timeout_fails_the_try_and_leaves_the_transcript_alone(storage: 
     ins = storage.insights_of(rid)
     assert ins is not None and ins.state == "queued" and ins.halted_at == "" and ins.attempts == 1
     assert storage.row(rid).state == "done"
-    assert any(
-        e.kind == "step_failed" and "did not answer within the timeout" in e.text for e in storage.journal_of(rid)
-    )
+    assert any(e.kind == "failed" and "did not answer within the timeout" in e.text for e in storage.journal_of(rid))
 
 
 async def test_the_key_is_sent_only_in_the_header_and_never_stored(storage: InMemoryStorage) -> None:

@@ -17,7 +17,7 @@ import anyio.lowlevel
 import pytest
 
 from sidecar.clock import FakeClock
-from sidecar.outcome import Advance, Outcome, Postpone
+from sidecar.outcome import Advance, Postpone, StepResult
 from sidecar.pipeline.pool import Waker, WorkerPool
 from sidecar.steps.base import Step, StepContext
 from sidecar.storage.memory import InMemoryStorage
@@ -28,7 +28,7 @@ pytestmark = pytest.mark.anyio
 
 
 def logged(runs: list[tuple[str, str]], name: str) -> Step:
-    async def step(ctx: StepContext) -> Outcome:
+    async def step(ctx: StepContext) -> StepResult:
         runs.append((name, ctx.record.id))
         return Advance()
 
@@ -73,7 +73,7 @@ async def test_a_record_passing_every_stage_never_nears_the_attempt_limit(
     rid = storage.add_record()
     seen: list[int] = []
 
-    async def step(ctx: StepContext) -> Outcome:
+    async def step(ctx: StepContext) -> StepResult:
         seen.append(ctx.record.attempts)
         return Advance()
 
@@ -83,7 +83,7 @@ async def test_a_record_passing_every_stage_never_nears_the_attempt_limit(
     assert seen == [1, 1, 1, 1]  # each stage starts its count afresh
     row = storage.row(rid)
     assert (row.attempts, row.halted_at) == (0, "")
-    assert [e.stage for e in storage.journal_of(rid) if e.kind == "stage_entered"] == [
+    assert [e.stage for e in storage.journal_of(rid) if e.kind == "advanced"] == [
         "normalized",
         "submitted",
         "transcribed",
@@ -95,7 +95,7 @@ async def test_a_failing_step_is_retried_after_its_delay_then_halts(storage: InM
     rid = storage.add_record()
     tries: list[int] = []
 
-    async def broken(ctx: StepContext) -> Outcome:
+    async def broken(ctx: StepContext) -> StepResult:
         tries.append(clock.now_ms())
         raise RuntimeError("decoder exploded")
 
@@ -105,7 +105,7 @@ async def test_a_failing_step_is_retried_after_its_delay_then_halts(storage: InM
     assert len(tries) == 3
     assert [b - a for a, b in itertools.pairwise(tries)] == [30_000, 30_000]  # the retry delay, no poll
     assert storage.row(rid).halt_code == "attempts_exhausted"
-    assert [e.kind for e in storage.journal_of(rid)].count("step_failed") == 3
+    assert [e.kind for e in storage.journal_of(rid)].count("failed") == 3
 
 
 async def test_a_postponed_record_is_taken_again_when_its_pause_ends(
@@ -114,7 +114,7 @@ async def test_a_postponed_record_is_taken_again_when_its_pause_ends(
     rid = storage.add_record()
     seen: list[int] = []
 
-    async def twice(ctx: StepContext) -> Outcome:
+    async def twice(ctx: StepContext) -> StepResult:
         seen.append(clock.now_ms())
         return Postpone(timedelta(seconds=7)) if len(seen) == 1 else Advance()
 
@@ -187,7 +187,7 @@ async def test_a_stop_gives_running_steps_their_grace_then_hands_them_back(
 ) -> None:
     quick, slow = storage.add_record(), storage.add_record()
 
-    async def takes(ctx: StepContext) -> Outcome:
+    async def takes(ctx: StepContext) -> StepResult:
         await clock.sleep(5 if ctx.record.id == quick else 3600)
         return Advance()
 
@@ -234,7 +234,7 @@ async def test_a_stop_during_a_claim_in_flight_hands_it_back_unrun(
         await answer.wait()
         return await real_claim(leases)  # type: ignore[arg-type]
 
-    async def step(ctx: StepContext) -> Outcome:
+    async def step(ctx: StepContext) -> StepResult:
         ran.append(ctx.record.id)
         return Advance()
 

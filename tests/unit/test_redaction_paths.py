@@ -24,7 +24,7 @@ from sidecar.service import default_steps
 from sidecar.settings import ObjectStorageSettings, OpenAISettings, SpeechKitSettings
 from sidecar.storage.memory import InMemoryStorage
 from sidecar.storage.model import AttemptChange, AttemptStatus, Claimed
-from sidecar.storage.transitions import Enter
+from sidecar.storage.transitions import Advanced
 from tests.support.secrets import survivors
 from tests.support.sidecar import twin_sidecar
 from tests.unit.test_redaction import MIDDLE, PROBE_KEY, PROBE_SHAPES, SLASHED
@@ -70,7 +70,7 @@ async def _normalized(storage: InMemoryStorage) -> str:
         await storage.attach_file(
             got.claim, Path(tmp) / "audio.ogg", role="normalized", format="ogg_opus", duration_ms=1000
         )
-    await storage.settle(got.claim, Enter("normalized"))
+    await storage.settle(got.claim, Advanced("normalized"))
     return rid
 
 
@@ -81,7 +81,7 @@ async def _submitted(storage: InMemoryStorage) -> str:
     assert isinstance(got, Claimed)
     aid = await storage.create_attempt(got.claim, provider="speechkit", model="general")
     await storage.update_attempt(got.claim, aid, AttemptChange("op-1", status=AttemptStatus.RUNNING))
-    await storage.settle(got.claim, Enter("submitted"))
+    await storage.settle(got.claim, Advanced("submitted"))
     return rid
 
 

@@ -12,11 +12,11 @@ from sidecar.clock import FakeClock
 from sidecar.outcome import (
     Advance,
     HaltCode,
-    Outcome,
     PermanentError,
     Postpone,
     PostponeError,
     RetryableError,
+    StepResult,
     Verdict,
 )
 from sidecar.pipeline.pool import WorkerPool
@@ -24,13 +24,13 @@ from sidecar.redaction import register_secrets
 from sidecar.steps.base import Step, StepContext
 from sidecar.storage.memory import InMemoryStorage
 from sidecar.storage.model import Claimed, FileRole
-from sidecar.storage.transitions import Enter
+from sidecar.storage.transitions import Advanced
 from tests.support.sidecar import twin_sidecar
 
 pytestmark = pytest.mark.anyio
 
 
-async def advance(ctx: StepContext) -> Outcome:
+async def advance(ctx: StepContext) -> StepResult:
     return Advance("test step done")
 
 
@@ -53,7 +53,7 @@ async def move_to(pool: WorkerPool, storage: InMemoryStorage, rid: str, stage: s
         got = await claim(pool)
         nxt = pool.runner.table[got.record.state].next
         assert nxt is not None
-        await storage.settle(got.claim, Enter(nxt))
+        await storage.settle(got.claim, Advanced(nxt))
 
 
 def kinds(storage: InMemoryStorage, rid: str) -> list[str]:
@@ -69,7 +69,7 @@ async def test_an_advance_enters_the_next_stage_and_resets_the_count(storage: In
         runs = pool.runner.metrics.step_runs.labels(stage="uploaded", outcome="advanced")._value.get()
     row = storage.row(rid)
     assert (row.state, row.attempts, row.claim_token) == ("normalized", 0, "")
-    assert kinds(storage, rid) == ["accepted", "stage_entered"]
+    assert kinds(storage, rid) == ["accepted", "advanced"]
     assert storage.journal_of(rid)[-1].text == "test step done"
     assert runs == 1
 
@@ -80,13 +80,13 @@ async def test_the_claim_carries_the_record_so_the_runner_reads_nothing_more(sto
         got = await claim(pool)
         storage.calls.clear()
         await pool.runner.run(got)
-    assert storage.calls == ["settle:advance"]
+    assert storage.calls == ["settle:advanced"]
 
 
 async def test_a_postpone_keeps_the_stage_and_its_clock(storage: InMemoryStorage, clock: FakeClock) -> None:
     rid = storage.add_record()
 
-    async def later(ctx: StepContext) -> Outcome:
+    async def later(ctx: StepContext) -> StepResult:
         return Postpone(timedelta(seconds=42), "provider busy")
 
     async with twin_sidecar(storage, steps(normalize=later)) as pool:
@@ -106,7 +106,7 @@ async def test_a_permanent_error_halts_with_its_code_and_a_clean_reason(
     register_secrets(["sk-runner-secret-123456"])
     rid = storage.add_record()
 
-    async def broken(ctx: StepContext) -> Outcome:
+    async def broken(ctx: StepContext) -> StepResult:
         raise PermanentError(HaltCode.UNSUPPORTED_MEDIA, "the file is not audio (key sk-runner-secret-123456)")
 
     async with twin_sidecar(storage, steps(normalize=broken)) as pool:
@@ -123,7 +123,7 @@ async def test_a_permanent_error_halts_with_its_code_and_a_clean_reason(
 async def test_a_postpone_error_spends_no_attempt(storage: InMemoryStorage, clock: FakeClock) -> None:
     rid = storage.add_record()
 
-    async def not_ours(ctx: StepContext) -> Outcome:
+    async def not_ours(ctx: StepContext) -> StepResult:
         raise PostponeError("credentials refused", delay=timedelta(minutes=5))
 
     async with twin_sidecar(storage, steps(normalize=not_ours)) as pool:
@@ -145,14 +145,14 @@ async def test_a_failure_spends_the_attempt_and_waits(
 ) -> None:
     rid = storage.add_record()
 
-    async def failing(ctx: StepContext) -> Outcome:
+    async def failing(ctx: StepContext) -> StepResult:
         raise error
 
     async with twin_sidecar(storage, steps(normalize=failing), retry_delay=1) as pool:
         assert await pool.runner.run(await claim(pool)) is Verdict.FAILED
     row = storage.row(rid)
     assert row.attempts == 1 and row.claim_token == "" and row.available_at == clock.now_ms() + wait * 1000
-    assert storage.journal_of(rid)[-1].kind == "step_failed"
+    assert storage.journal_of(rid)[-1].kind == "failed"
     assert storage.journal_of(rid)[-1].text == f"step normalize failed (attempt 1): {text}"
 
 
@@ -162,7 +162,7 @@ async def test_attempts_above_the_maximum_halt_without_running_the_step(
     rid = storage.add_record()
     ran: list[int] = []
 
-    async def failing(ctx: StepContext) -> Outcome:
+    async def failing(ctx: StepContext) -> StepResult:
         ran.append(ctx.record.attempts)
         raise RuntimeError("no")
 
@@ -186,7 +186,7 @@ async def test_stall_watchdog_uses_the_own_or_foreign_limit(
     rid = storage.add_record()
     ran: list[str] = []
 
-    async def step(ctx: StepContext) -> Outcome:
+    async def step(ctx: StepContext) -> StepResult:
         ran.append(ctx.record.state)
         return Postpone(timedelta(seconds=1))
 
@@ -213,7 +213,7 @@ async def test_a_record_that_only_waited_in_the_queue_is_not_stalled(
     rid = storage.add_record()
     ran: list[str] = []
 
-    async def step(ctx: StepContext) -> Outcome:
+    async def step(ctx: StepContext) -> StepResult:
         ran.append(ctx.record.state)
         return Postpone(timedelta(seconds=1))
 
@@ -232,7 +232,7 @@ async def test_the_time_after_a_dead_workers_lease_ran_out_is_waiting_not_a_stal
     rid = storage.add_record()
     ran: list[str] = []
 
-    async def step(ctx: StepContext) -> Outcome:
+    async def step(ctx: StepContext) -> StepResult:
         ran.append(ctx.record.state)
         return Postpone(timedelta(seconds=1))
 
@@ -248,7 +248,7 @@ async def test_a_hundred_postpones_neither_move_the_stage_clock_nor_defeat_the_w
 ) -> None:
     rid = storage.add_record()
 
-    async def not_ready(ctx: StepContext) -> Outcome:
+    async def not_ready(ctx: StepContext) -> StepResult:
         return Postpone(timedelta(seconds=10), "provider busy")
 
     async with twin_sidecar(storage, steps(poll=not_ready), foreign_work_limit=1800) as pool:
@@ -268,7 +268,7 @@ async def test_a_claim_lost_to_lease_expiry_writes_nothing(storage: InMemoryStor
     rid = storage.add_record()
     second: list[Claimed] = []
 
-    async def slow(ctx: StepContext) -> Outcome:
+    async def slow(ctx: StepContext) -> StepResult:
         clock.advance(16 * 60)  # past the 15-minute lease
         got = await storage.claim({"uploaded": timedelta(minutes=15)})  # another worker takes it
         assert isinstance(got, Claimed) and got.record.id == rid
@@ -280,13 +280,13 @@ async def test_a_claim_lost_to_lease_expiry_writes_nothing(storage: InMemoryStor
         assert await pool.runner.run(first) is Verdict.FENCED_OUT
     row = storage.row(rid)
     assert row.state == "uploaded" and row.claim_token == second[0].claim.token != first.claim.token
-    assert "stage_entered" not in kinds(storage, rid)
+    assert "advanced" not in kinds(storage, rid)
 
 
 async def test_an_unhalt_under_a_running_step_drops_its_result(storage: InMemoryStorage) -> None:
     rid = storage.add_record()
 
-    async def step(ctx: StepContext) -> Outcome:
+    async def step(ctx: StepContext) -> StepResult:
         storage.owner_halt(rid)
         storage.owner_resume(rid)
         return Advance("stale result")
@@ -300,7 +300,7 @@ async def test_a_long_step_keeps_its_lease_alive(storage: InMemoryStorage, clock
     rid = storage.add_record()
     others: list[object] = []
 
-    async def long(ctx: StepContext) -> Outcome:
+    async def long(ctx: StepContext) -> StepResult:
         for _ in range(10):
             await clock.sleep(60)  # ten minutes of work under a three-minute lease
             others.append(await storage.claim({"uploaded": timedelta(minutes=3)}))
@@ -318,7 +318,7 @@ async def test_a_long_step_keeps_its_lease_alive(storage: InMemoryStorage, clock
 async def test_a_step_past_its_deadline_fails(storage: InMemoryStorage, clock: FakeClock) -> None:
     rid = storage.add_record()
 
-    async def endless(ctx: StepContext) -> Outcome:
+    async def endless(ctx: StepContext) -> StepResult:
         await clock.sleep(10 * 3600)
         return Advance()
 
@@ -334,7 +334,7 @@ async def test_a_cancelled_run_hands_the_claim_and_the_attempt_back(storage: InM
     rid = storage.add_record()
     entered = anyio.Event()
 
-    async def endless(ctx: StepContext) -> Outcome:
+    async def endless(ctx: StepContext) -> StepResult:
         entered.set()
         await anyio.sleep_forever()
         raise AssertionError
@@ -358,7 +358,7 @@ async def test_a_step_sees_only_its_own_record(storage: InMemoryStorage, clock: 
     other = storage.add_record()
     seen: list[str] = []
 
-    async def nosy(ctx: StepContext) -> Outcome:
+    async def nosy(ctx: StepContext) -> StepResult:
         [original] = await ctx.session.files(FileRole.ORIGINAL)
         seen.append(original.record)
         assert not hasattr(ctx.session, "claim_next") and not hasattr(ctx.session, "settle")
@@ -400,7 +400,7 @@ async def test_progress_that_moves_keeps_the_watchdog_quiet_and_progress_that_st
     rid = storage.add_record()
     done = 0.0
 
-    async def recognizing(ctx: StepContext) -> Outcome:
+    async def recognizing(ctx: StepContext) -> StepResult:
         await ctx.session.progress(done)
         return Postpone(timedelta(seconds=10), "recognizing")
 

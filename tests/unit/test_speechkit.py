@@ -28,7 +28,7 @@ from sidecar.steps.base import StepContext
 from sidecar.storage.memory import InMemoryStorage
 from sidecar.storage.model import AttemptChange, AttemptRow, Claim, Claimed
 from sidecar.storage.session import ClaimSession
-from sidecar.storage.transitions import Enter
+from sidecar.storage.transitions import Advanced
 from testkit.s3 import ACCESS_KEY_ID, SECRET_ACCESS_KEY, S3Server
 from tests.support.sidecar import twin
 
@@ -647,7 +647,7 @@ async def _normalized(audio: Path, die: str) -> tuple[DyingStorage, Claimed]:
     first = await storage.claim({"uploaded": timedelta(minutes=5)})
     assert isinstance(first, Claimed)
     await storage.attach_file(first.claim, audio, role="normalized", format="ogg_opus", duration_ms=5600)
-    await storage.settle(first.claim, Enter("normalized"))
+    await storage.settle(first.claim, Advanced("normalized"))
     return storage, await _claim(storage, rid)
 
 

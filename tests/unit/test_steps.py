@@ -23,7 +23,7 @@ from sidecar.storage.errors import StorageError
 from sidecar.storage.memory import InMemoryStorage
 from sidecar.storage.model import AttemptChange, AttemptStatus, Claimed, PiecePlace
 from sidecar.storage.session import ClaimSession
-from sidecar.storage.transitions import Enter, Progress
+from sidecar.storage.transitions import Advanced, Progressed
 from sidecar.threads import run_in_thread
 from sidecar.transcript.model import Segment, Transcript
 from tests.support.fakes import StubProvider
@@ -48,7 +48,7 @@ async def submitted(storage: InMemoryStorage, provider: str = "stub") -> str:
         if to == "submitted":
             aid = await storage.create_attempt(got.claim, provider=provider, model="m")
             await storage.update_attempt(got.claim, aid, AttemptChange("op-1", status=AttemptStatus.RUNNING))
-        await storage.settle(got.claim, Enter(to))
+        await storage.settle(got.claim, Advanced(to))
     return rid
 
 
@@ -136,13 +136,13 @@ async def pieces_submitted(storage: InMemoryStorage, pieces: int) -> str:
                 duration_ms=60_000,
                 place=place,
             )
-    await storage.settle(got.claim, Enter("normalized"))
+    await storage.settle(got.claim, Advanced("normalized"))
     got = await storage.claim({"normalized": timedelta(minutes=5)})
     assert isinstance(got, Claimed)
     for i in range(pieces):
         aid = await storage.create_attempt(got.claim, provider="stub", model="m", piece=i, offset_ms=60_000 * i)
         await storage.update_attempt(got.claim, aid, AttemptChange(f"op-{i}", status=AttemptStatus.RUNNING))
-    await storage.settle(got.claim, Enter("submitted"))
+    await storage.settle(got.claim, Advanced("submitted"))
     return rid
 
 
@@ -206,7 +206,7 @@ async def normalized(storage: InMemoryStorage, seconds: int = 60) -> str:
             duration_ms=seconds * 1000,
             place=place,
         )
-    await storage.settle(got.claim, Enter("normalized"))
+    await storage.settle(got.claim, Advanced("normalized"))
     return rid
 
 
@@ -267,8 +267,8 @@ async def test_storage_refuses_an_activity_that_only_the_record_says(storage: In
     assert isinstance(got, Claimed)
     for derived in (Activity.QUEUED, Activity.DONE, Activity.HALTED):
         with pytest.raises(StorageError):
-            await storage.settle(got.claim, Progress(0.1, derived))
-    await storage.settle(got.claim, Progress(0.1, Activity.RECOGNIZING, "xx"))  # an unknown code is not kept
+            await storage.settle(got.claim, Progressed(0.1, derived))
+    await storage.settle(got.claim, Progressed(0.1, Activity.RECOGNIZING, "xx"))  # an unknown code is not kept
     assert (storage.row(rid).activity, storage.row(rid).language) == ("recognizing", "")
 
 

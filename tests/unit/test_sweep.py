@@ -13,7 +13,7 @@ from sidecar.pipeline.sweep import sweep_normalized, sweep_once
 from sidecar.providers.base import Provider
 from sidecar.storage.memory import InMemoryStorage
 from sidecar.storage.model import AttemptChange, AttemptStatus, Claimed, FileRole, PiecePlace
-from sidecar.storage.transitions import Enter, Halt, Pause
+from sidecar.storage.transitions import Advanced, Halted, Postponed
 from tests.support.fakes import StubProvider
 
 pytestmark = pytest.mark.anyio
@@ -46,7 +46,7 @@ async def attempt(
     await storage.update_attempt(got.claim, aid, AttemptChange(op, "s3://bucket/" + op, status))
     provider.held.add(op)
     later = storage.clock.now_ms() + 86_400_000
-    await storage.settle(got.claim, Enter("done") if then == "done" else Pause(later, "waiting"))
+    await storage.settle(got.claim, Advanced("done") if then == "done" else Postponed(later, "waiting"))
     storage.clock.advance(0.01)  # type: ignore[attr-defined]
     return aid
 
@@ -88,7 +88,7 @@ async def test_a_halted_records_copies_are_kept_for_a_resume_then_removed(
     clock.advance(86_401)
     got = await storage.claim(LEASES)
     assert isinstance(got, Claimed)
-    await storage.settle(got.claim, Halt(HaltCode.ATTEMPTS_EXHAUSTED, "attempts exhausted"))
+    await storage.settle(got.claim, Halted(HaltCode.ATTEMPTS_EXHAUSTED, "attempts exhausted"))
     clock.advance(2 * 86400)
     assert await sweep(storage, cloud) == (0, 0) and cloud.held == {"op-1"}
     clock.advance(2 * 86400)
@@ -121,7 +121,7 @@ async def finished_with(storage: InMemoryStorage, tmp_path: Path, *, speech: boo
     await storage.attach_file(
         got.claim, audio if speech else None, role="normalized", format="wav_pcm16", duration_ms=1000, place=place
     )
-    await storage.settle(got.claim, Enter("done"))
+    await storage.settle(got.claim, Advanced("done"))
     return rid
 
 

@@ -16,12 +16,14 @@ from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import httpx
 
 from sidecar.pocketbase import process
 from sidecar.pocketbase.process import ServiceAccount
 from sidecar.settings import QuotaSettings, Settings
+from testkit.media import wav_bytes
 
 PASSWORD = "correct-horse-battery"
 # Every collection of the schema, for tests that sweep them all.
@@ -67,15 +69,76 @@ def login(url: str, collection: str, email: str, password: str) -> str:
     return str(resp.json()["token"])
 
 
+def now_ms() -> int:
+    """Unix time in ms, the ``now`` a test's own pipeline request sends."""
+    return time.time_ns() // 1_000_000
+
+
+# The stages a recording is claimed in, and a lease long enough for any test that claims by hand (ms).
+CLAIMABLE = ("uploaded", "normalized", "submitted", "transcribed")
+LEASE_MS = 60_000
+
+
 @dataclass
 class Caller:
-    """An httpx client signed in as one account."""
+    """An httpx client signed in as one account, with the requests tests make again and again:
+    a sender's upload and poll, the owner's read of a record, the service's claim."""
 
     kind: str
     email: str
     token: str
     id: str
     http: httpx.Client
+
+    def try_upload(
+        self, audio: bytes | Path | None = None, *, name: str | None = None, mime: str | None = None, **form: str
+    ) -> httpx.Response:
+        """POST /api/transcriber/records whatever it answers: one file (``audio``'s bytes or a file's;
+        a tenth of a second of WAV by default) and the form's text fields (``title``, ``language``, …)."""
+        if isinstance(audio, Path):
+            body, name = audio.read_bytes(), name or audio.name
+        else:
+            body = wav_bytes(0.1) if audio is None else audio
+        part = (name or "a.wav", body) if mime is None else (name or "a.wav", body, mime)
+        return self.http.post("/api/transcriber/records", files={"file": part}, data=form)
+
+    def upload(
+        self, audio: bytes | Path | None = None, *, name: str | None = None, mime: str | None = None, **form: str
+    ) -> str:
+        """The id of a recording uploaded as ``try_upload`` sends it (the upload must be taken)."""
+        resp = self.try_upload(audio, name=name, mime=mime, **form)
+        assert resp.status_code == 201, resp.text
+        return str(resp.json()["id"])
+
+    def poll(self, rid: str) -> dict[str, Any]:
+        """A sender's poll of one recording (GET /api/transcriber/records/{id})."""
+        resp = self.http.get(f"/api/transcriber/records/{rid}")
+        assert resp.status_code == 200, resp.text
+        return dict(resp.json())
+
+    def record(self, rid: str) -> dict[str, Any]:
+        """The ``audio_records`` row as the records API gives it (the owner's view)."""
+        resp = self.http.get(f"/api/collections/audio_records/records/{rid}")
+        assert resp.status_code == 200, resp.text
+        return dict(resp.json())
+
+    def try_claim(self, *, now: int | None = None, leases: dict[str, int] | None = None) -> httpx.Response:
+        """POST /api/pipeline/claim whatever it answers; ``leases`` in ms (every recording stage by default)."""
+        body = {
+            "now": now_ms() if now is None else now,
+            "leases": dict.fromkeys(CLAIMABLE, LEASE_MS) if leases is None else leases,
+        }
+        return self.http.post("/api/pipeline/claim", json=body)
+
+    def claim(
+        self, rid: str | None = None, *, now: int | None = None, leases: dict[str, int] | None = None
+    ) -> dict[str, Any]:
+        """The claim's answer (``id``, ``token``, the queue fields), which must be ``rid``'s when one is named."""
+        resp = self.try_claim(now=now, leases=leases)
+        assert resp.status_code == 200, resp.text
+        claimed = dict(resp.json())
+        assert rid is None or claimed["id"] == rid, claimed
+        return claimed
 
 
 @dataclass

@@ -6,11 +6,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import stamina
 
 from testkit.pocketbase import Caller, PocketBaseServer, running_pocketbase
 from testkit.s3 import S3Server, running_s3
 
 DATA = Path(__file__).parent / "data"
+
+# Retries inside a call (the providers' HTTP, the PocketBase client riding out a
+# restart, the sender's command) wait nothing in tests: each keeps its own number
+# of attempts, capped, and its backoff is zero. The one place a test's retries are
+# made fast; no test defines a quicker policy of its own. Processes a test starts
+# (workers, the CLI) keep real backoff: they wait through real restarts.
+RETRY_ATTEMPTS_CAP = 20
+stamina.set_testing(True, attempts=RETRY_ATTEMPTS_CAP, cap=True)
 
 # Figures the survival tests measure (kills survived, stale writes refused, …),
 # printed at the end of the run.

@@ -50,7 +50,7 @@ from sidecar.storage.transitions import Advanced, Extended, Failed, Halted, Post
 
 log = logging.getLogger("transcriber.runner")
 
-# How long a shutdown waits for the release of a claim to land.
+# How long a shutdown waits for the release of a claim to land (seconds on the runner's clock).
 RELEASE_TIMEOUT = 5.0
 
 
@@ -249,8 +249,7 @@ class Runner:
 
     async def _release(self, claimed: Claimed) -> None:
         try:
-            with anyio.fail_after(RELEASE_TIMEOUT):
-                await self.storage.settle(claimed.claim, Released())
+            await run_with_deadline(self.clock, RELEASE_TIMEOUT, lambda: self.storage.settle(claimed.claim, Released()))
         except FencedOut:
             pass  # the write-back the shutdown interrupted had already landed
         except Exception as exc:  # the lease will expire; the attempt then counts

@@ -50,12 +50,8 @@ def test_json_logs_carry_the_record_stage_claim_outcome_and_duration(pb: PocketB
     try:
         eventually_sync(lambda: "pool running" in log.read_text(), within=120)
         sender = pb.new_sender()
-        rid = sender.http.post("/api/transcriber/records", files={"file": ("a.wav", speech_wav_bytes(1.0))}).json()[
-            "id"
-        ]
-        eventually_sync(
-            lambda: sender.http.get(f"/api/transcriber/records/{rid}").json()["status"] == "done", within=60
-        )
+        rid = sender.upload(speech_wav_bytes(1.0))
+        eventually_sync(lambda: sender.poll(rid)["status"] == "done", within=60)
     finally:
         worker.send_signal(signal.SIGTERM)
         assert worker.wait(30) == 0

@@ -42,11 +42,7 @@ def _stored(data: Path) -> set[str]:
 
 
 async def _recordings(pb: PocketBaseServer, su: Caller, plan: list[tuple[Caller, int]]) -> None:
-    ids = [
-        who.http.post("/api/transcriber/records", files={"file": ("a.wav", speech_wav_bytes(1.0))}).json()["id"]
-        for who, n in plan
-        for _ in range(n)
-    ]
+    ids = [who.upload(speech_wav_bytes(1.0)) for who, n in plan for _ in range(n)]
     async with running_sidecar(pb, default_steps(), provider=InstantProvider(), workers=2) as pool:
         async with pool_running(pool):
             await eventually(

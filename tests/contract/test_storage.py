@@ -112,7 +112,7 @@ class Remote:
         def upload() -> dict[str, Any]:
             if owner not in self.senders:
                 self.senders[owner] = self.pb.new_sender()
-            resp = self.senders[owner].http.post("/api/transcriber/records", files={"file": ("a.wav", wav_bytes(0.1))})
+            resp = self.senders[owner].try_upload()
             assert resp.status_code == 201, resp.text
             return dict(resp.json())
 

@@ -87,19 +87,14 @@ def test_a_dialogue_through_the_service_has_speakers_in_its_exports(tmp_path: Pa
     dialogue = next(d for d in DIALOGUES if d.audio.stem == "en_2speakers")
     with running_pocketbase(tmp_path) as pb:
         sender = pb.new_sender()
-        rid = sender.http.post(
-            "/api/transcriber/records", files={"file": ("meeting.ogg", dialogue.audio.read_bytes())}
-        ).json()["id"]
-        plain = sender.http.post("/api/transcriber/records", files={"file": ("note.wav", wav_bytes(1.0))}).json()["id"]
+        rid = sender.upload(dialogue.audio, name="meeting.ogg")
+        plain = sender.upload(wav_bytes(1.0), name="note.wav")
 
         async def run() -> None:
             async with running_sidecar(pb, default_steps(), provider=provider) as pool:
                 async with pool_running(pool):
                     await eventually(
-                        lambda: all(
-                            sender.http.get(f"/api/transcriber/records/{r}").json()["status"] == "done"
-                            for r in (rid, plain)
-                        ),
+                        lambda: all(sender.poll(r)["status"] == "done" for r in (rid, plain)),
                         within=240,
                     )
 

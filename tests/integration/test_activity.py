@@ -7,100 +7,75 @@ from typing import Any
 
 import httpx
 
-from testkit.media import wav_bytes
-from testkit.pocketbase import Caller
-
-LEASE = 60_000
+from testkit.pocketbase import CLAIMABLE, Caller, now_ms
 
 
-def now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-def upload(sender: Caller) -> str:
-    resp = sender.http.post("/api/transcriber/records", files={"file": ("a.wav", wav_bytes(0.1))})
-    assert resp.status_code == 201, resp.text
-    assert resp.json()["activity"] == "queued"
-    return str(resp.json()["id"])
-
-
-def poll(sender: Caller, rid: str) -> dict[str, Any]:
-    resp = sender.http.get(f"/api/transcriber/records/{rid}")
-    assert resp.status_code == 200, resp.text
-    return dict(resp.json())
-
-
-def claim(service: Caller, rid: str, lease: int = LEASE) -> str:
-    stages = ("uploaded", "normalized", "submitted", "transcribed")
-    resp = service.http.post("/api/pipeline/claim", json={"now": now_ms(), "leases": dict.fromkeys(stages, lease)})
-    assert resp.status_code == 200 and resp.json()["id"] == rid, resp.text
-    return str(resp.json()["token"])
-
-
-def fenced(service: Caller, rid: str, op: str, token: str, **body: Any) -> httpx.Response:
-    return service.http.post(f"/api/pipeline/records/{rid}/{op}", json={"token": token, "now": now_ms(), **body})
+def fenced(service: Caller, rid: str, outcome: str, token: str, **body: Any) -> httpx.Response:
+    return service.http.post(
+        f"/api/pipeline/records/{rid}/settle", json={"token": token, "now": now_ms(), "outcome": outcome, **body}
+    )
 
 
 def advance(service: Caller, rid: str, token: str, to: str) -> None:
-    assert fenced(service, rid, "advance", token, to=to).status_code == 200
+    assert fenced(service, rid, "advanced", token, to=to).status_code == 200
 
 
 def test_the_poll_says_what_is_happening_at_each_stage(sender: Caller, service: Caller) -> None:
-    rid = upload(sender)
-    assert poll(sender, rid)["activity"] == "queued"
-    token = claim(service, rid)
-    assert poll(sender, rid)["activity"] == "normalizing"
+    rid = sender.upload()
+    assert sender.poll(rid)["activity"] == "queued"
+    token = service.claim(rid)["token"]
+    assert sender.poll(rid)["activity"] == "normalizing"
     advance(service, rid, token, "normalized")
-    assert poll(sender, rid)["activity"] == "queued"  # between stages, waiting for a worker
+    assert sender.poll(rid)["activity"] == "queued"  # between stages, waiting for a worker
 
-    token = claim(service, rid)
-    body = poll(sender, rid)
+    token = service.claim(rid)["token"]
+    body = sender.poll(rid)
     assert (body["status"], body["activity"], body["language"]) == ("normalized", "recognizing", None)
     # The language lands with the progress the moment the engine finds it, long before done.
-    assert fenced(service, rid, "progress", token, progress=0.2, language="ru").status_code == 200
-    body = poll(sender, rid)
+    assert fenced(service, rid, "progressed", token, progress=0.2, language="ru").status_code == 200
+    body = sender.poll(rid)
     assert (body["status"], body["language"], body["progress"]) == ("normalized", "ru", 0.2)
-    assert fenced(service, rid, "progress", token, progress=0.7, activity="finding_speakers").status_code == 200
-    assert poll(sender, rid)["activity"] == "finding_speakers"
+    assert fenced(service, rid, "progressed", token, progress=0.7, activity="finding_speakers").status_code == 200
+    assert sender.poll(rid)["activity"] == "finding_speakers"
     items = sender.http.get("/api/transcriber/records").json()["items"]
     assert [(i["id"], i["activity"], i["language"]) for i in items] == [(rid, "finding_speakers", "ru")]
     advance(service, rid, token, "submitted")
 
-    token = claim(service, rid)
-    assert poll(sender, rid)["activity"] == "waiting_for_provider"  # polling it, or not: the provider has it
-    assert fenced(service, rid, "postpone", token, until=now_ms() + 1000).status_code == 200
-    assert poll(sender, rid)["activity"] == "waiting_for_provider"
+    token = service.claim(rid)["token"]
+    assert sender.poll(rid)["activity"] == "waiting_for_provider"  # polling it, or not: the provider has it
+    assert fenced(service, rid, "postponed", token, until=now_ms() + 1000).status_code == 200
+    assert sender.poll(rid)["activity"] == "waiting_for_provider"
     time.sleep(1.1)
-    token = claim(service, rid)
+    token = service.claim(rid)["token"]
     advance(service, rid, token, "transcribed")
-    assert poll(sender, rid)["activity"] == "queued"
-    token = claim(service, rid)
-    assert poll(sender, rid)["activity"] == "finalizing"
+    assert sender.poll(rid)["activity"] == "queued"
+    token = service.claim(rid)["token"]
+    assert sender.poll(rid)["activity"] == "finalizing"
     advance(service, rid, token, "done")
-    assert (poll(sender, rid)["activity"], poll(sender, rid)["progress"]) == ("done", 1)
+    assert (sender.poll(rid)["activity"], sender.poll(rid)["progress"]) == ("done", 1)
 
 
 def test_what_a_worker_said_ends_with_its_claim(sender: Caller, service: Caller) -> None:
-    rid = upload(sender)
-    token = claim(service, rid)
+    rid = sender.upload()
+    token = service.claim(rid)["token"]
     advance(service, rid, token, "normalized")
-    token = claim(service, rid, lease=1500)
-    assert fenced(service, rid, "progress", token, progress=0.9, activity="finding_speakers").status_code == 200
-    assert poll(sender, rid)["activity"] == "finding_speakers"
+    token = service.claim(rid, leases=dict.fromkeys(CLAIMABLE, 1500))["token"]
+    assert fenced(service, rid, "progressed", token, progress=0.9, activity="finding_speakers").status_code == 200
+    assert sender.poll(rid)["activity"] == "finding_speakers"
     time.sleep(1.6)  # the worker died: its lease ran out, the record waits to be claimed again
-    assert poll(sender, rid)["activity"] == "queued"
-    claim(service, rid)
-    assert poll(sender, rid)["activity"] == "recognizing"  # a new claim: nothing said yet
+    assert sender.poll(rid)["activity"] == "queued"
+    service.claim(rid)
+    assert sender.poll(rid)["activity"] == "recognizing"  # a new claim: nothing said yet
 
 
 def test_a_halted_recording_says_so_and_a_step_cannot_claim_what_the_record_says(
     sender: Caller, service: Caller
 ) -> None:
-    rid = upload(sender)
-    token = claim(service, rid)
+    rid = sender.upload()
+    token = service.claim(rid)["token"]
     for derived in ("queued", "done", "halted", "sleeping"):
-        refused = fenced(service, rid, "progress", token, progress=0.1, activity=derived)
+        refused = fenced(service, rid, "progressed", token, progress=0.1, activity=derived)
         assert refused.status_code == 400 and refused.json()["code"] == "invalid", derived
-    assert fenced(service, rid, "halt", token, code="unsupported_media", reason="not audio").status_code == 200
-    body = poll(sender, rid)
+    assert fenced(service, rid, "halted", token, code="unsupported_media", reason="not audio").status_code == 200
+    body = sender.poll(rid)
     assert (body["activity"], body["halt_code"]) == ("halted", "unsupported_media")

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any
 
 import httpx
@@ -12,43 +12,29 @@ import pytest
 from sidecar.clock import SystemClock
 from sidecar.outcome import Outcome
 from sidecar.storage.model import Claimed
-from testkit.media import wav_bytes
-from testkit.pocketbase import Caller, PocketBaseServer, created_ms
-
-LEASES = {"uploaded": 60_000, "normalized": 60_000}
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-def upload(sender: Caller) -> str:
-    resp = sender.http.post("/api/transcriber/records", files={"file": ("a.wav", wav_bytes(0.1))})
-    assert resp.status_code == 201
-    return str(resp.json()["id"])
-
-
-def claim(http: httpx.Client, now: int | None = None, leases: dict[str, int] | None = None) -> httpx.Response:
-    return http.post("/api/pipeline/claim", json={"now": now or now_ms(), "leases": leases or LEASES})
+from testkit.pocketbase import Caller, PocketBaseServer, created_ms, now_ms
 
 
 def race(pb: PocketBaseServer, n: int) -> list[httpx.Response]:
     """n claims at once, each on its own connection, released together."""
-    token = pb.service().token
-    clients = [httpx.Client(base_url=pb.url, headers={"Authorization": token}, timeout=30) for _ in range(n)]
+    service = pb.service()
+    callers = [
+        replace(service, http=httpx.Client(base_url=pb.url, headers={"Authorization": service.token}, timeout=30))
+        for _ in range(n)
+    ]
     try:
-        for c in clients:  # open the connections first so the requests really overlap
-            c.get("/api/health")
+        for c in callers:  # open the connections first so the requests really overlap
+            c.http.get("/api/health")
         with ThreadPoolExecutor(n) as ex:
-            return list(ex.map(lambda c: claim(c), clients))
+            return list(ex.map(lambda c: c.try_claim(), callers))
     finally:
-        for c in clients:
-            c.close()
+        for c in callers:
+            c.http.close()
 
 
 @pytest.mark.parametrize("n", [3, 50])
 def test_concurrent_claims_hand_one_record_to_exactly_one(pb: PocketBaseServer, sender: Caller, n: int) -> None:
-    rid = upload(sender)
+    rid = sender.upload()
     answers = race(pb, n)
     winners = [r for r in answers if r.status_code == 200]
     assert len(winners) == 1
@@ -59,7 +45,7 @@ def test_concurrent_claims_hand_one_record_to_exactly_one(pb: PocketBaseServer, 
 def test_many_rounds_of_racing_claims_never_grant_twice(
     pb: PocketBaseServer, sender: Caller, superuser: Caller
 ) -> None:
-    ids = [upload(sender) for _ in range(10)]
+    ids = [sender.upload() for _ in range(10)]
     answers = race(pb, 30)
     won = [r.json()["id"] for r in answers if r.status_code == 200]
     assert sorted(won) == sorted(ids)  # each record exactly once
@@ -68,8 +54,8 @@ def test_many_rounds_of_racing_claims_never_grant_twice(
 
 
 def test_claim_returns_only_id_and_token(pb: PocketBaseServer, sender: Caller, service: Caller) -> None:
-    upload(sender)
-    resp = claim(service.http)
+    sender.upload()
+    resp = service.try_claim()
     assert resp.status_code == 200
     assert set(resp.json()) == {"id", "token"}
 
@@ -77,12 +63,12 @@ def test_claim_returns_only_id_and_token(pb: PocketBaseServer, sender: Caller, s
 def test_a_leased_record_is_not_handed_out_until_the_lease_expires(
     pb: PocketBaseServer, sender: Caller, service: Caller
 ) -> None:
-    rid = upload(sender)
+    rid = sender.upload()
     t0 = now_ms()
-    first = claim(service.http, now=t0)
+    first = service.try_claim(now=t0)
     assert first.status_code == 200
-    assert claim(service.http, now=t0 + 59_000).status_code == 204
-    second = claim(service.http, now=t0 + 61_000)
+    assert service.try_claim(now=t0 + 59_000).status_code == 204
+    second = service.try_claim(now=t0 + 61_000)
     assert second.status_code == 200 and second.json()["id"] == rid
     assert second.json()["token"] != first.json()["token"]
 
@@ -90,47 +76,47 @@ def test_a_leased_record_is_not_handed_out_until_the_lease_expires(
 def test_empty_claim_says_when_the_next_record_becomes_available(
     pb: PocketBaseServer, sender: Caller, service: Caller
 ) -> None:
-    upload(sender)
+    sender.upload()
     t0 = now_ms()
-    assert claim(service.http, now=t0).status_code == 200
-    empty = claim(service.http, now=t0 + 1)
+    assert service.try_claim(now=t0).status_code == 200
+    empty = service.try_claim(now=t0 + 1)
     assert empty.status_code == 204
     assert int(empty.headers["X-Next-Available-At"]) == pytest.approx(t0 + 60_000, abs=5)
 
 
 def test_claim_hands_out_only_the_stages_it_is_given(pb: PocketBaseServer, sender: Caller, service: Caller) -> None:
-    upload(sender)
-    assert claim(service.http, leases={"normalized": 1000}).status_code == 204
-    assert claim(service.http, leases={"uploaded": 1000}).status_code == 200
-    bad = claim(service.http, leases={"done": 1000})
+    sender.upload()
+    assert service.try_claim(leases={"normalized": 1000}).status_code == 204
+    assert service.try_claim(leases={"uploaded": 1000}).status_code == 200
+    bad = service.try_claim(leases={"done": 1000})
     assert bad.status_code == 400
 
 
 def test_claims_follow_creation_order_across_owners(pb: PocketBaseServer, service: Caller) -> None:
     a, b = pb.new_sender(), pb.new_sender()
-    order = [upload(a), upload(b), upload(a), upload(b)]
-    got = [claim(service.http).json()["id"] for _ in order]
+    order = [a.upload(), b.upload(), a.upload(), b.upload()]
+    got = [service.try_claim().json()["id"] for _ in order]
     assert got == order
 
 
 def test_a_record_that_moved_on_keeps_its_place_in_creation_order(pb: PocketBaseServer, service: Caller) -> None:
     owner = pb.new_sender()
-    older, newer = upload(owner), upload(owner)
-    first = claim(service.http).json()
+    older, newer = owner.upload(), owner.upload()
+    first = service.try_claim().json()
     assert first["id"] == older
     assert write(service, older, "advanced", token=first["token"], to="normalized").status_code == 200
     # The older recording is finished first: its next step comes before the newer upload's first.
-    assert claim(service.http).json()["id"] == older
-    assert claim(service.http).json()["id"] == newer
+    assert service.try_claim().json()["id"] == older
+    assert service.try_claim().json()["id"] == newer
 
 
 def test_the_claim_key_is_the_creation_time_from_upload_to_advance(
     pb: PocketBaseServer, service: Caller, superuser: Caller
 ) -> None:
-    rid = upload(pb.new_sender())
+    rid = pb.new_sender().upload()
     rec = superuser.http.get(f"/api/collections/audio_records/records/{rid}").json()
     assert rec["available_at"] == created_ms(rec)
-    c = claim(service.http).json()
+    c = service.try_claim().json()
     assert write(service, rid, "advanced", token=c["token"], to="normalized").status_code == 200
     assert (
         superuser.http.get(f"/api/collections/audio_records/records/{rid}").json()["available_at"]
@@ -140,11 +126,11 @@ def test_the_claim_key_is_the_creation_time_from_upload_to_advance(
 
 def test_a_released_record_keeps_its_place_too(pb: PocketBaseServer, service: Caller) -> None:
     owner = pb.new_sender()
-    older, newer = upload(owner), upload(owner)
-    first = claim(service.http).json()
+    older, newer = owner.upload(), owner.upload()
+    first = service.try_claim().json()
     assert write(service, older, "released", token=first["token"]).status_code == 200
-    assert claim(service.http).json()["id"] == older
-    assert claim(service.http).json()["id"] == newer
+    assert service.try_claim().json()["id"] == older
+    assert service.try_claim().json()["id"] == newer
 
 
 def write(service: Caller, rid: str, outcome: str, **body: Any) -> httpx.Response:
@@ -155,10 +141,10 @@ def write(service: Caller, rid: str, outcome: str, **body: Any) -> httpx.Respons
 def test_fenced_writes_land_only_for_the_current_token(
     pb: PocketBaseServer, sender: Caller, service: Caller, superuser: Caller
 ) -> None:
-    rid = upload(sender)
+    rid = sender.upload()
     t0 = now_ms()
-    old = claim(service.http, now=t0).json()["token"]
-    new = claim(service.http, now=t0 + 61_000).json()["token"]  # lease expired, re-claimed
+    old = service.try_claim(now=t0).json()["token"]
+    new = service.try_claim(now=t0 + 61_000).json()["token"]  # lease expired, re-claimed
     writes: list[tuple[str, dict[str, Any]]] = [
         ("advanced", {"to": "normalized"}),
         ("postponed", {"until": now_ms() + 10_000}),
@@ -200,20 +186,20 @@ def test_fenced_writes_land_only_for_the_current_token(
 def test_release_gives_the_attempt_back_and_postpone_keeps_the_stage_clock(
     pb: PocketBaseServer, sender: Caller, service: Caller, superuser: Caller
 ) -> None:
-    rid = upload(sender)
+    rid = sender.upload()
     rec0 = superuser.http.get(f"/api/collections/audio_records/records/{rid}").json()
-    tok = claim(service.http).json()["token"]
+    tok = service.try_claim().json()["token"]
     assert write(service, rid, "released", token=tok).status_code == 200
     rec = superuser.http.get(f"/api/collections/audio_records/records/{rid}").json()
     assert rec["attempts"] == 0 and rec["claim_token"] == "" and rec["halted_at"] == ""
-    tok = claim(service.http).json()["token"]
+    tok = service.try_claim().json()["token"]
     until = now_ms() + 30_000
     assert write(service, rid, "postponed", token=tok, until=until).status_code == 200
     rec = superuser.http.get(f"/api/collections/audio_records/records/{rid}").json()
     assert rec["paused_until"] == until and rec["available_at"] == until
     assert rec["state_entered_at"] == rec0["state_entered_at"] and rec["state"] == "uploaded" and rec["attempts"] == 0
-    assert claim(service.http).status_code == 204  # paused
-    assert claim(service.http, now=until + 1).status_code == 200
+    assert service.try_claim().status_code == 204  # paused
+    assert service.try_claim(now=until + 1).status_code == 200
 
 
 # -- the states a running system reaches -----------------------------------------------------------
@@ -229,7 +215,7 @@ LONG_TITLE = ("Совещание 🎙️ 会議 اجتماع e\u0301 " * 30)[:5
 def test_a_record_with_any_stored_values_is_claimed_with_them(
     pb: PocketBaseServer, sender: Caller, service: Caller, progress: float
 ) -> None:
-    rid = upload(sender)
+    rid = sender.upload()
     now = now_ms()
     pb.sql(
         "UPDATE audio_records SET progress = ?, progress_at = ?, attempts = ?, queue_rev = ?, title = ?,"
@@ -266,7 +252,7 @@ async def test_the_sidecar_reads_a_claimed_record_with_fractional_progress(
 
     from sidecar.service import pocketbase_storage
 
-    rid = upload(sender)
+    rid = sender.upload()
     pb.sql("UPDATE audio_records SET progress = 0.3297, attempts = 3 WHERE id = ?", rid)
     async with pocketbase_storage(pb.settings, SystemClock()) as storage:
         await storage.connect()
@@ -278,10 +264,10 @@ async def test_the_sidecar_reads_a_claimed_record_with_fractional_progress(
 def test_a_record_the_claim_cannot_read_is_set_aside_and_the_queue_moves_on(
     pb: PocketBaseServer, sender: Caller, service: Caller, superuser: Caller
 ) -> None:
-    broken, behind = upload(sender), upload(sender)
+    broken, behind = sender.upload(), sender.upload()
     # A value no claim can return (a BLOB where text belongs): the claim's read fails on it.
     pb.sql("UPDATE audio_records SET title = CAST(X'C3A9FF00' AS BLOB) WHERE id = ?", broken)
-    first = claim(service.http)
+    first = service.try_claim()
     assert first.status_code == 200, first.text
     assert first.json()["id"] == behind
     assert first.headers["X-Set-Aside"] == broken
@@ -293,7 +279,7 @@ def test_a_record_the_claim_cannot_read_is_set_aside_and_the_queue_moves_on(
     assert [e["kind"] for e in events if e["kind"] == "halted"] == ["halted"]
     assert "BLOB" in next(e["outcome_text"] for e in events if e["kind"] == "halted")
     # Set aside once: later claims do not meet it again.
-    again = claim(service.http)
+    again = service.try_claim()
     assert again.status_code == 204 and "X-Set-Aside" not in again.headers
 
 
@@ -304,10 +290,10 @@ def test_the_journal_names_each_outcome_as_the_settle_route_does(
     values = next(f["values"] for f in kinds if f["name"] == "kind")
     assert {o.value for o in Outcome} <= set(values)
     assert not {"stage_entered", "step_failed"} & set(values)
-    rid = upload(sender)
-    tok = claim(service.http).json()["token"]
+    rid = sender.upload()
+    tok = service.try_claim().json()["token"]
     assert write(service, rid, "failed", token=tok, retry_at=now_ms(), text="boom").status_code == 200
-    tok = claim(service.http, now=now_ms() + 1).json()["token"]
+    tok = service.try_claim(now=now_ms() + 1).json()["token"]
     assert write(service, rid, "advanced", token=tok, to="normalized").status_code == 200
     events = superuser.http.get(
         "/api/collections/record_events/records", params={"filter": f'record = "{rid}"', "sort": "created"}

@@ -15,7 +15,6 @@ import respx
 from pydantic import SecretStr
 
 from sidecar.providers.base import OnProgress, Started, StartRequest
-from sidecar.providers.http import RetryPolicy
 from sidecar.providers.openai.provider import OpenAIProvider
 from sidecar.providers.speechkit.provider import SpeechKitProvider
 from sidecar.service import default_steps
@@ -34,7 +33,6 @@ STT = "https://stt.api.cloud.yandex.net"
 OPS = "https://operation.api.cloud.yandex.net"
 OP_ID = "e03sup6d5h7rq1234567"
 API_KEY = "AQVN-e2e-key-Xy12Zw34"
-FAST = RetryPolicy(attempts=3, wait_initial=0.001, wait_max=0.001, wait_jitter=0)
 PIPELINE: dict[str, Any] = {"workers": 1, "poll_delay": 0.05, "idle_poll": 0.1, "retry_delay": 0}
 
 
@@ -46,22 +44,12 @@ def api(pb: PocketBaseServer) -> Iterator[respx.MockRouter]:
         yield router
 
 
-def upload(sender: Caller) -> str:
-    resp = sender.http.post("/api/transcriber/records", files={"file": ("fox.ogg", CLIP.read_bytes(), "audio/ogg")})
-    assert resp.status_code == 201, resp.text
-    return str(resp.json()["id"])
-
-
-def poll_body(sender: Caller, rid: str) -> dict[str, Any]:
-    return dict(sender.http.get(f"/api/transcriber/records/{rid}").json())
-
-
 async def run_until_settled(pb: PocketBaseServer, provider: Any, sender: Caller, rid: str) -> dict[str, Any]:
     async with running_sidecar(pb, default_steps(), provider=provider, **PIPELINE) as pool:
         async with pool_running(pool):
 
             def settled() -> dict[str, Any] | None:
-                body = poll_body(sender, rid)
+                body = sender.poll(rid)
                 return body if body["status"] == "done" or body["halted"] else None
 
             found = await eventually(settled, within=45, what="the record done or halted")
@@ -148,8 +136,8 @@ async def test_speechkit_end_to_end_pays_once_and_leaves_nothing_behind(
     )
     delete = api.delete(f"{STT}/stt/v3/deleteRecognition", params={"operationId": OP_ID}).respond(200)
 
-    provider = KilledAfterStoringTheId(SpeechKitSettings(api_key=SecretStr(API_KEY)), s3.settings(bucket), retry=FAST)
-    rid = upload(sender)
+    provider = KilledAfterStoringTheId(SpeechKitSettings(api_key=SecretStr(API_KEY)), s3.settings(bucket))
+    rid = sender.upload(CLIP, mime="audio/ogg")
     body = await run_until_settled(pb, provider, sender, rid)
 
     assert body["status"] == "done" and not body["halted"], body
@@ -175,13 +163,13 @@ async def test_speechkit_failed_operation_halts_provider_failed_without_secrets(
     error = {"code": 3, "message": f"audio could not be decoded; key {API_KEY}"}
     api.get(f"{OPS}/operations/{OP_ID}").respond(200, json={"id": OP_ID, "done": True, "error": error})
     delete = api.delete(f"{STT}/stt/v3/deleteRecognition").respond(200, json={})
-    provider = SpeechKitProvider(SpeechKitSettings(api_key=SecretStr(API_KEY)), s3.settings(bucket), retry=FAST)
+    provider = SpeechKitProvider(SpeechKitSettings(api_key=SecretStr(API_KEY)), s3.settings(bucket))
 
-    rid = upload(sender)
+    rid = sender.upload(CLIP, mime="audio/ogg")
     body = await run_until_settled(pb, provider, sender, rid)
 
     assert body["halted"] and body["halt_code"] == "provider_failed", body
-    rec = superuser.http.get(f"/api/collections/audio_records/records/{rid}").json()
+    rec = superuser.record(rid)
     assert "INVALID_ARGUMENT (3): audio could not be decoded" in rec["halt_reason"]
     assert API_KEY not in rec["halt_reason"] and API_KEY not in json.dumps(events(superuser, rid))
     # O6: a failed attempt's copies go at once: the upload and the results at SpeechKit.
@@ -203,9 +191,9 @@ async def test_openai_compatible_end_to_end(pb: PocketBaseServer, sender: Caller
         "words": [{"word": w, "start": 0.3 * i, "end": 0.3 * i + 0.25} for i, w in enumerate(words)],
     }
     route = api.post("http://whisper.local:8000/v1/audio/transcriptions").respond(200, json=verbose)
-    provider = OpenAIProvider(OpenAISettings(base_url="http://whisper.local:8000/v1", model="whisper-1"), retry=FAST)
+    provider = OpenAIProvider(OpenAISettings(base_url="http://whisper.local:8000/v1", model="whisper-1"))
 
-    rid = upload(sender)
+    rid = sender.upload(CLIP, mime="audio/ogg")
     body = await run_until_settled(pb, provider, sender, rid)
 
     assert body["status"] == "done" and body["text"] == CLIP_TEXT, body

@@ -27,18 +27,14 @@ async def run_until(pb: PocketBaseServer, su: Caller, rid: str, predicate: Any, 
     provider = make_provider(pb.settings)
     async with running_sidecar(pb, default_steps(), provider=provider, workers=1, **settings) as pool:
         async with pool_running(pool):
-            await eventually(
-                lambda: predicate(su.http.get(f"/api/collections/audio_records/records/{rid}").json()), within=180
-            )
+            await eventually(lambda: predicate(su.record(rid)), within=180)
 
 
 async def test_a_recording_becomes_a_timed_transcript(pb: PocketBaseServer, sender: Caller, superuser: Caller) -> None:
-    resp = sender.http.post("/api/transcriber/records", files={"file": ("sample.ogg", SAMPLE.read_bytes())})
-    assert resp.status_code == 201
-    rid = resp.json()["id"]
+    rid = sender.upload(SAMPLE)
     await run_until(pb, superuser, rid, lambda r: r["state"] == "done" or r["halted_at"])
 
-    poll = sender.http.get(f"/api/transcriber/records/{rid}").json()
+    poll = sender.poll(rid)
     assert poll["status"] == "done" and poll["halted"] is False
     assert wer(SAMPLE_TEXT, poll["text"]) <= 0.1, poll["text"]
 
@@ -88,12 +84,12 @@ async def test_undecodable_audio_halts_without_spending_retries(
 ) -> None:
     # a valid Ogg page header, then garbage: intake accepts it, only decoding can tell
     bad = b"OggS\x00\x02" + bytes(range(256)) * 40
-    rid = sender.http.post("/api/transcriber/records", files={"file": ("x.ogg", bad)}).json()["id"]
+    rid = sender.upload(bad, name="x.ogg")
     await run_until(pb, superuser, rid, lambda r: bool(r["halted_at"]))
-    rec = superuser.http.get(f"/api/collections/audio_records/records/{rid}").json()
+    rec = superuser.record(rid)
     assert rec["halt_code"] == "unsupported_media" and rec["state"] == "uploaded"
     assert rec["attempts"] == 1  # halted on the first try
-    poll = sender.http.get(f"/api/transcriber/records/{rid}").json()
+    poll = sender.poll(rid)
     assert poll["halted"] is True and poll["halt_code"] == "unsupported_media" and poll["text"] is None
     assert sender.http.get(f"/api/transcriber/records/{rid}/transcript").status_code == 404
 
@@ -105,10 +101,7 @@ def test_a_submit_killed_after_the_provider_answered_does_not_pay_twice(
     import sys
     import time
 
-    def record(rid: str) -> dict[str, Any]:
-        return dict(superuser.http.get(f"/api/collections/audio_records/records/{rid}").json())
-
-    rid = sender.http.post("/api/transcriber/records", files={"file": ("s.ogg", SAMPLE.read_bytes())}).json()["id"]
+    rid = sender.upload(SAMPLE)
     counter = tmp_path / "starts.txt"
     env = pb.worker_env(
         TRANSCRIBER_PIPELINE__WORKERS="1",
@@ -124,20 +117,20 @@ def test_a_submit_killed_after_the_provider_answered_does_not_pay_twice(
     )
     assert first.returncode == -9  # killed inside submit, after the operation id was stored
     assert len(counter.read_text().splitlines()) == 1
-    rec = superuser.http.get(f"/api/collections/audio_records/records/{rid}").json()
+    rec = superuser.record(rid)
     assert rec["state"] == "normalized" and rec["attempts"] == 1
     # The dead claim's one-second lease runs out.
-    eventually_sync(lambda: record(rid)["claim_expires_at"] < time.time() * 1000, within=5)
+    eventually_sync(lambda: superuser.record(rid)["claim_expires_at"] < time.time() * 1000, within=5)
     second = subprocess.Popen(
         [sys.executable, "-m", "tests.support.kill_worker"], env=env | {"TEST_WORKER_MODE": "paid"}
     )
     try:
-        eventually_sync(lambda: record(rid)["state"] == "done", within=60)
+        eventually_sync(lambda: superuser.record(rid)["state"] == "done", within=60)
     finally:
         second.terminate()
         second.wait(30)
     assert len(counter.read_text().splitlines()) == 1  # started once, paid once
-    assert sender.http.get(f"/api/transcriber/records/{rid}").json()["text"] == "paid once"
+    assert sender.poll(rid)["text"] == "paid once"
     events = superuser.http.get("/api/collections/record_events/records", params={"filter": f'record="{rid}"'}).json()
     assert any("not started again" in e["outcome_text"] for e in events["items"])
 
@@ -166,7 +159,7 @@ async def test_a_lost_operation_is_recognized_again_when_the_owner_sets_the_stag
             t = Transcript(text=f"text of {operation_id}", segments=[Segment(start=0, end=1, text="x")])
             return Polled(ready=True, raw=t.model_dump_json().encode())
 
-    rid = sender.http.post("/api/transcriber/records", files={"file": ("a.wav", speech_wav_bytes(1.0))}).json()["id"]
+    rid = sender.upload(speech_wav_bytes(1.0))
     url = f"/api/collections/audio_records/records/{rid}"
 
     def owner_sets(**changes: Any) -> None:
@@ -197,12 +190,12 @@ async def test_a_lost_operation_is_recognized_again_when_the_owner_sets_the_stag
             await anyio.to_thread.run_sync(lambda: owner_sets(state="normalized", halted_at=""))
             done = await until(lambda r: r["state"] == "done" or r["halted_at"])
             assert done["state"] == "done", done
-            poll = await anyio.to_thread.run_sync(lambda: sender.http.get(f"/api/transcriber/records/{rid}").json())
+            poll = await anyio.to_thread.run_sync(lambda: sender.poll(rid))
             assert poll["text"] == "text of op-2"
             # A finished record, set back by the owner, is recognized anew rather than resumed.
             await anyio.to_thread.run_sync(lambda: owner_sets(state="normalized"))
             await until(lambda r: r["state"] == "done" and r["attempts"] == 0 and Expiring.starts == 3)
-            assert sender.http.get(f"/api/transcriber/records/{rid}").json()["text"] == "text of op-3"
+            assert sender.poll(rid)["text"] == "text of op-3"
     assert attempts() == ["op-1:failed", "op-2:superseded", "op-3:cleaned"]
     assert Expiring.starts == 3
 
@@ -213,7 +206,7 @@ async def test_setting_the_stage_back_to_uploaded_normalizes_again(
     """O9: a recording normalized for one provider can be redone for another; the old copy stays as history."""
     from sidecar.providers.instant import InstantProvider
 
-    rid = sender.http.post("/api/transcriber/records", files={"file": ("s.ogg", SAMPLE.read_bytes())}).json()["id"]
+    rid = sender.upload(SAMPLE)
     url = f"/api/collections/audio_records/records/{rid}"
 
     def normalized() -> list[dict[str, Any]]:

@@ -21,7 +21,6 @@ from sidecar.service import pipeline
 from sidecar.settings import InsightsSettings
 from sidecar.steps import insights
 from sidecar.steps.base import Step, StepContext
-from testkit.media import wav_bytes
 from testkit.pocketbase import Caller, PocketBaseServer
 from tests.support.exports import parse_json_export
 from tests.support.fakes import StubProvider
@@ -97,12 +96,6 @@ def pb_clock() -> Any:
     return SystemClock()
 
 
-def upload(sender: Caller) -> str:
-    resp = sender.http.post("/api/transcriber/records", files={"file": ("a.wav", wav_bytes(0.1))})
-    assert resp.status_code == 201
-    return str(resp.json()["id"])
-
-
 def when(row: dict[str, Any], ready: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
     """The row once it is ready (an empty dict, which ``eventually`` takes for not yet, before)."""
     return row if ready(row) else {}
@@ -116,10 +109,10 @@ def insights_row(su: Caller, rid: str) -> dict[str, Any]:
 async def test_a_done_recording_gets_a_grounded_brief_and_topics_everywhere_it_shows(
     pb: PocketBaseServer, sender: Caller, superuser: Caller
 ) -> None:
-    rid = upload(sender)
+    rid = sender.upload()
     async with sidecar(pb, lambda req: chat_answer(GOOD)) as pool, pool_running(pool):
         row = await eventually(lambda: when(insights_row(superuser, rid), lambda r: r["state"] == "done"))
-    poll = sender.http.get(f"/api/transcriber/records/{rid}").json()
+    poll = sender.poll(rid)
     assert poll["status"] == "done" and poll["text"].startswith("Good morning")
     assert poll["brief"] == "The billing page ships on Friday." and poll["topics"] == ["Billing"]
     items = sender.http.get("/api/transcriber/records").json()["items"]
@@ -140,7 +133,7 @@ async def test_a_done_recording_gets_a_grounded_brief_and_topics_everywhere_it_s
     topics = superuser.http.get("/api/collections/topics/records").json()["items"]
     assert [(t["name"], t["owner"]) for t in topics] == [("Billing", sender.id)]
     # The owner edits the brief in the panel: the quotes no longer describe it, so the export leaves them out.
-    rec = superuser.http.get(f"/api/collections/audio_records/records/{rid}").json()
+    rec = superuser.record(rid)
     form = {k: v for k, v in rec.items() if k not in ("id", "collectionId", "collectionName", "created", "updated")}
     form["brief"] = "My own words."
     assert superuser.http.patch(f"/api/collections/audio_records/records/{rid}", json=form).status_code == 200
@@ -153,12 +146,12 @@ async def test_a_done_recording_gets_a_grounded_brief_and_topics_everywhere_it_s
 async def test_an_owners_edit_while_the_step_runs_is_never_written_over(
     pb: PocketBaseServer, sender: Caller, superuser: Caller
 ) -> None:
-    rid = upload(sender)
+    rid = sender.upload()
     edited: list[bool] = []
 
     def edit_then_answer(req: httpx.Request) -> httpx.Response:
         if not edited:  # the owner saves the recording in the panel while the model thinks
-            rec = superuser.http.get(f"/api/collections/audio_records/records/{rid}").json()
+            rec = superuser.record(rid)
             form = {k: v for k, v in rec.items() if k not in ("id", "collectionId", "collectionName", "updated")}
             form["brief"] = "Written by the owner."
             resp = superuser.http.patch(f"/api/collections/audio_records/records/{rid}", json=form)
@@ -168,18 +161,18 @@ async def test_an_owners_edit_while_the_step_runs_is_never_written_over(
 
     async with sidecar(pb, edit_then_answer) as pool, pool_running(pool):
         await eventually(lambda: insights_row(superuser, rid)["state"] == "done" and edited)
-    poll = sender.http.get(f"/api/transcriber/records/{rid}").json()
+    poll = sender.poll(rid)
     assert poll["brief"] == "Written by the owner." and poll["topics"] == []
 
 
 async def test_a_failing_step_leaves_the_transcript_done_and_visible(
     pb: PocketBaseServer, sender: Caller, superuser: Caller
 ) -> None:
-    rid = upload(sender)
+    rid = sender.upload()
     async with sidecar(pb, lambda req: chat_answer("I cannot do JSON today.")) as pool, pool_running(pool):
         row = await eventually(lambda: when(insights_row(superuser, rid), lambda r: bool(r["halted_at"])))
     assert row["halt_code"] == "unparsable_answer" and row["state"] == "queued"
-    poll = sender.http.get(f"/api/transcriber/records/{rid}").json()
+    poll = sender.poll(rid)
     assert poll["status"] == "done" and not poll["halted"] and poll["text"] and poll["brief"] is None
     # The owner clears the halt in the panel: the step runs again (here: halts again, counted afresh).
     form = {"halted_at": "", "queue_rev": row["queue_rev"], "state": "queued"}

@@ -16,10 +16,6 @@ from testkit.media import CONTAINER_HEADS, wav_bytes
 from testkit.pocketbase import Caller, PocketBaseServer, running_pocketbase
 
 
-def upload(caller: Caller, content: bytes, name: str = "voice.wav", **data: str) -> httpx.Response:
-    return caller.http.post("/api/transcriber/records", files={"file": (name, content)}, data=data)
-
-
 def count(su: Caller, collection: str) -> int:
     resp = su.http.get(f"/api/collections/{collection}/records", params={"perPage": 1})
     resp.raise_for_status()
@@ -29,7 +25,7 @@ def count(su: Caller, collection: str) -> int:
 def test_upload_creates_record_and_original_and_answers_the_poll_body(
     pb: PocketBaseServer, sender: Caller, superuser: Caller
 ) -> None:
-    resp = upload(sender, wav_bytes(), title="Monday standup")
+    resp = sender.try_upload(wav_bytes(), name="voice.wav", title="Monday standup")
     assert resp.status_code == 201, resp.text
     body = resp.json()
     assert set(body) == {
@@ -73,7 +69,7 @@ def test_upload_creates_record_and_original_and_answers_the_poll_body(
 @pytest.mark.parametrize("kind", sorted(CONTAINER_HEADS))
 def test_known_containers_are_accepted(shared_pb: PocketBaseServer, kind: str) -> None:
     sender = shared_pb.new_sender()
-    assert upload(sender, CONTAINER_HEADS[kind], name=f"x.{kind}").status_code == 201
+    assert sender.try_upload(CONTAINER_HEADS[kind], name=f"x.{kind}").status_code == 201
 
 
 @pytest.mark.parametrize(
@@ -137,7 +133,7 @@ def test_over_the_size_limit_is_refused_with_413(tmp_path: Path) -> None:
     with running_pocketbase(tmp_path / "small", max_upload_mb=1) as small:
         s = small.new_sender()
         big = wav_bytes(40)  # ~1.3 MB
-        resp = upload(s, big)
+        resp = s.try_upload(big)
         assert resp.status_code == 413, resp.text
         assert "limit" in resp.json()["message"]
         su = small.superuser()
@@ -147,7 +143,7 @@ def test_over_the_size_limit_is_refused_with_413(tmp_path: Path) -> None:
 def test_poll_is_for_the_owner_only(
     pb: PocketBaseServer, sender: Caller, other_sender: Caller, service: Caller, superuser: Caller
 ) -> None:
-    rec_id = upload(sender, wav_bytes()).json()["id"]
+    rec_id = sender.upload(wav_bytes())
     assert sender.http.get(f"/api/transcriber/records/{rec_id}").status_code == 200
     other = other_sender.http.get(f"/api/transcriber/records/{rec_id}")
     missing = other_sender.http.get("/api/transcriber/records/doesnotexist123")
@@ -157,13 +153,13 @@ def test_poll_is_for_the_owner_only(
     assert service.http.get(f"/api/transcriber/records/{rec_id}").status_code == 403
     assert superuser.http.get(f"/api/transcriber/records/{rec_id}").status_code == 403
     assert pb.anonymous().post("/api/transcriber/records", files={"file": ("a.wav", wav_bytes())}).status_code == 401
-    assert service.http.post("/api/transcriber/records", files={"file": ("a.wav", wav_bytes())}).status_code == 403
+    assert service.try_upload(wav_bytes()).status_code == 403
 
 
 def test_unicode_and_path_like_names_are_kept_as_plain_names(
     pb: PocketBaseServer, sender: Caller, superuser: Caller
 ) -> None:
-    resp = upload(sender, wav_bytes(0.2), name="../../etc/Встреча 🎙.wav")
+    resp = sender.try_upload(wav_bytes(0.2), name="../../etc/Встреча 🎙.wav")
     assert resp.status_code == 201
     row = superuser.http.get("/api/collections/files/records").json()["items"][0]
     assert "/" not in row["blob"] and ".." not in row["blob"]
@@ -189,8 +185,8 @@ def test_a_sender_lists_their_own_recordings_newest_first_and_never_anothers(
     pb: PocketBaseServer, sender: Caller, other_sender: Caller
 ) -> None:
     """O12: the list route pages the caller's own records, each the poll body without the text."""
-    mine = [upload(sender, wav_bytes(), title=f"mine {i}").json()["id"] for i in range(3)]
-    theirs = [upload(other_sender, wav_bytes(), title=f"theirs {i}").json()["id"] for i in range(2)]
+    mine = [sender.upload(wav_bytes(), title=f"mine {i}") for i in range(3)]
+    theirs = [other_sender.upload(wav_bytes(), title=f"theirs {i}") for i in range(2)]
 
     first = sender.http.get("/api/transcriber/records", params={"page": 1, "perPage": 2})
     assert first.status_code == 200, first.text
@@ -276,8 +272,8 @@ def test_intake_reserves_the_length_the_container_declares(
     """H4: the audio a recording reserves against its sender's day is read from its header at intake."""
     path = DECLARING[kind](tmp_path)
     sender, su = shared_pb.new_sender(), shared_pb.superuser()
-    rid = upload(sender, path.read_bytes(), name=path.name).json()["id"]
-    rec = su.http.get(f"/api/collections/audio_records/records/{rid}").json()
+    rid = sender.upload(path)
+    rec = su.record(rid)
     assert 7000 <= rec["quota_ms"] <= 7100, rec["quota_ms"]  # MP3 and Matroska count their last frame whole
 
 
@@ -286,8 +282,8 @@ def test_a_container_that_declares_no_length_reserves_a_guess_from_its_size(
 ) -> None:
     path = write_audio(tmp_path / "a.aac", 7.0, codec="aac", container="adts")  # ADTS carries no length
     sender, su = shared_pb.new_sender(), shared_pb.superuser()
-    rid = upload(sender, path.read_bytes(), name=path.name).json()["id"]
-    rec = su.http.get(f"/api/collections/audio_records/records/{rid}").json()
+    rid = sender.upload(path)
+    rec = su.record(rid)
     assert rec["quota_ms"] == -(-path.stat().st_size // 2000) * 1000  # 16 kbit/s
     journal = su.http.get("/api/collections/record_events/records", params={"filter": f"record='{rid}'"}).json()
     assert "declares no length" in journal["items"][0]["outcome_text"]

@@ -26,18 +26,12 @@ CLIPS_RU: dict[str, str] = json.loads((SPEECH_RU / "clips.json").read_text(encod
 CLIPS: dict[str, str] = json.loads((SPEECH / "clips.json").read_text(encoding="utf-8"))
 
 
-def upload(sender: Caller, path: Path, **form: str) -> str:
-    resp = sender.http.post("/api/transcriber/records", files={"file": (path.name, path.read_bytes())}, data=form)
-    assert resp.status_code == 201, resp.text
-    return str(resp.json()["id"])
-
-
 async def run_until_settled(pb: PocketBaseServer, su: Caller, ids: list[str], **settings: Any) -> None:
     """Runs the real pipeline (offline provider) until every record is done or halted."""
 
     def settled() -> bool:
         for rid in ids:
-            rec = su.http.get(f"/api/collections/audio_records/records/{rid}").json()
+            rec = su.record(rid)
             if not (rec["state"] == "done" or rec["halted_at"]):
                 return False
         return True
@@ -62,33 +56,33 @@ async def test_russian_end_to_end_on_the_default_settings(
 ) -> None:
     names = ["book.ogg", "park.ogg", "doctor.ogg"]
     recording = compose_wav([SPEECH_RU / n for n in names], tmp_path / "ru.wav")
-    rid = upload(sender, recording)
-    assert sender.http.get(f"/api/transcriber/records/{rid}").json()["language"] is None
+    rid = sender.upload(recording)
+    assert sender.poll(rid)["language"] is None
     await run_until_settled(pb, superuser, [rid])
 
-    poll = sender.http.get(f"/api/transcriber/records/{rid}").json()
+    poll = sender.poll(rid)
     assert poll["status"] == "done" and poll["language"] == "ru"
     assert wer(" ".join(CLIPS_RU[n] for n in names), poll["text"]) <= 0.2, poll["text"]
     export = json.loads(sender.http.get(f"/api/transcriber/records/{rid}/transcript", params={"format": "json"}).text)
     assert export["language"] == "ru" and export["text"] == poll["text"]
-    rec = superuser.http.get(f"/api/collections/audio_records/records/{rid}").json()
+    rec = superuser.record(rid)
     assert rec["language"] == "ru" and rec["language_hint"] == ""
 
 
 async def test_english_end_to_end_and_a_hint_that_is_honoured(
     pb: PocketBaseServer, sender: Caller, superuser: Caller
 ) -> None:
-    english = upload(sender, SPEECH / "report.ogg")
-    hinted = upload(sender, SPEECH_RU / "dacha.ogg", language="en")  # told English, though it is Russian
-    assert sender.http.get(f"/api/transcriber/records/{hinted}").json()["language"] is None
+    english = sender.upload(SPEECH / "report.ogg")
+    hinted = sender.upload(SPEECH_RU / "dacha.ogg", language="en")  # told English, though it is Russian
+    assert sender.poll(hinted)["language"] is None
     await run_until_settled(pb, superuser, [english, hinted])
 
-    poll = sender.http.get(f"/api/transcriber/records/{english}").json()
+    poll = sender.poll(english)
     assert poll["status"] == "done" and poll["language"] == "en"
     assert wer(CLIPS["report.ogg"], poll["text"]) <= 0.1, poll["text"]
-    told = sender.http.get(f"/api/transcriber/records/{hinted}").json()
+    told = sender.poll(hinted)
     assert told["status"] == "done" and told["language"] == "en"
-    rec = superuser.http.get(f"/api/collections/audio_records/records/{hinted}").json()
+    rec = superuser.record(hinted)
     assert rec["language_hint"] == "en"
 
 
@@ -96,11 +90,7 @@ async def test_english_end_to_end_and_a_hint_that_is_honoured(
 def test_an_unknown_language_is_refused_and_nothing_is_made(
     pb: PocketBaseServer, sender: Caller, superuser: Caller, value: str
 ) -> None:
-    resp = sender.http.post(
-        "/api/transcriber/records",
-        files={"file": ("a.ogg", (SPEECH / "fox.ogg").read_bytes())},
-        data={"language": value},
-    )
+    resp = sender.try_upload(SPEECH / "fox.ogg", language=value)
     assert resp.status_code == 400
     body = resp.json()
     assert body["code"] == "unknown_language" and "ISO 639-1" in body["message"]
@@ -109,11 +99,9 @@ def test_an_unknown_language_is_refused_and_nothing_is_made(
 
 
 def test_auto_or_an_upper_case_code_is_accepted(sender: Caller, superuser: Caller) -> None:
-    auto = upload(sender, SPEECH / "fox.ogg", language="auto")
-    upper = upload(sender, SPEECH / "fox.ogg", language="RU")
-    hints = [
-        superuser.http.get(f"/api/collections/audio_records/records/{r}").json()["language_hint"] for r in (auto, upper)
-    ]
+    auto = sender.upload(SPEECH / "fox.ogg", language="auto")
+    upper = sender.upload(SPEECH / "fox.ogg", language="RU")
+    hints = [superuser.record(r)["language_hint"] for r in (auto, upper)]
     assert hints == ["", "ru"]
 
 
@@ -125,11 +113,11 @@ async def test_silence_noise_and_tiny_clips_end_done_with_an_empty_transcript(
         "noise": compose_wav([5.0], tmp_path / "noise.wav", noise=0.02),
         **{f"{ms} ms": write_audio(tmp_path / f"t{ms}.wav", ms / 1000, codec="pcm_s16le") for ms in (10, 50, 250)},
     }
-    ids = {name: upload(sender, path) for name, path in quiet.items()}
+    ids = {name: sender.upload(path) for name, path in quiet.items()}
     await run_until_settled(pb, superuser, list(ids.values()), workers=2)
 
     for name, rid in ids.items():
-        poll = sender.http.get(f"/api/transcriber/records/{rid}").json()
+        poll = sender.poll(rid)
         assert (poll["status"], poll["halted"], poll["text"], poll["language"]) == ("done", False, "", None), name
         notes = [e["outcome_text"] for e in journal(superuser, rid)]
         assert any("no speech found" in n for n in notes), (name, notes)
@@ -147,10 +135,10 @@ async def test_a_sub_second_last_block_is_recognized_once(
     recording = compose_wav([speech, 20.0 - decode_info(speech).seconds + 240 / 16000], tmp_path / "sliver.wav")
     with wave.open(str(recording)) as w:
         assert w.getnframes() == 20 * 16000 + 240
-    rid = upload(sender, recording)
+    rid = sender.upload(recording)
     await run_until_settled(pb, superuser, [rid])
 
-    poll = sender.http.get(f"/api/transcriber/records/{rid}").json()
+    poll = sender.poll(rid)
     assert poll["status"] == "done", poll
     assert wer(CLIPS["station.ogg"] + " " + CLIPS["fox.ogg"], poll["text"]) <= 0.15, poll["text"]
     assert len(attempts(superuser, rid)) == 1
@@ -169,10 +157,10 @@ async def test_an_engine_failure_on_the_input_halts_at_once(
 
     monkeypatch.setattr(model, "transcribe", crash)  # one window at a time
     monkeypatch.setattr(faster_whisper.BatchedInferencePipeline, "transcribe", crash)  # batched (the default)
-    rid = upload(sender, SPEECH / "fox.ogg")
+    rid = sender.upload(SPEECH / "fox.ogg")
     await run_until_settled(pb, superuser, [rid])
 
-    rec = superuser.http.get(f"/api/collections/audio_records/records/{rid}").json()
+    rec = superuser.record(rid)
     assert rec["halt_code"] == "provider_failed" and "IndexError" in rec["halt_reason"]
     assert rec["attempts"] == 1  # halted on the first try, not retried five times
     assert [e["kind"] for e in journal(superuser, rid)].count("failed") == 0

@@ -22,7 +22,6 @@ import respx
 from pydantic import SecretStr
 
 from sidecar.providers.base import OnProgress, Started, StartRequest
-from sidecar.providers.http import RetryPolicy
 from sidecar.providers.offline.provider import OfflineProvider
 from sidecar.providers.openai.provider import OpenAIProvider
 from sidecar.providers.speechkit.provider import SpeechKitProvider
@@ -41,7 +40,6 @@ pytestmark = pytest.mark.anyio
 SIX_HOURS = 6 * 3600.0
 CLIPS = sorted(SPEECH_DIR.glob("*.ogg")) + sorted(RU_SPEECH_DIR.glob("*.ogg"))
 WHISPER = "http://whisper.local:8000/v1"
-FAST = RetryPolicy(attempts=3, wait_initial=0.001, wait_max=0.001, wait_jitter=0)
 PIPELINE: dict[str, Any] = {"workers": 1, "poll_delay": 0.05, "idle_poll": 0.1, "retry_delay": 0}
 
 
@@ -80,13 +78,11 @@ async def transcribe(
 ) -> dict[str, Any]:
     """The recording uploaded and run to its end; ``seen`` collects the progress the poll showed."""
     data = await anyio.Path(audio).read_bytes()
-    resp = sender.http.post("/api/transcriber/records", files={"file": (audio.name, data)})
-    assert resp.status_code == 201, resp.text
-    rid = resp.json()["id"]
+    rid = sender.upload(data, name=audio.name)
     seen = [] if seen is None else seen
 
     def settled() -> dict[str, Any] | None:
-        body = dict(sender.http.get(f"/api/transcriber/records/{rid}").json())
+        body = sender.poll(rid)
         if body["progress"] is not None:
             seen.append(body["progress"])
         return body if body["status"] == "done" or body["halted"] else None
@@ -150,7 +146,7 @@ async def test_six_hours_on_speechkit_in_pieces_under_four_hours_each_paid_once(
     bucket = s3.new_bucket()
     fake = FakeSpeechKit(api, s3, bucket, Listener(CLIPS))
     provider = DiesAfterStartingPieceTwo(
-        SpeechKitSettings(api_key=SecretStr("AQVN-long-key-0123456789")), s3.settings(bucket), retry=FAST
+        SpeechKitSettings(api_key=SecretStr("AQVN-long-key-0123456789")), s3.settings(bucket)
     )
 
     body = await transcribe(pb, provider, sender, audio)
@@ -171,7 +167,7 @@ async def test_six_hours_on_an_openai_compatible_server_in_bodies_under_25_mb(
 ) -> None:
     audio, placed = meeting
     fake = FakeOpenAI(api, WHISPER, Listener(CLIPS))
-    provider = OpenAIProvider(OpenAISettings(base_url=WHISPER, model="whisper-1"), retry=FAST)
+    provider = OpenAIProvider(OpenAISettings(base_url=WHISPER, model="whisper-1"))
 
     body = await transcribe(pb, provider, sender, audio)
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from testkit.media import wav_bytes
-from testkit.pocketbase import Caller, PocketBaseServer, created_ms
+from testkit.pocketbase import Caller, PocketBaseServer, created_ms, now_ms
 from tests.support.waiting import eventually_sync
 
 FORM_FIELDS = [
@@ -28,29 +27,13 @@ FORM_FIELDS = [
 ]
 
 
-def now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-def new_record(sender: Caller) -> str:
-    resp = sender.http.post("/api/transcriber/records", files={"file": ("a.wav", wav_bytes(0.2))}, data={"title": "t0"})
-    assert resp.status_code == 201
-    return str(resp.json()["id"])
-
-
 def open_form(su: Caller, rid: str) -> dict[str, Any]:
-    rec = su.http.get(f"/api/collections/audio_records/records/{rid}").json()
+    rec = su.record(rid)
     return {k: rec[k] for k in FORM_FIELDS}
 
 
 def save_form(su: Caller, rid: str, form: dict[str, Any]) -> dict[str, Any]:
     resp = su.http.patch(f"/api/collections/audio_records/records/{rid}", json=form)
-    assert resp.status_code == 200, resp.text
-    return dict(resp.json())
-
-
-def claim(service: Caller) -> dict[str, Any]:
-    resp = service.http.post("/api/pipeline/claim", json={"now": now_ms(), "leases": {"uploaded": 60_000}})
     assert resp.status_code == 200, resp.text
     return dict(resp.json())
 
@@ -65,8 +48,8 @@ def events(su: Caller, rid: str) -> list[dict[str, Any]]:
 def test_clearing_halted_at_releases_the_claim_and_resets_the_clocks(
     pb: PocketBaseServer, sender: Caller, service: Caller, superuser: Caller
 ) -> None:
-    rid = new_record(sender)
-    c = claim(service)
+    rid = sender.upload(title="t0")
+    c = service.claim()
     halt = service.http.post(
         f"/api/pipeline/records/{rid}/settle",
         json={"outcome": "halted", "token": c["token"], "now": now_ms(), "code": "stalled", "reason": "r"},
@@ -87,16 +70,16 @@ def test_clearing_halted_at_releases_the_claim_and_resets_the_clocks(
     assert saved["state"] == "uploaded"
     assert [e["kind"] for e in events(superuser, rid)][-1] == "resumed"
     # and the record is claimable again, with a new token
-    again = claim(service)
+    again = service.claim()
     assert again["id"] == rid and again["token"] != c["token"]
 
 
 def test_stale_form_with_only_the_title_changed_keeps_the_workers_fields(
     pb: PocketBaseServer, sender: Caller, service: Caller, superuser: Caller
 ) -> None:
-    rid = new_record(sender)
+    rid = sender.upload(title="t0")
     form = open_form(superuser, rid)  # the owner opens the dialog
-    c = claim(service)  # meanwhile a worker claims the record
+    c = service.claim()  # meanwhile a worker claims the record
     fresh = open_form(superuser, rid)
     form["title"] = "Renamed by the owner"
     saved = save_form(superuser, rid, form)
@@ -118,9 +101,9 @@ def test_a_stale_form_that_would_change_the_stage_is_refused_with_a_message(
     pb: PocketBaseServer, sender: Caller, service: Caller, superuser: Caller
 ) -> None:
     """O8: not silently dropped (the panel would show success): refused, and the panel shows why."""
-    rid = new_record(sender)
+    rid = sender.upload(title="t0")
     form = open_form(superuser, rid)
-    c = claim(service)
+    c = service.claim()
     service.http.post(
         f"/api/pipeline/records/{rid}/settle",
         json={"outcome": "advanced", "token": c["token"], "now": now_ms(), "to": "normalized"},
@@ -129,7 +112,7 @@ def test_a_stale_form_that_would_change_the_stage_is_refused_with_a_message(
     resp = superuser.http.patch(f"/api/collections/audio_records/records/{rid}", json=form)  # still says "uploaded"
     assert resp.status_code == 400
     assert "changed since you opened it" in resp.json()["message"] and "normalized" in resp.json()["message"]
-    rec = superuser.http.get(f"/api/collections/audio_records/records/{rid}").json()
+    rec = superuser.record(rid)
     assert rec["state"] == "normalized" and rec["title"] == "t0"  # nothing of the stale form landed
     # Reopened, the same edit goes through.
     fresh = open_form(superuser, rid)
@@ -140,10 +123,10 @@ def test_a_stale_form_that_would_change_the_stage_is_refused_with_a_message(
 def test_the_owner_can_change_a_record_a_worker_keeps_claiming_and_postponing(
     pb: PocketBaseServer, sender: Caller, service: Caller, superuser: Caller
 ) -> None:
-    rid = new_record(sender)
+    rid = sender.upload(title="t0")
     form = open_form(superuser, rid)  # the dialog stays open while a worker polls the record
     for _ in range(3):
-        c = claim(service)
+        c = service.claim()
         resp = service.http.post(
             f"/api/pipeline/records/{rid}/settle",
             json={"outcome": "postponed", "token": c["token"], "now": now_ms(), "until": now_ms() + 1},
@@ -170,8 +153,8 @@ def test_the_owner_can_change_a_record_a_worker_keeps_claiming_and_postponing(
 def test_changing_the_stage_restarts_it_and_is_journalled(
     pb: PocketBaseServer, sender: Caller, service: Caller, superuser: Caller
 ) -> None:
-    rid = new_record(sender)
-    c = claim(service)
+    rid = sender.upload(title="t0")
+    c = service.claim()
     form = open_form(superuser, rid)
     before = now_ms()
     form["state"] = "normalized"
@@ -191,7 +174,7 @@ def test_changing_the_stage_restarts_it_and_is_journalled(
 def test_setting_the_stage_to_done_takes_the_record_out_of_the_queue(
     pb: PocketBaseServer, sender: Caller, service: Caller, superuser: Caller
 ) -> None:
-    rid = new_record(sender)
+    rid = sender.upload(title="t0")
     form = open_form(superuser, rid)
     form["state"] = "done"
     assert save_form(superuser, rid, form)["available_at"] == 0
@@ -200,6 +183,6 @@ def test_setting_the_stage_to_done_takes_the_record_out_of_the_queue(
 
 
 def test_direct_edits_of_worker_fields_are_ignored(pb: PocketBaseServer, sender: Caller, superuser: Caller) -> None:
-    rid = new_record(sender)
+    rid = sender.upload(title="t0")
     saved = save_form(superuser, rid, {"attempts": 9, "claim_token": "forged", "title": "ok"})
     assert saved["attempts"] == 0 and saved["claim_token"] == "" and saved["title"] == "ok"

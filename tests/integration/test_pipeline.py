@@ -19,7 +19,6 @@ import pytest
 from sidecar.outcome import Advance, StepResult, Verdict
 from sidecar.steps.base import Step, StepContext
 from sidecar.storage.model import Claimed
-from testkit.media import wav_bytes
 from testkit.pocketbase import Caller, PocketBaseServer, free_port
 from tests.support.sidecar import pool_running, running_sidecar
 from tests.support.waiting import eventually, eventually_sync
@@ -27,21 +26,9 @@ from tests.support.waiting import eventually, eventually_sync
 pytestmark = pytest.mark.anyio
 
 
-def upload(sender: Caller, title: str = "") -> str:
-    resp = sender.http.post(
-        "/api/transcriber/records", files={"file": ("a.wav", wav_bytes(0.1))}, data={"title": title}
-    )
-    assert resp.status_code == 201
-    return str(resp.json()["id"])
-
-
-def record(su: Caller, rid: str) -> dict[str, Any]:
-    return dict(su.http.get(f"/api/collections/audio_records/records/{rid}").json())
-
-
 def panel_edit(su: Caller, rid: str, **changes: Any) -> dict[str, Any]:
     """The panel's whole-form save, opened now."""
-    form = record(su, rid)
+    form = su.record(rid)
     form.update(changes)
     for k in ("id", "collectionId", "collectionName", "created", "updated"):
         form.pop(k, None)
@@ -66,7 +53,7 @@ async def claim_one(pool: Any) -> Claimed:
 async def test_owner_panel_edit_survives_the_steps_save(
     pb: PocketBaseServer, sender: Caller, superuser: Caller
 ) -> None:
-    rid = upload(sender, "before")
+    rid = sender.upload(title="before")
 
     async def step(ctx: StepContext) -> StepResult:
         await anyio.to_thread.run_sync(lambda: panel_edit(superuser, rid, title="edited in the panel", brief="notes"))
@@ -74,7 +61,7 @@ async def test_owner_panel_edit_survives_the_steps_save(
 
     async with running_sidecar(pb, dict(ALL, normalize=step)) as pool:
         assert await pool.runner.run(await claim_one(pool)) is Verdict.ADVANCED
-    rec = record(superuser, rid)
+    rec = superuser.record(rid)
     assert rec["state"] == "normalized"
     assert rec["title"] == "edited in the panel" and rec["brief"] == "notes"
     assert rec["owner"] == sender.id
@@ -83,7 +70,7 @@ async def test_owner_panel_edit_survives_the_steps_save(
 async def test_an_unhalt_in_the_panel_under_a_running_step_drops_its_result(
     pb: PocketBaseServer, sender: Caller, superuser: Caller
 ) -> None:
-    rid = upload(sender)
+    rid = sender.upload()
     second: list[Claimed] = []
 
     async def step(ctx: StepContext) -> StepResult:
@@ -95,7 +82,7 @@ async def test_an_unhalt_in_the_panel_under_a_running_step_drops_its_result(
     async with running_sidecar(pb, dict(ALL, normalize=step)) as pool:
         first = await claim_one(pool)
         assert await pool.runner.run(first) is Verdict.FENCED_OUT
-    rec = record(superuser, rid)
+    rec = superuser.record(rid)
     assert rec["state"] == "uploaded" and rec["claim_token"] == second[0].claim.token
     assert rec["halted_at"] == ""
 
@@ -106,8 +93,8 @@ async def test_new_uploads_wake_idle_workers_through_realtime(
     async with running_sidecar(pb, ALL, workers=1, idle_poll=30) as pool, pool_running(pool):
         await anyio.sleep(0.5)  # the worker is now idle, waiting up to 30 s
         t0 = time.monotonic()
-        rid = await anyio.to_thread.run_sync(upload, sender)
-        await eventually(lambda: record(superuser, rid)["state"] == "done", within=10)
+        rid = await anyio.to_thread.run_sync(sender.upload)
+        await eventually(lambda: superuser.record(rid)["state"] == "done", within=10)
         elapsed = time.monotonic() - t0
     assert elapsed < 10  # woken by the realtime event, not the 30 s poll
 
@@ -115,7 +102,7 @@ async def test_new_uploads_wake_idle_workers_through_realtime(
 def test_a_step_that_takes_its_process_down_halts_after_max_attempts(
     pb: PocketBaseServer, sender: Caller, superuser: Caller
 ) -> None:
-    rid = upload(sender)
+    rid = sender.upload()
     env = pb.worker_env(
         TRANSCRIBER_PIPELINE__WORKERS="1",
         TRANSCRIBER_PIPELINE__MAX_ATTEMPTS="2",
@@ -125,19 +112,19 @@ def test_a_step_that_takes_its_process_down_halts_after_max_attempts(
     for _ in range(3):
         proc = subprocess.run([sys.executable, "-m", "tests.support.kill_worker"], env=env, timeout=60, check=False)
         codes.append(proc.returncode)
-        if record(superuser, rid)["halted_at"]:
+        if superuser.record(rid)["halted_at"]:
             break
         # The dead worker's one-second lease runs out.
-        eventually_sync(lambda: record(superuser, rid)["claim_expires_at"] < time.time() * 1000, within=5)
+        eventually_sync(lambda: superuser.record(rid)["claim_expires_at"] < time.time() * 1000, within=5)
     assert codes[:2] == [-9, -9]  # really killed, twice
-    rec = record(superuser, rid)
+    rec = superuser.record(rid)
     assert rec["halt_code"] == "attempts_exhausted", rec
     assert rec["attempts"] == 3
 
 
 async def test_metrics_count_step_runs_and_records_per_stage(pb: PocketBaseServer, sender: Caller) -> None:
-    upload(sender)
-    upload(sender)
+    sender.upload()
+    sender.upload()
     async with running_sidecar(pb, ALL) as pool:
         metrics = pool.runner.metrics
         await pool.runner.run(await claim_one(pool))

@@ -3,20 +3,17 @@
 from __future__ import annotations
 
 import re
-import time
 
 import pytest
 
 from testkit.media import wav_bytes
-from testkit.pocketbase import COLLECTIONS, Caller, PocketBaseServer
+from testkit.pocketbase import COLLECTIONS, Caller, PocketBaseServer, now_ms
 from tests.unit.test_js_lint import configured_globals
 
 
 @pytest.fixture
 def record_id(sender: Caller) -> str:
-    resp = sender.http.post("/api/transcriber/records", files={"file": ("a.wav", wav_bytes(0.2))})
-    assert resp.status_code == 201
-    return str(resp.json()["id"])
+    return sender.upload(wav_bytes(0.2))
 
 
 def _some_id(su: Caller, collection: str) -> str:
@@ -84,9 +81,7 @@ HISTORY = ["record_events", "recognition_attempts", "files"]
 def test_the_pipelines_rows_are_read_only_in_the_panel_but_a_transcript_can_be_corrected(
     pb: PocketBaseServer, service: Caller, superuser: Caller, record_id: str
 ) -> None:
-    token = service.http.post("/api/pipeline/claim", json={"now": 1 << 42, "leases": {"uploaded": 60_000}}).json()[
-        "token"
-    ]
+    token = service.claim(record_id, now=1 << 42)["token"]
     pipe = f"/api/pipeline/records/{record_id}"
     assert service.http.post(f"{pipe}/attempts", json={"token": token, "provider": "offline"}).status_code == 200
     assert service.http.put(f"{pipe}/texts/transcript", json={"token": token, "content": "helo"}).status_code == 200
@@ -121,10 +116,10 @@ def test_owner_of_records_cannot_be_deleted_either(
 
 
 def test_pipeline_routes_are_for_the_service_user_only(pb: PocketBaseServer, sender: Caller, superuser: Caller) -> None:
-    body = {"now": int(time.time() * 1000), "leases": {"uploaded": 1000}}
+    body = {"now": now_ms(), "leases": {"uploaded": 1000}}
     assert pb.anonymous().post("/api/pipeline/claim", json=body).status_code == 401
-    assert sender.http.post("/api/pipeline/claim", json=body).status_code == 403
-    assert superuser.http.post("/api/pipeline/claim", json=body).status_code == 403
+    assert sender.try_claim().status_code == 403
+    assert superuser.try_claim().status_code == 403
 
 
 def test_the_linters_globals_are_what_pocketbase_declares(pb: PocketBaseServer) -> None:

@@ -15,31 +15,13 @@ import httpx
 import pytest
 
 from testkit.media import wav_bytes
-from testkit.pocketbase import Caller, PocketBaseServer
+from testkit.pocketbase import Caller, PocketBaseServer, now_ms
 
-LEASE = 60_000
-STAGES = ("uploaded", "normalized", "submitted", "transcribed")
 AUDIO = wav_bytes(1.0)
 
 
-def now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-def upload(sender: Caller, body: bytes = AUDIO, title: str = "") -> str:
-    resp = sender.http.post("/api/transcriber/records", files={"file": ("note.wav", body)}, data={"title": title})
-    assert resp.status_code == 201, resp.text
-    return str(resp.json()["id"])
-
-
-def claim(service: Caller, rid: str) -> str:
-    resp = service.http.post("/api/pipeline/claim", json={"now": now_ms(), "leases": dict.fromkeys(STAGES, LEASE)})
-    assert resp.status_code == 200 and resp.json()["id"] == rid, resp.text
-    return str(resp.json()["token"])
-
-
 def halt(service: Caller, rid: str, code: str) -> None:
-    token = claim(service, rid)
+    token = service.claim(rid)["token"]
     resp = service.http.post(
         f"/api/pipeline/records/{rid}/settle",
         json={"outcome": "halted", "token": token, "now": now_ms(), "code": code, "reason": "test"},
@@ -61,7 +43,7 @@ def events(pb: PocketBaseServer, rid: str) -> list[dict[str, Any]]:
 def test_the_audio_is_served_to_its_sender_with_ranges(
     pb: PocketBaseServer, sender: Caller, other_sender: Caller
 ) -> None:
-    rid = upload(sender)
+    rid = sender.upload(AUDIO)
     url = f"/api/transcriber/records/{rid}/audio"
     whole = sender.http.get(url)
     assert whole.status_code == 200 and whole.content == AUDIO
@@ -92,7 +74,7 @@ def test_the_audio_is_served_to_its_sender_with_ranges(
 def test_a_file_token_in_the_url_plays_and_stays_out_of_the_request_log(
     pb: PocketBaseServer, sender: Caller, other_sender: Caller
 ) -> None:
-    rid = upload(sender)
+    rid = sender.upload(AUDIO)
     token = sender.http.post("/api/files/token").json()["token"]
     anon = pb.anonymous()
     url = f"/api/transcriber/records/{rid}/audio"
@@ -126,17 +108,17 @@ def test_a_file_token_in_the_url_plays_and_stays_out_of_the_request_log(
 def test_a_sender_resumes_a_halt_another_try_can_cure(
     pb: PocketBaseServer, sender: Caller, service: Caller, code: str
 ) -> None:
-    rid = upload(sender)
+    rid = sender.upload(AUDIO)
     halt(service, rid, code)
     polled = sender.http.get(f"/api/transcriber/records/{rid}").json()
     assert polled["halted"] is True and polled["resumable"] is True
-    before = pb.superuser().http.get(f"/api/collections/audio_records/records/{rid}").json()
+    before = pb.superuser().record(rid)
     resp = sender.http.post(f"/api/transcriber/records/{rid}/resume")
     assert resp.status_code == 200, resp.text
     body = resp.json()
     assert body["halted"] is False and body["halt_code"] is None and body["activity"] == "queued"
     assert body["resumable"] is False
-    after = pb.superuser().http.get(f"/api/collections/audio_records/records/{rid}").json()
+    after = pb.superuser().record(rid)
     # The owner's resume: halt cleared, attempts afresh, claim released, back in the queue, the stage kept.
     assert after["halted_at"] == "" and after["halt_code"] == "" and after["attempts"] == 0
     assert after["claim_token"] == "" and after["available_at"] > 0 and after["state"] == before["state"]
@@ -144,15 +126,15 @@ def test_a_sender_resumes_a_halt_another_try_can_cure(
     resumed = [e for e in events(pb, rid) if e["kind"] == "resumed"]
     assert [(e["actor"], e["outcome_text"]) for e in resumed] == [("sender", f"halt cleared by the sender ({code})")]
     # The workers take it again.
-    assert claim(service, rid)
+    service.claim(rid)
 
 
 def test_resuming_keeps_the_recognitions_already_paid_for(
     pb: PocketBaseServer, sender: Caller, service: Caller
 ) -> None:
     """No paid call twice: a resume supersedes no attempt (only the owner's stage change does)."""
-    rid = upload(sender)
-    token = claim(service, rid)
+    rid = sender.upload(AUDIO)
+    token = service.claim(rid)["token"]
     pipe = f"/api/pipeline/records/{rid}"
     made = service.http.post(f"{pipe}/attempts", json={"token": token, "provider": "speechkit"})
     assert made.status_code == 200, made.text
@@ -184,7 +166,7 @@ def test_resuming_keeps_the_recognitions_already_paid_for(
 def test_halts_a_retry_cannot_cure_are_not_the_senders_to_resume(
     pb: PocketBaseServer, sender: Caller, service: Caller, code: str
 ) -> None:
-    rid = upload(sender)
+    rid = sender.upload(AUDIO)
     halt(service, rid, code)
     assert sender.http.get(f"/api/transcriber/records/{rid}").json()["resumable"] is False
     resp = sender.http.post(f"/api/transcriber/records/{rid}/resume")
@@ -198,7 +180,7 @@ def test_halts_a_retry_cannot_cure_are_not_the_senders_to_resume(
 def test_resume_is_refused_when_not_halted_for_someone_else_and_after_three_times(
     pb: PocketBaseServer, sender: Caller, other_sender: Caller, service: Caller
 ) -> None:
-    rid = upload(sender)
+    rid = sender.upload(AUDIO)
     resp = sender.http.post(f"/api/transcriber/records/{rid}/resume")
     assert resp.status_code == 409 and resp.json()["code"] == "not_halted"
     halt(service, rid, "stalled")
@@ -221,9 +203,9 @@ def test_resume_counts_against_the_waiting_quota(tmp_path: Any) -> None:
 
     with running_pocketbase(tmp_path, quotas=QuotaSettings(uploads_per_hour=0, waiting=1, audio_hours_per_day=0)) as pb:
         sender, service = pb.new_sender(), pb.service()
-        first = upload(sender)
+        first = sender.upload(AUDIO)
         halt(service, first, "stalled")  # a halted recording does not wait
-        upload(sender)  # the one waiting now
+        sender.upload(AUDIO)  # the one waiting now
         resp = sender.http.post(f"/api/transcriber/records/{first}/resume")
         assert resp.status_code == 429 and resp.json()["code"] == "too_many_waiting"
         assert int(resp.headers["Retry-After"]) > 0
@@ -236,7 +218,7 @@ def test_resume_counts_against_the_waiting_quota(tmp_path: Any) -> None:
 def test_a_sender_renames_their_recording_and_nothing_else(
     pb: PocketBaseServer, sender: Caller, other_sender: Caller
 ) -> None:
-    rid = upload(sender, title="Recording 1")
+    rid = sender.upload(AUDIO, title="Recording 1")
     url = f"/api/transcriber/records/{rid}"
     resp = sender.http.patch(url, json={"title": "  Board meeting 🎙  "})
     assert resp.status_code == 200, resp.text
@@ -350,7 +332,7 @@ def test_realtime_status_reaches_its_sender_alone(
             pb, other_sender.token, ["record_status/*?options=" + json.dumps({"query": {"expand": "owner"}})]
         ) as expanding,
     ):
-        rid = upload(sender, title="Standup")
+        rid = sender.upload(AUDIO, title="Standup")
         created = mine.wait_for(lambda d: d["record"]["id"] == rid)
         assert created["record"]["poll"]["status"] == "uploaded"
         assert created["record"]["poll"]["title"] == "Standup"
@@ -358,7 +340,7 @@ def test_realtime_status_reaches_its_sender_alone(
         assert "text" not in created["record"]["poll"]
 
         # The workers move it: the claim, progress with the language, a halt; each one an event.
-        token = claim(service, rid)
+        token = service.claim(rid)["token"]
         mine.wait_for(lambda d: d["record"]["poll"]["activity"] == "normalizing")
         pipe = f"/api/pipeline/records/{rid}"
         assert (
@@ -367,7 +349,7 @@ def test_realtime_status_reaches_its_sender_alone(
             ).status_code
             == 200
         )
-        token = claim(service, rid)
+        token = service.claim(rid)["token"]
         assert (
             service.http.post(
                 f"{pipe}/settle",
@@ -401,7 +383,7 @@ def test_realtime_status_reaches_its_sender_alone(
 
         # The owner halts it in the panel: that reaches the page too.
         su = pb.superuser()
-        rec = su.http.get(f"/api/collections/audio_records/records/{rid}").json()
+        rec = su.record(rid)
         rec["halted_at"] = "2026-01-01 09:00:00.000Z"
         assert su.http.patch(f"/api/collections/audio_records/records/{rid}", json=rec).status_code == 200
         mine.wait_for(lambda d: d["record"]["poll"]["halt_code"] == "halted_by_owner")
@@ -422,11 +404,11 @@ def test_realtime_status_reaches_its_sender_alone(
 def test_one_recording_is_heard_by_its_sender_and_not_by_another_asking_for_it_by_id(
     pb: PocketBaseServer, sender: Caller, other_sender: Caller, service: Caller
 ) -> None:
-    rid = upload(sender)
+    rid = sender.upload(AUDIO)
     with (
         realtime(pb, sender.token, [f"record_status/{rid}"]) as mine,
         realtime(pb, other_sender.token, [f"record_status/{rid}"]) as theirs,
     ):
-        claim(service, rid)
+        service.claim(rid)
         mine.wait_for(lambda d: d["record"]["id"] == rid and d["record"]["poll"]["activity"] == "normalizing")
         assert theirs.drain(1.0) == []

@@ -21,13 +21,12 @@ async def test_usage_per_sender_and_day_matches_the_recordings(pb: PocketBaseSer
     uploads = []
     for sender in (ann, bob):
         for seconds in lengths[sender.id]:
-            resp = sender.http.post("/api/transcriber/records", files={"file": ("a.wav", speech_wav_bytes(seconds))})
-            uploads.append(resp.json()["id"])
+            uploads.append(sender.upload(speech_wav_bytes(seconds)))
     async with running_sidecar(pb, default_steps(), provider=InstantProvider(), workers=2) as pool:
         async with pool_running(pool):
 
             def all_done() -> bool:
-                rows = [superuser.http.get(f"/api/collections/audio_records/records/{r}").json() for r in uploads]
+                rows = [superuser.record(r) for r in uploads]
                 return all(row["state"] == "done" for row in rows)
 
             await eventually(all_done, within=120)

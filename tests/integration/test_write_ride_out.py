@@ -52,7 +52,7 @@ async def test_writes_whose_answers_were_lost_land_once(
 ) -> None:
     from datetime import timedelta
 
-    rid = sender.http.post("/api/transcriber/records", files={"file": ("a.wav", wav_bytes(0.2))}).json()["id"]
+    rid = sender.upload(wav_bytes(0.2))
     transport = LosesTheFirstAnswer()
     account = pb.service_account
     async with PocketBaseClient(pb.url, account.email, account.password, transport=transport) as client:

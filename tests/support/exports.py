@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 from jsonschema import Draft202012Validator
 
-from testkit.media import wav_bytes
-from testkit.pocketbase import Caller
+from testkit.pocketbase import Caller, now_ms
 
 SCHEMA = Path(__file__).resolve().parents[2] / "docs" / "schema" / "transcript-export.schema.json"
 
@@ -80,10 +78,9 @@ def seg(start: float, end: float, text: str, **extra: Any) -> dict[str, Any]:
 
 def finished(sender: Caller, service: Caller, segments: list[dict[str, Any]], content: str = "") -> str:
     """The id of a finished record whose transcript has ``segments``, written the way finalize writes them."""
-    rid: str = sender.http.post("/api/transcriber/records", files={"file": ("a.wav", wav_bytes(0.1))}).json()["id"]
-    now = int(time.time() * 1000)
-    claim = service.http.post("/api/pipeline/claim", json={"now": now, "leases": {"uploaded": 60_000}}).json()
-    assert claim["id"] == rid
+    rid = sender.upload()
+    now = now_ms()
+    claim = service.claim(rid, now=now)
     pipe = f"/api/pipeline/records/{rid}"
     body = {"token": claim["token"], "content": content, "segments": segments}
     assert service.http.put(f"{pipe}/texts/transcript", json=body).status_code == 200

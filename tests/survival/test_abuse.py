@@ -131,15 +131,15 @@ def test_bad_input_gets_a_clear_answer_or_a_clean_halt_and_leaves_no_orphans(
         anyio.run(drain)
         halted: dict[str, str] = {}
         for rid, kind in accepted.items():
-            rec = su.http.get(f"/api/collections/audio_records/records/{rid}").json()
+            rec = su.record(rid)
             assert rec["halt_code"] == "unsupported_media", (kind, rec["state"], rec["halt_reason"])
             assert rec["attempts"] == 1, kind  # halted at once, no retries spent
             assert "/tmp" not in rec["halt_reason"] and "transcriber-" not in rec["halt_reason"]
-            poll = sender.http.get(f"/api/transcriber/records/{rid}").json()
+            poll = sender.poll(rid)
             assert poll["halted"] and poll["halt_code"] == "unsupported_media"
             halted[kind] = rec["halt_reason"]
         for rid, kind in empty.items():
-            poll = sender.http.get(f"/api/transcriber/records/{rid}").json()
+            poll = sender.poll(rid)
             assert (poll["status"], poll["halted"], poll["text"]) == ("done", False, ""), (kind, poll)
             events = su.http.get(
                 "/api/collections/record_events/records", params={"filter": f'record="{rid}"', "perPage": 100}
@@ -172,9 +172,9 @@ SERVICE_READS = {"audio_records", "files", "recognition_attempts"}
 def test_authorization_matrix(pb: PocketBaseServer, figures: dict[str, str]) -> None:
     """Every collection and route × every kind of caller × every operation."""
     owner, other, svc, su = pb.new_sender(), pb.new_sender(), pb.service(), pb.superuser()
-    rid = owner.http.post("/api/transcriber/records", files={"file": ("a.wav", wav_bytes(0.2))}).json()["id"]
+    rid = owner.upload(wav_bytes(0.2))
     # a row in every collection, so that every read is a real test
-    tok = svc.http.post("/api/pipeline/claim", json={"now": 1 << 42, "leases": {"uploaded": 1000}}).json()["token"]
+    tok = svc.claim(rid, now=1 << 42, leases={"uploaded": 1000})["token"]
     pipe = f"/api/pipeline/records/{rid}"
     assert svc.http.post(f"{pipe}/attempts", json={"token": tok, "provider": "offline"}).status_code == 200
     assert svc.http.put(f"{pipe}/texts/transcript", json={"token": tok, "content": "secret words"}).status_code == 200
@@ -257,7 +257,7 @@ def test_authorization_matrix(pb: PocketBaseServer, figures: dict[str, str]) -> 
                     "other_sender": 404,
                 }.get(who, 403)
             assert resp.status_code == expected, (method, path, who, resp.status_code, resp.text[:100])
-    assert su.http.get(f"/api/collections/audio_records/records/{rid}").json()["title"] == ""
+    assert su.record(rid)["title"] == ""
     figures["authorization matrix"] = (
         f"{cells} cells (9 collections x 5 callers x 5 operations + 9 routes x 5 callers): "
         "no unauthorized read or write"

@@ -116,15 +116,11 @@ async def test_each_fault_is_classified_bounded_and_ends_in_a_halt(tmp_path: Pat
                 settings.openai.base_url = base
                 settings.openai.api_key = SecretStr(KEY)
                 settings.openai.timeout = timedelta(seconds=1.5)
-                provider = OpenAIProvider(
-                    settings.openai, retry=RetryPolicy(attempts=2, wait_initial=0.05, wait_max=0.1)
-                )
-                rid = sender.http.post(
-                    "/api/transcriber/records", files={"file": ("fox.ogg", CLIP.read_bytes())}
-                ).json()["id"]
+                provider = OpenAIProvider(settings.openai, retry=RetryPolicy(attempts=2))
+                rid = sender.upload(CLIP)
                 t0 = time.monotonic()
                 await drain(pb, su, rid, provider, until_journal="refused our credentials" if mode == "e401" else "")
-                rec = su.http.get(f"/api/collections/audio_records/records/{rid}").json()
+                rec = su.record(rid)
                 journal = _journal(su, rid)
                 assert KEY not in journal and KEY not in rec["halt_reason"]
                 if mode == "e401":
@@ -167,7 +163,7 @@ async def drain(pb: PocketBaseServer, su: Any, rid: str, provider: OpenAIProvide
             def settled() -> bool:
                 if until_journal:
                     return until_journal in _journal(su, rid)
-                rec = su.http.get(f"/api/collections/audio_records/records/{rid}").json()
+                rec = su.record(rid)
                 return bool(rec["state"] == "done" or rec["halted_at"])
 
             await eventually(settled, within=60, what="the record done or halted")  # no worker hangs

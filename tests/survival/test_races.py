@@ -64,10 +64,7 @@ def test_ten_thousand_fenced_writes_racing_reclaims_and_unhalts_land_only_when_c
     """Writers keep writing with the token they got; re-claimers (a later `now`, past the
     lease) and the owner (halt + resume in the panel) keep taking the records away. A write
     sent after its token was known to be replaced must be refused and leave no trace."""
-    records = [
-        sender.http.post("/api/transcriber/records", files={"file": ("a.wav", wav_bytes(0.05))}).json()["id"]
-        for _ in range(8)
-    ]
+    records = [sender.upload(wav_bytes(0.05)) for _ in range(8)]
     svc = pb.service()
     lock = threading.Lock()
     current: dict[str, str] = {}  # record → the token of its latest claim

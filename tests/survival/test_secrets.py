@@ -64,16 +64,16 @@ async def test_planted_secrets_never_leave(
     settings.speechkit.iam_token = SecretStr(IAM)
     settings.pipeline.retry_delay = timedelta(0)
     settings.pipeline.workers = 1
-    rid = sender.http.post("/api/transcriber/records", files={"file": ("a.wav", speech_wav_bytes(0.5))}).json()["id"]
+    rid = sender.upload(speech_wav_bytes(0.5))
 
     async with pipeline(settings, steps=default_steps(), provider=LeakyProvider()) as pool:
         async with pool_running(pool):
             await eventually(
-                lambda: superuser.http.get(f"/api/collections/audio_records/records/{rid}").json()["halted_at"],
+                lambda: superuser.record(rid)["halted_at"],
                 within=60,
             )
 
-    rec = superuser.http.get(f"/api/collections/audio_records/records/{rid}").json()
+    rec = superuser.record(rid)
     assert rec["halt_code"] == "provider_rejected"
     events = superuser.http.get("/api/collections/record_events/records", params={"filter": f'record="{rid}"'}).json()
     texts = [e["outcome_text"] for e in events["items"]]
@@ -133,12 +133,12 @@ async def test_a_key_in_a_transcript_is_neither_stored_nor_exported(
     settings = pb.settings.model_copy(deep=True)
     settings.openai.api_key = SecretStr(ECHOED_KEY)
     settings.pipeline.workers = 1
-    rid = sender.http.post("/api/transcriber/records", files={"file": ("a.wav", speech_wav_bytes(0.5))}).json()["id"]
+    rid = sender.upload(speech_wav_bytes(0.5))
     async with pipeline(settings, steps=default_steps(), provider=EchoingProvider()) as pool:
         async with pool_running(pool):
-            await eventually(lambda: sender.http.get(f"/api/transcriber/records/{rid}").json()["status"] == "done")
+            await eventually(lambda: sender.poll(rid)["status"] == "done")
 
-    poll = sender.http.get(f"/api/transcriber/records/{rid}").json()
+    poll = sender.poll(rid)
     assert poll["text"].startswith("The quick brown fox. Your key is [redacted].")
     places = {"poll": poll["text"]}
     for fmt in ("txt", "srt", "vtt", "json"):
@@ -163,11 +163,11 @@ async def test_the_service_accounts_downloads_leave_no_token_in_pocketbases_requ
     Authorization header, which no log keeps."""
     from sidecar.providers.instant import InstantProvider
 
-    rid = sender.http.post("/api/transcriber/records", files={"file": ("a.wav", speech_wav_bytes(0.5))}).json()["id"]
+    rid = sender.upload(speech_wav_bytes(0.5))
     settings = pb.settings.model_copy(deep=True)
     async with pipeline(settings, steps=default_steps(), provider=InstantProvider()) as pool:
         async with pool_running(pool):
-            await eventually(lambda: sender.http.get(f"/api/transcriber/records/{rid}").json()["status"] == "done")
+            await eventually(lambda: sender.poll(rid)["status"] == "done")
 
     def logged_urls() -> list[str]:
         items = superuser.http.get("/api/logs", params={"perPage": 500}).json()["items"]

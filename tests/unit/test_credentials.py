@@ -43,7 +43,7 @@ from sidecar.storage.transitions import Advanced
 from testkit.s3 import SECRET_ACCESS_KEY, S3Server
 from tests.support.fakes import StubProvider
 from tests.support.sidecar import twin_sidecar
-from tests.unit.test_speechkit import FAST, ndjson, operation, two_utterances
+from tests.unit.test_speechkit import ndjson, operation, two_utterances
 
 pytestmark = pytest.mark.anyio
 
@@ -85,9 +85,7 @@ def audio(tmp_path: Path) -> Path:
 
 def speechkit(s3: S3Server, bucket: str, **settings: Any) -> SpeechKitProvider:
     storage = s3.settings(bucket)
-    return SpeechKitProvider(
-        SpeechKitSettings(**settings), storage, store=ObjectStore(storage, max_attempts=1), retry=FAST
-    )
+    return SpeechKitProvider(SpeechKitSettings(**settings), storage, store=ObjectStore(storage, max_attempts=1))
 
 
 async def claim(storage: InMemoryStorage, stage: str) -> Claimed:
@@ -458,7 +456,7 @@ async def test_openai_refusing_our_key_waits_and_recognizes_once_it_works(
     call = api.post(OPENAI).respond(status, json=body)
     rid = await normalized(storage, audio)
     key = SecretStr(api_key) if api_key else None
-    provider: Provider = OpenAIProvider(OpenAISettings(api_key=key), retry=FAST)
+    provider: Provider = OpenAIProvider(OpenAISettings(api_key=key))
     async with twin_sidecar(storage, default_steps(), provider=provider) as pool:
         assert await run_next(pool, storage) is Verdict.POSTPONED
         await assert_waits_for_the_owner(

@@ -18,7 +18,7 @@ from pydantic import SecretStr
 
 from sidecar.outcome import HaltCode, PermanentError, RetryableError
 from sidecar.providers.base import StartRequest
-from sidecar.providers.http import RetryPolicy, retry_after
+from sidecar.providers.http import retry_after
 from sidecar.providers.openai.provider import MAX_BYTES, OpenAIProvider, endpoint
 from sidecar.settings import OpenAISettings
 
@@ -26,7 +26,6 @@ pytestmark = pytest.mark.anyio
 
 URL = "https://api.openai.com/v1/audio/transcriptions"
 API_KEY = "sk-proj-test-9f8e7d6c5b4a3210"
-FAST = RetryPolicy(attempts=3, wait_initial=0.001, wait_max=0.001, wait_jitter=0)
 
 # verbose_json as the OpenAPI spec describes it (C.2).
 VERBOSE = {
@@ -89,7 +88,7 @@ def audio(tmp_path: Path) -> Path:
 
 def make(**settings: Any) -> OpenAIProvider:
     values: dict[str, Any] = {"api_key": SecretStr(API_KEY)} | settings
-    return OpenAIProvider(OpenAISettings(**values), retry=FAST)
+    return OpenAIProvider(OpenAISettings(**values))
 
 
 @pytest.fixture

@@ -17,7 +17,6 @@ import respx
 from pydantic import SecretStr
 
 from sidecar.outcome import Verdict
-from sidecar.providers.http import RetryPolicy
 from sidecar.providers.openai.provider import OpenAIProvider
 from sidecar.providers.speechkit.provider import SpeechKitProvider
 from sidecar.service import default_steps
@@ -34,7 +33,6 @@ pytestmark = pytest.mark.anyio
 OPENAI = "https://api.openai.com/v1/audio/transcriptions"
 OPS = "https://operation.api.cloud.yandex.net"
 STT = "https://stt.api.cloud.yandex.net"
-FAST = RetryPolicy(attempts=2, wait_initial=0.001, wait_max=0.001, wait_jitter=0)
 
 # The body as a server sends it: the probe's shapes as they are, and inside the JSON errors each
 # kind of server writes (OpenAI error.message, whisper.cpp error, FastAPI detail).
@@ -117,7 +115,7 @@ async def test_openai_errors_keep_no_piece_of_the_key(
 ) -> None:
     caplog.set_level(logging.DEBUG)
     _respond(api.post(OPENAI), status, body)
-    provider = OpenAIProvider(OpenAISettings(api_key=SecretStr(key)), retry=FAST)
+    provider = OpenAIProvider(OpenAISettings(api_key=SecretStr(key)))
     rid = await _normalized(storage)
     async with twin_sidecar(storage, default_steps(), provider=provider) as pool:
         got = await pool.runner.storage.claim(pool.runner.table.leases())
@@ -156,7 +154,6 @@ async def test_speechkit_errors_keep_no_piece_of_the_key(
     provider = SpeechKitProvider(
         SpeechKitSettings(api_key=SecretStr(key)),
         ObjectStorageSettings(bucket="b", access_key_id="YCAJEexample", secret_access_key=SecretStr("Tq3Wz8Kx2Lm7")),
-        retry=FAST,
     )
     rid = await _submitted(storage)
     async with twin_sidecar(storage, default_steps(), provider=provider) as pool:

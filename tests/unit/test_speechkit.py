@@ -18,7 +18,6 @@ from pydantic import SecretStr
 
 from sidecar.outcome import Advance, CredentialsRefused, HaltCode, PermanentError, RetryableError
 from sidecar.providers.base import StartRequest
-from sidecar.providers.http import RetryPolicy
 from sidecar.providers.speechkit.object_storage import ObjectStore
 from sidecar.providers.speechkit.provider import MAX_BYTES, MAX_DURATION, SpeechKitProvider
 from sidecar.providers.speechkit.results import decode_stream, transcript_from
@@ -39,7 +38,6 @@ OPS = "https://operation.api.cloud.yandex.net"
 API_KEY = "AQVN-test-api-key-7Hq2xLp9"
 IAM_TOKEN = "t1.9euelZ-test-iam-token-Qx7"
 OP_ID = "f8ddr61b30fk12345678"
-FAST = RetryPolicy(attempts=3, wait_initial=0.001, wait_max=0.001, wait_jitter=0)
 
 
 @pytest.fixture
@@ -52,9 +50,7 @@ def audio(tmp_path: Path) -> Path:
 def make_provider(s3: S3Server, bucket: str, **settings: Any) -> SpeechKitProvider:
     values: dict[str, Any] = {"api_key": SecretStr(API_KEY)} | settings
     storage = s3.settings(bucket)
-    return SpeechKitProvider(
-        SpeechKitSettings(**values), storage, store=ObjectStore(storage, max_attempts=1), retry=FAST
-    )
+    return SpeechKitProvider(SpeechKitSettings(**values), storage, store=ObjectStore(storage, max_attempts=1))
 
 
 @pytest.fixture

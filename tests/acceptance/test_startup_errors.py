@@ -7,6 +7,8 @@ import os
 import re
 import socket
 import subprocess
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -168,15 +170,27 @@ def test_a_rate_limited_service_login_waits_and_the_worker_starts(pb: PocketBase
     """PocketBase's login limiter (20 in 10 s from one address) caught the service account: the worker
     says so and tries again until it signs in, rather than exiting."""
     account = pb.service_account
-    with httpx.Client(base_url=pb.url, timeout=10) as http:
-        answers = [
-            http.post(
-                "/api/collections/services/auth-with-password", json={"identity": account.email, "password": "wrong"}
-            ).status_code
-            for _ in range(25)
-        ]
-    assert 429 in answers
     log = tmp_path / "worker.log"
+    log.touch()
+    limited = threading.Event()
+    done = threading.Event()
+
+    def wrong_logins() -> None:
+        """Keeps the limiter shut until the worker has said it waits (a slow machine may take longer to
+        start the worker than the limiter's 10-second window)."""
+        with httpx.Client(base_url=pb.url, timeout=10) as http:
+            while not done.is_set() and "rate limited by PocketBase" not in log.read_text():
+                answer = http.post(
+                    "/api/collections/services/auth-with-password",
+                    json={"identity": account.email, "password": "wrong"},
+                )
+                if answer.status_code == 429:
+                    limited.set()
+                time.sleep(0.1)
+
+    hammer = threading.Thread(target=wrong_logins, daemon=True)
+    hammer.start()
+    assert limited.wait(60), "the login limiter never answered 429"
     env = clean_env(
         TRANSCRIBER_POCKETBASE__URL=pb.url,
         TRANSCRIBER_POCKETBASE__DATA_DIR=str(pb.settings.pocketbase.data_dir),
@@ -185,11 +199,12 @@ def test_a_rate_limited_service_login_waits_and_the_worker_starts(pb: PocketBase
     with log.open("ab") as out:
         worker = subprocess.Popen([*CLI, "worker"], env=env, stdout=out, stderr=subprocess.STDOUT)
     try:
-        eventually_sync(lambda: "pool running" in log.read_text(), within=90, what="the worker signed in")
+        eventually_sync(lambda: "pool running" in log.read_text(), within=120, what="the worker signed in")
         text = log.read_text()
         assert "rate limited by PocketBase: trying again in" in text, text
         assert worker.poll() is None
     finally:
+        done.set()
         worker.terminate()
         assert worker.wait(30) == 0
     assert account.password not in log.read_text()

@@ -711,20 +711,26 @@ function showRecordStatus() {
   box.replaceChildren(h("div", { class: "card", id: "status-card" }, ...parts));
 }
 
-async function loadTranscript() {
+// The open recording's JSON export, or null (a refusal said in words unless `quiet`, or the
+// sender moved on to another recording meanwhile).
+async function fetchExport(quiet) {
   const rec = state.record;
   rec.loading = true;
-  let body;
+  let body = null;
   try {
     body = await api.transcriptJson(rec.id);
   } catch (err) {
-    rec.loading = false;
-    const words = handleRefusal(err, "");
+    const words = quiet ? "" : handleRefusal(err, "");
     if (words) toast(words);
-    return;
   }
-  if (state.record !== rec) return;
   rec.loading = false;
+  return state.record === rec ? body : null;
+}
+
+async function loadTranscript() {
+  const rec = state.record;
+  const body = await fetchExport(false);
+  if (!body) return;
   rec.segments = cleanSegments(body.segments);
   rec.text = body.text || "";
   takeBrief(rec, body);
@@ -733,15 +739,8 @@ async function loadTranscript() {
 
 async function refreshBrief() {
   const rec = state.record;
-  rec.loading = true;
-  let body;
-  try {
-    body = await api.transcriptJson(rec.id);
-  } catch (_) {
-    body = null;
-  }
-  rec.loading = false;
-  if (!body || state.record !== rec) return;
+  const body = await fetchExport(true);
+  if (!body) return;
   takeBrief(rec, body);
   const card = briefCard(rec);
   const old = document.getElementById("brief");

@@ -16,7 +16,6 @@
 // recording is finished first); a paused, leased or retried one gets the
 // moment it may be taken again, which keeps it out of the claim's index range
 // until then.
-const respond = require(`${__hooks}/lib/respond.js`);
 const records = require(`${__hooks}/lib/records.js`);
 const live = require(`${__hooks}/lib/live.js`);
 
@@ -88,6 +87,7 @@ function queueOf(table) {
 const CLAIMED_FIELDS = [
   "id", "owner", "title", "state", "state_entered_at", "halted_at", "halt_code", "attempts", "claim_token",
   "claim_expires_at", "paused_until", "language_hint", "language", "progress", "progress_at", "lease_ended_at",
+  "duration_ms",
 ];
 
 // The claimed row as one JSON text: SQLite writes every column with its real

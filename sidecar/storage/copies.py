@@ -16,7 +16,6 @@ scratch file and the copy share their blocks.
 
 from __future__ import annotations
 
-import logging
 import os
 import shutil
 import tempfile
@@ -26,8 +25,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = ["LocalCopies"]
-
-log = logging.getLogger("transcriber.copies")
 
 # What the copies of one process may hold on disk (a six-hour recording's 16 kHz PCM is 0.7 GB).
 MAX_BYTES = 4 * 1024**3
@@ -43,6 +40,7 @@ class _Entry:
 class LocalCopies:
     def __init__(self, root: Path | None = None, *, max_bytes: int = MAX_BYTES) -> None:
         self._root = root or Path(tempfile.mkdtemp(prefix="transcriber-copies-"))
+        self._root.mkdir(parents=True, exist_ok=True)
         self._max = max_bytes
         self._entries: OrderedDict[tuple[str, str, str], _Entry] = OrderedDict()
         self._held = 0

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.to_thread
 
 from sidecar.activity import Activity
 from sidecar.redaction import redact, redact_result
@@ -114,7 +115,8 @@ class ClaimSession:
             self.claim, path, role=role, format=format, duration_ms=duration_ms, place=place
         )
         if path is not None:  # the next step here sends it: no need to fetch it back
-            self._copies.put(self.record.id, LocalCopies.key("files", row.id, row.blob), path)
+            key = LocalCopies.key("files", row.id, row.blob)
+            await anyio.to_thread.run_sync(self._copies.put, self.record.id, key, path)
         if self._rows is not None:
             self._rows.files.append(row)
         return row.model_copy()
@@ -150,7 +152,7 @@ class ClaimSession:
         row = await self._storage.update_attempt(self.claim, attempt_id, change)
         if raw_response is not None:  # finalize reads it here, not from storage
             key = LocalCopies.key("recognition_attempts", row.id, row.raw_response)
-            self._copies.put_bytes(self.record.id, key, raw_response)
+            await anyio.to_thread.run_sync(self._copies.put_bytes, self.record.id, key, raw_response)
         if self._rows is not None:
             attempts = self._rows.attempts
             at = next((i for i, a in enumerate(attempts) if a.id == row.id), None)
@@ -204,6 +206,12 @@ class _NoCopies(LocalCopies):
         return None
 
     def put_bytes(self, record: str, key: tuple[str, str, str], data: bytes) -> None:
+        return None
+
+    def forget(self, record: str) -> None:
+        return None
+
+    def close(self) -> None:
         return None
 
 

@@ -21,6 +21,7 @@ from sidecar.pipeline.pool import WorkerPool
 from sidecar.providers.base import OnProgress, Started, StartRequest
 from sidecar.providers.instant import InstantProvider
 from sidecar.service import default_steps, pipeline
+from sidecar.storage.copies import LocalCopies
 from sidecar.storage.memory import InMemoryStorage
 from sidecar.storage.model import AttemptChange, AttemptStatus, Claimed, FileRole
 from sidecar.storage.protocol import Storage
@@ -195,3 +196,22 @@ def test_the_pipeline_names_no_provider() -> None:
                 names = [a.name for a in node.names]
             for name in names:
                 assert not name.startswith("sidecar.providers"), f"{module.name} imports {name}"
+
+
+def test_a_local_copy_is_found_by_its_row_stored_name_and_size_and_goes_with_its_recording(tmp_path: Path) -> None:
+    copies = LocalCopies(tmp_path / "copies", max_bytes=10)
+    src = tmp_path / "piece.wav"
+    src.write_bytes(b"12345")
+    key = LocalCopies.key("files", "f1", "piece_abc.wav")
+    copies.put("r1", key, src)
+    src.unlink()  # the step's scratch space goes; the copy stays
+    held = copies.get(key, 5)
+    assert held is not None and held.read_bytes() == b"12345"
+    assert copies.get(key, 6) is None  # another size: another file
+    assert copies.get(LocalCopies.key("files", "f1", "piece_def.wav")) is None  # another stored version
+    copies.put_bytes("r2", LocalCopies.key("recognition_attempts", "a1", "response_x.json"), b"123456")
+    assert copies.get(key) is None  # past max_bytes the oldest went
+    copies.forget("r2")
+    assert copies.get(LocalCopies.key("recognition_attempts", "a1", "response_x.json")) is None
+    copies.close()
+    assert not (tmp_path / "copies").exists()

@@ -1,6 +1,6 @@
 """The default provider: faster-whisper on this machine, no network, no account.
 
-By default it runs Whisper base multilingual from wheels (``whisper_models``),
+By default it runs Whisper base multilingual from wheels (``models``),
 its files checked against their published digests before the first load.
 
 Recognition, in a worker thread:
@@ -18,7 +18,7 @@ Recognition, in a worker thread:
    language is still found right.
 3. **Decoding**: the regions, merged into windows of up to 30 seconds of the
    recording, decoded ``[offline] batch_size`` windows at a time
-   (``offline_batches``; memory bounded by a group of windows, whatever the
+   (``batches``; memory bounded by a group of windows, whatever the
    length), with word timestamps, in the recording's own times. With
    ``batch_size = 1`` the regions are joined into groups and decoded one
    window after another instead.

@@ -15,8 +15,10 @@ routerAdd("POST", "/api/pipeline/claim", (e) => {
     // Records the claim could not read were halted on the way (`unclaimable`): the claimer logs and counts them.
     if (result.setAside.length > 0) e.response.header().set("X-Set-Aside", result.setAside.join(","));
     const got = result.claimed;
-    // P1: {id, token}; a claimer that asks gets the record's queue fields too (saves a read).
+    // P1: {id, token}; a claimer that asks gets the record's queue fields too (saves a read),
+    // and a recording's files and attempts (rows, never their content: ST7), which its step reads first.
     if (got) {
+      if (body.with_rows === true && !got.queue) got.rows = require(`${__hooks}/lib/records.js`).rowsOf($app, got.id);
       if (body.with_record === true) return e.json(200, got);
       return e.json(200, got.queue ? { id: got.id, token: got.token, queue: got.queue } : { id: got.id, token: got.token });
     }
@@ -124,11 +126,14 @@ routerAdd("POST", "/api/pipeline/records/{id}/files", (e) => {
       r.set("duration_ms", routes.optNum(body, "duration_ms"));
       for (const f of ["piece", "pieces", "offset_ms", "speech_ms"]) r.set(f, routes.optNum(body, f));
       r.set("location", routes.optStr(body, "location", 2000) || "");
+      // Where the speech is in the piece ([start, end] pairs in ms), found once at normalize.
+      const speech = typeof body.speech === "string" && body.speech !== "" ? JSON.parse(body.speech) : body.speech;
+      if (Array.isArray(speech)) r.set("speech", speech);
       if (blobs.length) r.set("blob", blobs[0]);
       tx.save(r);
       return r;
     });
-    return e.json(200, { id: row.id, blob: row.getString("blob") });
+    return e.json(200, row);
   });
 }, $apis.requireAuth("services"), $apis.bodyLimit(0));
 
@@ -144,7 +149,11 @@ routerAdd("POST", "/api/pipeline/records/{id}/audio", (e) => {
   return routes.handle(e, (body) => {
     const token = queue.strArg(body, "token", 100);
     const duration = routes.num(body, "duration_ms");
-    const over = queue.underFence($app, id, token, (tx, rec) => quotas.measured(tx, rec, duration, Date.now()));
+    const over = queue.underFence($app, id, token, (tx, rec) => {
+      // The recording's length, kept once: everything after normalize reads it from here.
+      tx.db().newQuery("UPDATE audio_records SET duration_ms = {:ms} WHERE id = {:id}").bind({ id: id, ms: duration }).execute();
+      return quotas.measured(tx, rec, duration, Date.now());
+    });
     return e.json(200, over ? { fits: false, reason: over } : { fits: true });
   });
 }, $apis.requireAuth("services"));
@@ -172,11 +181,12 @@ routerAdd("POST", "/api/pipeline/records/{id}/attempts", (e) => {
       tx.save(r);
       return r;
     });
-    return e.json(200, { id: row.id });
+    return e.json(200, row);
   });
 }, $apis.requireAuth("services"));
 
-// Updates an attempt: operation id, audio location, status, raw response.
+// Updates an attempt: operation id, audio location, status, raw response, and
+// that its provider-side copies are gone (`copies_removed_at`). Answers the row.
 routerAdd("POST", "/api/pipeline/records/{id}/attempts/{aid}", (e) => {
   const routes = require(`${__hooks}/lib/routes.js`);
   const queue = require(`${__hooks}/lib/queue.js`);
@@ -187,7 +197,7 @@ routerAdd("POST", "/api/pipeline/records/{id}/attempts/{aid}", (e) => {
     let raw = [];
     const ctype = String(e.request.header.get("Content-Type") || "");
     if (ctype.indexOf("multipart/form-data") === 0) raw = e.findUploadedFiles("raw_response") || [];
-    queue.underFence($app, id, token, (tx) => {
+    const row = queue.underFence($app, id, token, (tx) => {
       let r;
       try {
         r = tx.findRecordById("recognition_attempts", aid);
@@ -199,10 +209,15 @@ routerAdd("POST", "/api/pipeline/records/{id}/attempts/{aid}", (e) => {
         const v = routes.optStr(body, f, 2000);
         if (v !== null) r.set(f, v);
       }
+      if (body.copies_removed_at !== undefined) {
+        r.set("copies_removed_at", routes.num(body, "copies_removed_at"));
+        r.set("copies_error", "");
+      }
       if (raw.length === 1) r.set("raw_response", raw[0]);
       tx.save(r);
+      return r;
     });
-    return e.json(200, { id: aid });
+    return e.json(200, row);
   });
 }, $apis.requireAuth("services"), $apis.bodyLimit(0));
 

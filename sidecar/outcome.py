@@ -79,9 +79,15 @@ class CredentialsRefused(PostponeError):
 
 @dataclass(frozen=True)
 class Advance:
-    """The step is done; the record moves to the stage table's next stage."""
+    """The step is done; the record moves to the stage table's next stage.
+
+    ``nothing_next``: the step did the next stage's work too (a provider that answered at
+    once leaves nothing to wait for): the record skips to the stage its table declares for
+    that (``Stage.skip_to``), or, where it declares none, takes the next stage as usual.
+    """
 
     note: str = ""
+    nothing_next: bool = False
 
 
 @dataclass(frozen=True)

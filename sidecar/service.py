@@ -28,7 +28,8 @@ from sidecar.providers.offline.models import ModelLoadError
 from sidecar.redaction import register_secrets
 from sidecar.settings import Settings
 from sidecar.startup import StartupError
-from sidecar.steps.base import Step
+from sidecar.steps.base import Providers, Step
+from sidecar.storage.copies import LocalCopies
 from sidecar.storage.errors import LoginRateLimited, StorageUnavailable
 from sidecar.storage.protocol import Storage
 
@@ -154,11 +155,11 @@ async def pipeline(
         table=StageTable(settings.pipeline, steps or default_steps()),
         settings=settings,
         clock=clock,
-        provider=current,
-        provider_for=provider_for,
+        providers=Providers(current, provider_for),
         metrics=metrics or Metrics(),
         gate=gate,
         insights=insights if insights is not None else make_engine(settings.insights, gate, clock),
+        copies=LocalCopies(),
     )
     try:
         warm = getattr(current, "warm", None)
@@ -173,6 +174,8 @@ async def pipeline(
             for p in cache.values():
                 await p.aclose()
             await storage.aclose()
+            if runner.copies is not None:
+                runner.copies.close()
 
 
 async def _connect_patiently(storage: Storage, clock: Clock) -> None:

@@ -145,14 +145,9 @@ function spread(content, seconds) {
   return out;
 }
 
-// The recording's length in seconds, from its current normalized pieces (kept
-// as rows even without their audio); 0 when unknown.
+// The recording's length in seconds, as normalize stored it; 0 when unknown.
 function durationOf(app, recordId) {
-  const rows = app.findRecordsByFilter(
-    "files", "record = {:id} && role = 'normalized' && superseded = false", "", 0, 0, { id: recordId });
-  let ms = 0;
-  for (const r of rows) ms = Math.max(ms, r.getInt("offset_ms") + r.getInt("duration_ms"));
-  return ms / 1000;
+  return app.findRecordById("audio_records", recordId).getInt("duration_ms") / 1000;
 }
 
 // Before an owner's save of a `texts` row: when the content changed, the

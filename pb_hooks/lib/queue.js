@@ -81,6 +81,7 @@ function queueOf(table) {
 const CLAIMED_FIELDS = [
   "id", "owner", "title", "state", "state_entered_at", "halted_at", "halt_code", "attempts", "claim_token",
   "claim_expires_at", "paused_until", "language_hint", "language", "progress", "progress_at", "lease_ended_at",
+  "duration_ms",
 ];
 
 // The claimed row as one JSON text: SQLite writes every column with its real

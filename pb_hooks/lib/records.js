@@ -145,7 +145,17 @@ function languages(app) {
   return app.findCachedCollectionByNameOrId("audio_records").fields.getByName("language").values;
 }
 
+// A recording's files and recognition attempts (the rows, oldest first; never a
+// blob or a raw response: ST7), as its pipeline step reads them.
+function rowsOf(app, id) {
+  return {
+    files: app.findRecordsByFilter("files", "record = {:id}", "created,id", 0, 0, { id: id }),
+    attempts: app.findRecordsByFilter("recognition_attempts", "record = {:id}", "created,id", 0, 0, { id: id }),
+  };
+}
+
 module.exports = {
+  rowsOf: rowsOf,
   pollBody: pollBody, findOwned: findOwned, journal: journal, transcriptOf: transcriptOf, languages: languages,
   activities: activities, activityOf: activityOf, DERIVED_ONLY: DERIVED_ONLY, topicNames: topicNames,
   SENDER_RESUMABLE: SENDER_RESUMABLE, MAX_SENDER_RESUMES: MAX_SENDER_RESUMES, resumeRefusal: resumeRefusal,

@@ -1,4 +1,4 @@
-"""Audio probing and normalization with PyAV (its wheels bundle FFmpeg).
+"""Audio normalization with PyAV (its wheels bundle FFmpeg).
 
 ``normalize`` turns whatever the owner uploaded (any container FFmpeg can
 read, audio or video) into the one form a provider asks for (``AudioSpec``):
@@ -14,7 +14,6 @@ reasons are shown to the owner, so they speak of "the file", never of paths.
 from __future__ import annotations
 
 import contextlib
-import itertools
 import math
 import os
 import threading
@@ -27,13 +26,12 @@ from pathlib import Path
 import av
 import av.error
 import numpy as np
-import numpy.typing as npt
 from av.audio.frame import AudioFrame
 from av.audio.resampler import AudioResampler
 from av.audio.stream import AudioStream
 from av.container import InputContainer, OutputContainer
 
-from sidecar.media.pcm import PcmReader, quiet_cut
+from sidecar.media.pcm import PcmReader
 from sidecar.outcome import HaltCode, PermanentError, TranscriberError
 
 __all__ = [
@@ -41,9 +39,7 @@ __all__ = [
     "AudioSpec",
     "NormalizeCancelled",
     "Normalized",
-    "Probe",
     "normalize",
-    "probe",
 ]
 
 
@@ -72,13 +68,6 @@ class AudioSpec:
             bytes_per_second = (self.bitrate or 16 * self.sample_rate * self.channels) / 8
             caps.append(self.max_bytes * _RETRY_MARGIN / bytes_per_second)
         return min(caps) if caps else None
-
-
-@dataclass(frozen=True)
-class Probe:
-    duration_ms: int | None  # None when the container does not say
-    has_audio: bool
-    container: str
 
 
 @dataclass(frozen=True)
@@ -149,17 +138,6 @@ _UNCONFIRMED_SLACK_MS = 10_000
 _RETRY_MARGIN = 0.9
 # How often (in decoded frames) the growing output is measured against max_bytes.
 _SIZE_CHECK_EVERY = 64
-
-
-def probe(path: Path) -> Probe:
-    """What the container says about ``path``, without decoding it."""
-    with _open_input(path) as container:
-        stream = container.streams.audio[0] if container.streams.audio else None
-        return Probe(
-            duration_ms=_probed_duration_ms(container, stream),
-            has_audio=stream is not None,
-            container=container.format.name,
-        )
 
 
 def normalize(src: Path, dst: Path, spec: AudioSpec, *, cancel: threading.Event | None = None) -> Normalized:
@@ -267,42 +245,6 @@ def encode_pcm(
     finally:
         part.unlink(missing_ok=True)
     return Normalized(path=dst, format=spec.format, duration_ms=(end - start) * 1000 // pcm.rate, size=size)
-
-
-def pcm_chunks(
-    path: Path,
-    *,
-    rate: int = 16000,
-    seconds: float = 600.0,
-    cancel: threading.Event | None = None,
-) -> Iterator[npt.NDArray[np.float32]]:
-    """The first audio track as mono float32 PCM at ``rate``, in pieces of about ``seconds``.
-
-    Streaming: memory holds one piece, whatever the file's length. Each piece
-    ends at the quietest tenth of a second in its last 10 seconds, so a cut
-    rarely falls inside a word; the rest carries over to the next piece.
-    """
-    cancel = cancel or threading.Event()
-    target = int(seconds * rate)
-    parts: list[npt.NDArray[np.float32]] = []
-    held = 0
-    with _open_input(path) as inp:
-        if not inp.streams.audio:
-            raise PermanentError(HaltCode.UNSUPPORTED_MEDIA, "the file has no audio track")
-        mono = _MonoFeed("flt", "mono", rate)
-        frames = itertools.chain(_Decoding(inp, inp.streams.audio[0], cancel).frames(), [None])
-        for frame in frames:
-            for out in mono.resample(frame):
-                data = out.to_ndarray().reshape(-1).astype(np.float32, copy=False)
-                parts.append(data)
-                held += data.size
-            while held >= target:
-                buf = np.concatenate(parts)
-                cut = quiet_cut(buf[:target], rate)
-                yield buf[:cut]
-                parts, held = [buf[cut:]], buf.size - cut
-    if held:
-        yield np.concatenate(parts)
 
 
 # --- internals ---------------------------------------------------------------

@@ -3,7 +3,7 @@
 The model (``faster_whisper/assets/silero_vad_v6.onnx``) runs on onnxruntime
 at a few hundred times real time, no torch needed. Audio is fed a block at a
 time, so finding the speech of a six-hour recording holds one block in
-memory, never the recording. Blocks end at quiet moments (``audio.pcm_chunks``),
+memory, never the recording. Blocks end at quiet moments (``PcmReader.blocks``),
 so a region that meets a block's edge ends at a pause too.
 
 Regions are what everything downstream works from: the recognizer decodes
@@ -14,13 +14,13 @@ cut between them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["MAX_REGION_SECONDS", "SAMPLE_RATE", "Region", "find_speech", "find_speech_in_blocks", "speech_seconds"]
+__all__ = ["MAX_REGION_SECONDS", "SAMPLE_RATE", "Region", "find_speech", "find_speech_in_blocks"]
 
 SAMPLE_RATE = 16000
 # Whisper reads 30-second windows: no region is longer, so any region fits one.
@@ -121,7 +121,3 @@ def find_speech_in_blocks(blocks: Iterable[npt.NDArray[np.float32]]) -> tuple[li
         regions.extend(find_speech(block, offset))
         offset += block.size
     return regions, offset
-
-
-def speech_seconds(regions: Sequence[Region]) -> float:
-    return sum(r.samples for r in regions) / SAMPLE_RATE

@@ -134,7 +134,7 @@ class WorkerPool:
         while True:
             try:
                 removed, failed = await sweep_once(
-                    runner.storage, runner.provider_for, runner.clock, p.keep_halted_copies
+                    runner.storage, runner.providers.remove_copies, runner.clock, p.keep_halted_copies
                 )
                 runner.metrics.copies.labels(result="removed").inc(removed)
                 runner.metrics.copies.labels(result="failed").inc(failed)

@@ -14,7 +14,6 @@ import contextlib
 import logging
 import shutil
 import tempfile
-from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -38,10 +37,10 @@ from sidecar.outcome import (
     Verdict,
 )
 from sidecar.pipeline.stages import Stage, StageTable, Work
-from sidecar.providers.base import Provider
 from sidecar.redaction import redact
 from sidecar.settings import Settings
-from sidecar.steps.base import StepContext
+from sidecar.steps.base import Providers, StepContext
+from sidecar.storage.copies import LocalCopies
 from sidecar.storage.errors import FencedOut, StorageUnavailable
 from sidecar.storage.model import AudioRecord, Claimed
 from sidecar.storage.protocol import Storage
@@ -73,13 +72,14 @@ class Runner:
     table: StageTable
     settings: Settings
     clock: Clock
-    provider: Provider
-    provider_for: Callable[[str], Provider]
+    providers: Providers  # passed on to the steps: the pipeline never names a provider
     metrics: Metrics
     # The CPUs this process shares between recognition and the offline insights engine.
     gate: CpuGate = field(default_factory=CpuGate)
     # The insights step's engine (None: insights are off: nothing is queued or claimed for them).
     insights: Engine | None = None
+    # Files this process stored or fetched, read by its later steps instead of fetched again.
+    copies: LocalCopies | None = None
 
     def insights_lease(self) -> timedelta | None:
         """The insights step's lease when this process may take that work now, else None."""
@@ -95,7 +95,7 @@ class Runner:
             record=record.recording or record.id,
             stage=stage.name,
             claim=claimed.claim.token[:8],
-            provider=self.insights.name if stage is self.table.insights and self.insights else self.provider.name,
+            provider=self.insights.name if stage is self.table.insights and self.insights else self.providers.name,
         ):
             try:
                 verdict = await self._guarded(claimed, stage)
@@ -159,11 +159,11 @@ class Runner:
         """The step's outcome as the transition to settle (a failure classified where it surfaced)."""
         record = claimed.record
         workdir = Path(tempfile.mkdtemp(prefix=f"transcriber-{record.id}-"))
-        session = ClaimSession(self.storage, claimed.claim, record)
+        session = ClaimSession(self.storage, claimed.claim, record, claimed.rows, self.copies)
         ctx = StepContext(
             session,
-            self.provider,
-            self.provider_for,
+            self.providers.current,
+            self.providers.by_name,
             self.settings,
             self.clock,
             workdir,
@@ -200,9 +200,10 @@ class Runner:
         assert outcome is not None
         if isinstance(outcome, Advance):
             assert stage.next is not None
+            to = stage.skip_to if outcome.nothing_next and stage.skip_to else stage.next
             # A recording whose transcript is done gets its insights queued, when they are on.
-            follow = self.insights is not None and stage is not self.table.insights and stage.next == "done"
-            return Advanced(stage.next, redact(outcome.note or f"{stage.step} done"), insights=follow)
+            follow = self.insights is not None and stage is not self.table.insights and to == "done"
+            return Advanced(to, redact(outcome.note or f"{stage.step} done"), insights=follow)
         delay = outcome.delay or self.settings.pipeline.poll_delay
         return Postponed(self.clock.now_ms() + max(_ms(delay), 1), redact(outcome.note))
 
@@ -227,6 +228,9 @@ class Runner:
         if isinstance(change, Halted):
             change = Halted(change.code, redact(change.reason))
         await self.storage.settle(claimed.claim, change)
+        finished = isinstance(change, Advanced) and self.table.is_terminal(change.stage)
+        if self.copies is not None and (finished or isinstance(change, Halted)):
+            self.copies.forget(record.id)  # nothing here reads them again
         if isinstance(change, Advanced):
             log.debug("record %s: %s → %s", record.id, record.state, change.stage)
             return Verdict.ADVANCED

@@ -32,6 +32,8 @@ class Stage:
     work: Work | None
     lease: timedelta
     next: str | None
+    # Where a step that did the next stage's work too goes instead (``Advance.nothing_next``).
+    skip_to: str | None = None
 
 
 # Short leases, kept alive by the running step (the runner extends a lease a
@@ -42,7 +44,9 @@ LEASE = timedelta(minutes=2)
 # The pipeline, in order (SPEC §3), with each stage's default lease.
 STAGES: tuple[Stage, ...] = (
     Stage("uploaded", "normalize", Work.OWN, LEASE, "normalized"),
-    Stage("normalized", "submit", Work.OWN, LEASE, "submitted"),
+    # A provider that answers at once (the offline engine, an OpenAI-compatible server)
+    # leaves nothing to poll: its recording goes straight to ``transcribed``.
+    Stage("normalized", "submit", Work.OWN, LEASE, "submitted", skip_to="transcribed"),
     Stage("submitted", "poll", Work.FOREIGN, LEASE, "transcribed"),
     Stage("transcribed", "finalize", Work.OWN, LEASE, "done"),
     Stage("done", None, None, timedelta(0), None),
@@ -88,6 +92,11 @@ class StageTable:
     def leases(self) -> dict[str, timedelta]:
         """What the claim may hand out: every stage with a step, and its lease."""
         return {s.name: s.lease for s in self.stages.values() if s.step is not None}
+
+    def is_terminal(self, name: str) -> bool:
+        """Whether ``name`` is a stage without a step (a recording there is finished)."""
+        stage = self.stages.get(name)
+        return stage is not None and stage.step is None
 
     def step_of(self, stage: Stage) -> Step:
         assert stage.step is not None

@@ -24,14 +24,13 @@ removed, and the original and the transcript are kept (ST5).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 
 from sidecar.clock import Clock
 from sidecar.outcome import TranscriberError
-from sidecar.providers.base import Provider
 from sidecar.redaction import redact
-from sidecar.storage.model import AttemptStatus, SweepItem
+from sidecar.storage.model import AttemptRow, AttemptStatus, SweepItem
 from sidecar.storage.protocol import Storage
 
 __all__ = ["sweep_normalized", "sweep_once"]
@@ -40,16 +39,20 @@ log = logging.getLogger("transcriber.sweep")
 
 
 async def sweep_once(
-    storage: Storage, provider_for: Callable[[str], Provider], clock: Clock, keep_halted: timedelta
+    storage: Storage, remove_copies: Callable[[AttemptRow], Awaitable[None]], clock: Clock, keep_halted: timedelta
 ) -> tuple[int, int]:
-    """One pass: (copies removed, removals that failed)."""
+    """One pass: (copies removed, removals that failed).
+
+    ``remove_copies`` removes one attempt's provider-side copies (its provider's cleanup; the
+    sweep, like the rest of the pipeline, never names a provider).
+    """
     removed = failed = 0
     for item in await storage.attempts_to_sweep():
         if not await _due(storage, item, clock, keep_halted):
             continue
         attempt = item.attempt
         try:
-            await provider_for(attempt.provider).cleanup(attempt.operation_id, attempt.audio_uri)
+            await remove_copies(attempt)
         except (TranscriberError, ValueError) as exc:
             failed += 1
             reason = redact(str(exc))[:2000]

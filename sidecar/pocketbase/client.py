@@ -8,6 +8,7 @@ renewed by logging in again, once per call.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from datetime import timedelta
@@ -31,6 +32,7 @@ from sidecar.storage.model import (
     FileRow,
     NoWork,
     PiecePlace,
+    RecordRows,
     SweepItem,
 )
 from sidecar.storage.transitions import Transition
@@ -166,6 +168,8 @@ class PocketBaseClient:
             # The record's queue fields come back with the claim: the runner needs
             # them at once, and a second request would cost a round trip per claim.
             "with_record": True,
+            # ... and so do a recording's files and attempts, which its step reads first.
+            "with_rows": True,
         }
         if insights_lease is not None:
             body["insights_lease"] = int(insights_lease.total_seconds() * 1000)
@@ -175,7 +179,10 @@ class PocketBaseClient:
             return NoWork(int(resp.headers.get("X-Next-Available-At", "0") or 0), set_aside)
         data = resp.json()
         claim = Claim(id=str(data["id"]), token=str(data["token"]), queue=str(data.get("queue") or RECORDS))
-        return Claimed(claim, AudioRecord.model_validate(data["record"]), set_aside)
+        rows = data.get("rows")
+        return Claimed(
+            claim, AudioRecord.model_validate(data["record"]), set_aside, _record_rows(rows) if rows else None
+        )
 
     @_ride_out_restart
     async def settle(self, claim: Claim, change: Transition) -> AudioRecord:
@@ -204,33 +211,36 @@ class PocketBaseClient:
 
     # -- reads ------------------------------------------------------------------
 
-    @_ride_out_restart
-    async def get_record(self, record_id: str) -> AudioRecord:
-        resp = await self.request("GET", f"/api/collections/audio_records/records/{record_id}")
-        return AudioRecord.model_validate(resp.json())
-
-    async def _related(self, record_id: str, collection: str) -> list[dict[str, Any]]:
-        """Rows of ``collection`` that point at the record, oldest first.
+    async def _related(self, record_id: str, *collections: str) -> dict[str, list[dict[str, Any]]]:
+        """Rows of each of ``collections`` that point at the record, oldest first, in one request.
 
         Read through the record (a back-relation expand) rather than a filtered
         list: PocketBase delays empty filtered lists for non-superusers by up to
         half a second, and "no normalized file yet" is the common case.
         """
-        rel = f"{collection}_via_record"
+        rels = [f"{c}_via_record" for c in collections]
         resp = await self.request(
             "GET",
             f"/api/collections/audio_records/records/{record_id}",
-            params={"expand": rel, "fields": f"id,expand.{rel}"},
+            params={"expand": ",".join(rels), "fields": "id," + ",".join(f"expand.{r}" for r in rels)},
         )
-        rows = resp.json().get("expand", {}).get(rel, [])
-        return sorted(rows, key=lambda r: (str(r.get("created", "")), str(r["id"])))
+        expand = resp.json().get("expand", {})
+        return {
+            c: sorted(expand.get(rel, []), key=lambda r: (str(r.get("created", "")), str(r["id"])))
+            for c, rel in zip(collections, rels, strict=True)
+        }
+
+    async def rows_of(self, record_id: str) -> RecordRows:
+        got = await self._related(record_id, "files", "recognition_attempts")
+        return _record_rows(got)
 
     async def files_of(self, record_id: str, role: str) -> list[FileRow]:
-        rows = [FileRow.model_validate(r) for r in await self._related(record_id, "files")]
+        rows = [FileRow.model_validate(r) for r in (await self._related(record_id, "files"))["files"]]
         return [f for f in rows if f.role == role and not f.superseded]
 
     async def attempts_of(self, record_id: str) -> list[AttemptRow]:
-        return [AttemptRow.model_validate(r) for r in await self._related(record_id, "recognition_attempts")]
+        got = await self._related(record_id, "recognition_attempts")
+        return [AttemptRow.model_validate(r) for r in got["recognition_attempts"]]
 
     async def count_records(self, stages: Sequence[str]) -> dict[tuple[str, bool], int]:
         counts: dict[tuple[str, bool], int] = {}
@@ -326,6 +336,8 @@ class PocketBaseClient:
             "offset_ms": str(place.offset_ms),
             "speech_ms": str(place.speech_ms),
         }
+        if place.speech is not None:
+            fields["speech"] = json.dumps([list(r) for r in place.speech], separators=(",", ":"))
         url = f"/api/pipeline/records/{claim.id}/files"
 
         @_ride_out_restart
@@ -342,20 +354,7 @@ class PocketBaseClient:
                     timeout_s=self._upload_timeout,
                 )
 
-        data = (await upload()).json()
-        return FileRow(
-            id=data["id"],
-            record=claim.id,
-            role=role,
-            format=format,
-            blob=data.get("blob", ""),
-            duration_ms=duration_ms,
-            location=location,
-            piece=place.piece,
-            pieces=place.pieces,
-            offset_ms=place.offset_ms,
-            speech_ms=place.speech_ms,
-        )
+        return FileRow.model_validate((await upload()).json())
 
     @_ride_out_restart
     async def charge_audio(self, claim: Claim, duration_ms: int) -> str | None:
@@ -378,23 +377,26 @@ class PocketBaseClient:
         resp = await self._write("POST", f"/api/pipeline/records/{claim.id}/attempts", json=body)
         return str(resp.json()["id"])
 
-    async def update_attempt(self, claim: Claim, attempt_id: str, change: AttemptChange) -> None:
+    async def update_attempt(self, claim: Claim, attempt_id: str, change: AttemptChange) -> AttemptRow:
         path = f"/api/pipeline/records/{claim.id}/attempts/{attempt_id}"
-        fields = {"token": claim.token}
+        fields: dict[str, Any] = {"token": claim.token}
         for name in ("operation_id", "audio_uri", "status"):
             value = getattr(change, name)
             if value is not None:
                 fields[name] = str(value)
+        if change.copies_removed_at is not None:
+            fields["copies_removed_at"] = change.copies_removed_at
         if change.raw_response is None:
-            await self._write("POST", path, json=fields)
-            return
-        await self._write(
+            return AttemptRow.model_validate((await self._write("POST", path, json=fields)).json())
+        fields = {k: str(v) for k, v in fields.items()}
+        resp = await self._write(
             "POST",
             path,
             data=fields,
             files={"raw_response": (change.raw_name, change.raw_response, "application/octet-stream")},
             timeout_s=self._upload_timeout,
         )
+        return AttemptRow.model_validate(resp.json())
 
     async def put_text(
         self, claim: Claim, kind: str, content: str, segments: Any = None, *, language: str | None = None
@@ -463,3 +465,13 @@ class PocketBaseClient:
 
 def _write_key() -> str:
     return uuid.uuid4().hex
+
+
+def _record_rows(rows: dict[str, Any]) -> RecordRows:
+    """A record's rows as the claim or the back-relation read carries them."""
+    files = rows.get("files") or []
+    attempts = rows.get("attempts") or rows.get("recognition_attempts") or []
+    return RecordRows(
+        [FileRow.model_validate(r) for r in files],
+        [AttemptRow.model_validate(r) for r in attempts],
+    )

@@ -17,7 +17,7 @@ Errors are raised as the classified errors of ``sidecar.outcome``
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -38,6 +38,9 @@ class StartRequest:
     format: str
     duration_ms: int
     attempt_key: str  # unique, stable across retries of the same attempt
+    # Where the speech is in the audio, as normalize found it: (start, end) in ms from its start.
+    # None: not known (a piece stored before it was kept); a provider that needs it finds it itself.
+    speech: Sequence[tuple[int, int]] | None = None
     language: str | None = None  # the sender's hint (a language code); None: the provider's setting
     # A provider that recognizes as it goes reports how many seconds of the audio
     # it has recognized (from any thread); the step turns that into progress (LA4).

@@ -1,4 +1,10 @@
-"""What a step receives. Steps never import the pipeline."""
+"""What a step receives. Steps never import the pipeline.
+
+The pipeline hands the providers to the steps without knowing what they are:
+it holds a ``Providers`` (built by ``sidecar.service``, the one place that
+names a provider) and passes it on, so no pipeline module imports
+``sidecar.providers``.
+"""
 
 from __future__ import annotations
 
@@ -11,8 +17,24 @@ from sidecar.insights.summarize import Engine
 from sidecar.outcome import StepResult
 from sidecar.providers.base import Provider
 from sidecar.settings import Settings
-from sidecar.storage.model import AudioRecord
+from sidecar.storage.model import AttemptRow, AudioRecord
 from sidecar.storage.session import ClaimSession
+
+
+@dataclass(frozen=True)
+class Providers:
+    """The speech providers of this process: the configured one and any by name."""
+
+    current: Provider  # starts new work
+    by_name: Callable[[str], Provider]  # finishes work an attempt row names
+
+    @property
+    def name(self) -> str:
+        return self.current.name
+
+    async def remove_copies(self, attempt: AttemptRow) -> None:
+        """Removes an attempt's provider-side copies (its provider's ``cleanup``)."""
+        await self.by_name(attempt.provider).cleanup(attempt.operation_id, attempt.audio_uri)
 
 
 @dataclass

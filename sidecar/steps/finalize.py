@@ -47,9 +47,7 @@ async def run(ctx: StepContext) -> StepResult:
     # A leftover copy is not worth the transcript: a failed removal is noted and left to the sweep.
     for piece in recording.speech:
         assert piece.attempt is not None
-        if await recognition.remove_copies(ctx, piece.attempt):
-            await ctx.session.update_attempt(piece.attempt.id, status=AttemptStatus.CLEANED)
-        else:
+        if not await recognition.remove_copies(ctx, piece.attempt, then=AttemptStatus.CLEANED):
             log.warning("record %s: provider-side copies not removed; the sweep will try again", ctx.record.id)
     found = f", language {joined.language}" if joined.language else ""
     pieces = f" from {len(results)} pieces" if len(results) > 1 else ""

@@ -8,10 +8,13 @@ it declared, nothing more is written until decoding confirms the length).
 The decoded length is then charged to the sender's daily audio in place of
 what intake reserved; a recording that breaks the quota halts over_quota
 before anything is cut or sent.
-Voice activity detection finds the speech; the piece plan cuts the recording
-where the provider's cap requires, in pauses; each piece is encoded in the
-provider's format and stored as its own ``files`` row (role ``normalized``,
-its place in the recording, how much speech it holds). A recording without
+Voice activity detection finds the speech, once for the recording: the piece
+plan cuts the recording where the provider's cap requires, in pauses; each
+piece is encoded in the provider's format and stored as its own ``files`` row
+(role ``normalized``, its place in the recording, how much speech it holds and
+where: the offline engine decodes those regions without searching again).
+The decoded length is stored on the record with the charge; every later step
+reads it from there. A recording without
 speech (silence, noise, a file of no samples) keeps no normalized copy: its
 row says how long it is and that nothing in it is to be recognized (L5).
 The original is never replaced. A retry finds the pieces already stored and
@@ -20,7 +23,6 @@ adds only the missing ones (the plan comes out the same on the same audio).
 
 from __future__ import annotations
 
-import itertools
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -33,7 +35,7 @@ import numpy.typing as npt
 from sidecar.media import audio, vad
 from sidecar.media.audio import AudioSpec
 from sidecar.media.pcm import PcmReader
-from sidecar.media.pieces import PieceLimits, plan
+from sidecar.media.pieces import Piece, PieceLimits, plan
 from sidecar.outcome import Advance, HaltCode, PermanentError, StepResult
 from sidecar.steps.base import StepContext
 from sidecar.storage.model import FileRole, FileRow, PiecePlace
@@ -57,7 +59,7 @@ class Cut:
 
 
 async def run(ctx: StepContext) -> StepResult:
-    stored = await ctx.session.files(FileRole.NORMALIZED)
+    stored = await ctx.session.files(FileRole.NORMALIZED)  # the rows are read once: ORIGINAL below is free
     if stored and _complete(stored):
         # A previous attempt stored every piece and died before advancing.
         return Advance(f"normalized audio already stored ({len(stored)} piece(s), {stored[0].format})")
@@ -83,7 +85,7 @@ async def run(ctx: StepContext) -> StepResult:
             await ctx.session.attach_file(
                 c.path, role=FileRole.NORMALIZED, format=c.format, duration_ms=c.duration_ms, place=c.place
             )
-    total_ms = sum(c.duration_ms for c in cuts) - _overlap_ms(cuts)
+    total_ms = full.duration_ms
     speech_s = sum(c.place.speech_ms for c in cuts) / 1000
     channels = cuts[0].source_channels
     mixed = f" ({channels} channels mixed into one)" if channels > 2 else ""
@@ -120,7 +122,7 @@ def split(full: audio.Normalized, workdir: Path, spec: AudioSpec, cancel: thread
         pieces = plan(regions, total, PieceLimits(max_seconds=seconds or float(total)))
         cuts = []
         for p in pieces:
-            place = PiecePlace(p.index, len(pieces), p.offset_ms, p.speech_ms(regions))
+            place = PiecePlace(p.index, len(pieces), p.offset_ms, p.speech_ms(regions), _speech_in(p, regions))
             if len(pieces) == 1 and (spec.format, spec.sample_rate, spec.channels) == ("wav_pcm16", 16000, 1):
                 # already what the provider reads
                 cuts.append(Cut(full.path, spec.format, full.duration_ms, place, channels))
@@ -142,8 +144,12 @@ def _complete(stored: list[FileRow]) -> bool:
     return {f.piece for f in stored} == set(range(stored[0].pieces))
 
 
-def _overlap_ms(cuts: list[Cut]) -> int:
-    overlap = 0
-    for a, b in itertools.pairwise(cuts):
-        overlap += max(0, a.place.offset_ms + a.duration_ms - b.place.offset_ms)
-    return overlap
+def _speech_in(piece: Piece, regions: list[vad.Region]) -> tuple[tuple[int, int], ...]:
+    """The regions inside ``piece``, cut to it, in ms from its start (start rounded down, end up)."""
+    per_ms = vad.SAMPLE_RATE // 1000
+    inside = []
+    for r in regions:
+        start, end = max(r.start, piece.start) - piece.start, min(r.end, piece.end) - piece.start
+        if end > start:
+            inside.append((start // per_ms, -(-end // per_ms)))
+    return tuple(inside)

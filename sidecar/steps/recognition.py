@@ -43,10 +43,7 @@ class Recording:
 
     pieces: list[FileRow]  # in order
     speech: list[PieceWork]  # the pieces with speech
-
-    @property
-    def duration_ms(self) -> int:
-        return max(f.offset_ms + f.duration_ms for f in self.pieces)
+    duration_ms: int  # its length, as normalize stored it on the record
 
 
 async def recording(ctx: StepContext, *, to_start: bool = False) -> Recording:
@@ -69,7 +66,9 @@ async def recording(ctx: StepContext, *, to_start: bool = False) -> Recording:
     for a in await ctx.session.attempts():  # oldest first
         if a.status not in over:
             latest[a.piece] = a
-    return Recording(rows, [PieceWork(f, latest.get(f.piece)) for f in rows if f.speech_ms > 0])
+    # The length normalize stored; a record normalized by an older release and never migrated has only its pieces.
+    duration_ms = ctx.record.duration_ms or max(f.offset_ms + f.duration_ms for f in rows)
+    return Recording(rows, [PieceWork(f, latest.get(f.piece)) for f in rows if f.speech_ms > 0], duration_ms)
 
 
 async def start(ctx: StepContext, piece: PieceWork, progress: ProgressWriter | None = None) -> AttemptRow:
@@ -95,8 +94,7 @@ async def start(ctx: StepContext, piece: PieceWork, progress: ProgressWriter | N
         attempt_id, audio_uri = attempt.id, attempt.audio_uri
         found = await provider.find_started(attempt_id, audio_uri)
         if found:
-            await ctx.session.update_attempt(attempt_id, operation_id=found, status=AttemptStatus.RUNNING)
-            return await _reread(ctx, attempt_id)
+            return await ctx.session.update_attempt(attempt_id, operation_id=found, status=AttemptStatus.RUNNING)
 
     row = piece.file
     if row.removed_at or not row.blob:
@@ -119,6 +117,7 @@ async def start(ctx: StepContext, piece: PieceWork, progress: ProgressWriter | N
         format=row.format,
         duration_ms=row.duration_ms,
         attempt_key=attempt_id,
+        speech=row.speech,
         language=ctx.record.language_hint or None,
         report=progress.reporter(piece.file.offset_ms) if progress else None,
         found_language=progress.found_language if progress else None,
@@ -129,18 +128,13 @@ async def start(ctx: StepContext, piece: PieceWork, progress: ProgressWriter | N
     finally:
         path.unlink(missing_ok=True)  # a six-hour recording's pieces are not all kept in scratch space
     ctx.audio_sent(provider.name, row.duration_ms / 1000)
-    await ctx.session.update_attempt(
+    return await ctx.session.update_attempt(
         attempt_id,
         operation_id=started.operation_id,
         audio_uri=started.audio_uri or None,
         status=AttemptStatus.READY if started.raw is not None else AttemptStatus.RUNNING,
         raw_response=started.raw,
     )
-    return await _reread(ctx, attempt_id)
-
-
-async def _reread(ctx: StepContext, attempt_id: str) -> AttemptRow:
-    return next(a for a in await ctx.session.attempts() if a.id == attempt_id)
 
 
 async def fail_attempt(
@@ -155,12 +149,18 @@ async def fail_attempt(
     return PermanentError(error.code, f"{error}; {hint}")
 
 
-async def remove_copies(ctx: StepContext, attempt: AttemptRow) -> bool:
-    """Removes the attempt's provider-side copies; a failure is left to the sweep (and noted once)."""
+async def remove_copies(ctx: StepContext, attempt: AttemptRow, then: AttemptStatus | None = None) -> bool:
+    """Removes the attempt's provider-side copies; a failure is left to the sweep (and noted once).
+
+    ``then``: the attempt's status once they are gone, written with their removal (one write).
+    """
     try:
         await ctx.provider_for(attempt.provider).cleanup(attempt.operation_id, attempt.audio_uri)
     except TranscriberError as exc:
         await ctx.session.copies_removed(attempt.id, error=redact(str(exc))[:2000] or type(exc).__name__)
         return False
-    await ctx.session.copies_removed(attempt.id)
+    if then is None:
+        await ctx.session.copies_removed(attempt.id)
+    else:
+        await ctx.session.update_attempt(attempt.id, status=then, copies_removed_at=ctx.clock.now_ms())
     return True

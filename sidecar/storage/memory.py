@@ -40,6 +40,7 @@ from sidecar.storage.model import (
     FileRow,
     NoWork,
     PiecePlace,
+    RecordRows,
     SweepItem,
 )
 from sidecar.storage.transitions import Advanced, Extended, Failed, Halted, Postponed, Progressed, Released, Transition
@@ -83,6 +84,7 @@ class Row:
     progress_at: int = 0
     activity: str = ""  # what the claim's holder reported doing ("": nothing finer than the stage)
     quota_ms: int = 0  # audio charged to the sender's day (H4)
+    duration_ms: int = 0  # the decoded length, stored by normalize
     lease_ended_at: int = 0
     brief: str = ""
     topics: list[str] = field(default_factory=list)  # names (PocketBase keeps ids of the owner's dictionary)
@@ -316,7 +318,7 @@ class InMemoryStorage:
         row.claim_expires_at = row.available_at = now + int(leases[row.state].total_seconds() * 1000)
         row.attempts += 1
         row.activity = ""
-        return Claimed(Claim(row.id, row.claim_token), row.view())
+        return Claimed(Claim(row.id, row.claim_token), row.view(), rows=self._rows(row.id))
 
     def _claim_insights(self, now: int, lease: timedelta) -> Claimed | None:
         eligible = [
@@ -396,13 +398,15 @@ class InMemoryStorage:
         self._changed_now()
         return row.view(self.records[row.record]) if isinstance(row, InsightsRow) else row.view()
 
-    async def get_record(self, record_id: str) -> AudioRecord:
+    async def rows_of(self, record_id: str) -> RecordRows:
         await anyio.lowlevel.checkpoint()
-        self.calls.append("get_record")
-        try:
-            return self.records[record_id].view()
-        except KeyError:
-            raise StorageError(f"no record {record_id}", status=404) from None
+        self.calls.append("rows_of")
+        return self._rows(record_id)
+
+    def _rows(self, record_id: str) -> RecordRows:
+        files = [f.model_copy() for f, _ in self._files.values() if f.record == record_id]
+        attempts = [a.row.model_copy() for a in self._attempts.values() if a.row.record == record_id]
+        return RecordRows(files, attempts)
 
     async def files_of(self, record_id: str, role: str) -> list[FileRow]:
         await anyio.lowlevel.checkpoint()
@@ -467,13 +471,14 @@ class InMemoryStorage:
         row = self._store_file(
             claim.id, role, path.name if path else "", data, format=format, duration_ms=duration_ms, location=location
         )
-        for name in ("piece", "pieces", "offset_ms", "speech_ms"):
+        for name in ("piece", "pieces", "offset_ms", "speech_ms", "speech"):
             setattr(row, name, getattr(place, name))
         return row.model_copy()
 
     async def charge_audio(self, claim: Claim, duration_ms: int) -> str | None:
         await anyio.lowlevel.checkpoint()
         row = self._fenced(claim)
+        row.duration_ms = duration_ms
         since = self.clock.now_ms() - 24 * 3600 * 1000
         others = sum(
             r.quota_ms
@@ -508,7 +513,7 @@ class InMemoryStorage:
         self._attempts[row.id] = _Attempt(row)
         return row.id
 
-    async def update_attempt(self, claim: Claim, attempt_id: str, change: AttemptChange) -> None:
+    async def update_attempt(self, claim: Claim, attempt_id: str, change: AttemptChange) -> AttemptRow:
         await anyio.lowlevel.checkpoint()
         self._fenced(claim)
         attempt = self._attempts.get(attempt_id)
@@ -520,9 +525,14 @@ class InMemoryStorage:
             value = getattr(change, name)
             if value is not None:
                 setattr(attempt.row, name, str(value))
+        if change.copies_removed_at is not None:
+            attempt.row.copies_removed_at, attempt.row.copies_error = change.copies_removed_at, ""
         if change.raw_response is not None:
             attempt.raw = change.raw_response
-            attempt.row.raw_response = change.raw_name
+            # Every stored version has a name of its own, as PocketBase names uploads.
+            stem, dot, ext = change.raw_name.rpartition(".")
+            attempt.row.raw_response = f"{stem}_{_id()[:10]}{dot}{ext}" if dot else f"{change.raw_name}_{_id()[:10]}"
+        return attempt.row.model_copy()
 
     async def put_text(
         self, claim: Claim, kind: str, content: str, segments: Any = None, *, language: str | None = None

@@ -24,8 +24,13 @@ __all__ = [
     "FileRow",
     "NoWork",
     "PiecePlace",
+    "RecordRows",
+    "Speech",
     "SweepItem",
 ]
+
+# Where the speech is in a piece: (start, end) pairs in ms from the piece's start, found once at normalize.
+Speech = tuple[tuple[int, int], ...]
 
 
 class AttemptStatus(StrEnum):
@@ -89,6 +94,7 @@ class AudioRecord(BaseModel):
     progress: float = 0.0  # 0..1, how far recognition has come
     progress_at: int = 0  # when it last moved (ms); a step still making progress is not stalled
     lease_ended_at: int = 0  # when the previous claim's lease ran out (0: handed back): waiting since, not work
+    duration_ms: int = 0  # the recording's decoded length, stored once by normalize (0: not normalized yet)
 
 
 @dataclass(frozen=True)
@@ -99,6 +105,8 @@ class Claimed:
     record: AudioRecord
     # Records the claim found unreadable on its way and set aside (halted ``unclaimable``).
     set_aside: tuple[str, ...] = ()
+    # A recording's files and attempts, when the claim brought them (its step reads them first).
+    rows: RecordRows | None = None
 
 
 @dataclass(frozen=True)
@@ -127,6 +135,7 @@ class FileRow(BaseModel):
     offset_ms: int = 0  # where it starts in the recording
     speech_ms: int = 0  # how much speech it holds; 0: never sent to be recognized
     removed_at: int = 0  # when its blob was removed, its recording long done (ms); 0: kept
+    speech: Speech | None = None  # where the speech is (normalize's detection); None: not stored (older pieces)
 
 
 @dataclass(frozen=True)
@@ -137,6 +146,7 @@ class PiecePlace:
     pieces: int = 1
     offset_ms: int = 0
     speech_ms: int = 0
+    speech: Speech | None = None  # the regions of speech in it (ms from its start), when detection ran
 
     @classmethod
     def whole(cls, duration_ms: int) -> PiecePlace:
@@ -153,6 +163,7 @@ class AttemptChange:
     status: AttemptStatus | None = None
     raw_response: bytes | None = None  # stored as an attachment, never a column (ST7)
     raw_name: str = "response.json"
+    copies_removed_at: int | None = None  # the provider-side copies are gone since then (ms)
 
 
 class AttemptRow(BaseModel):
@@ -171,6 +182,14 @@ class AttemptRow(BaseModel):
     offset_ms: int = 0
     copies_removed_at: int = 0  # when the provider-side copies were removed; 0: not yet
     copies_error: str = ""  # why they could not be removed yet
+
+
+@dataclass
+class RecordRows:
+    """A recording's files (every role, superseded ones included) and its attempts, oldest first."""
+
+    files: list[FileRow]
+    attempts: list[AttemptRow]
 
 
 @dataclass(frozen=True)

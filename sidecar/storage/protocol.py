@@ -31,6 +31,7 @@ from sidecar.storage.model import (
     FileRow,
     NoWork,
     PiecePlace,
+    RecordRows,
     SweepItem,
 )
 from sidecar.storage.transitions import Transition
@@ -50,7 +51,8 @@ class Storage(Protocol):
     # -- the queue ----------------------------------------------------------------
 
     async def claim(self, leases: Mapping[str, timedelta], insights_lease: timedelta | None = None) -> Claimed | NoWork:
-        """The next claimable recording; with ``insights_lease``, when none is, the next insights row."""
+        """The next claimable recording (with its files and attempts); with ``insights_lease``, when none
+        is, the next insights row."""
         ...
 
     async def settle(self, claim: Claim, change: Transition) -> AudioRecord:
@@ -59,7 +61,9 @@ class Storage(Protocol):
 
     # -- reads --------------------------------------------------------------------
 
-    async def get_record(self, record_id: str) -> AudioRecord: ...
+    async def rows_of(self, record_id: str) -> RecordRows:
+        """The record's files (every role) and attempts, oldest first, in one read."""
+        ...
 
     async def files_of(self, record_id: str, role: str) -> list[FileRow]:
         """The record's current files of ``role`` (not superseded), oldest first."""
@@ -108,7 +112,9 @@ class Storage(Protocol):
         self, claim: Claim, *, provider: str, model: str, audio_uri: str = "", piece: int = 0, offset_ms: int = 0
     ) -> str: ...
 
-    async def update_attempt(self, claim: Claim, attempt_id: str, change: AttemptChange) -> None: ...
+    async def update_attempt(self, claim: Claim, attempt_id: str, change: AttemptChange) -> AttemptRow:
+        """The attempt changed; the row as written."""
+        ...
 
     async def put_text(
         self, claim: Claim, kind: str, content: str, segments: Any = None, *, language: str | None = None

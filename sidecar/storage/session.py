@@ -4,18 +4,38 @@ A ``ClaimSession`` carries the claim's token and the claimed record; it has
 no way to claim, settle, or touch another record, so a step cannot advance a
 record by mistake (the runner settles the outcome).
 
+The record's rows (files and attempts) are read once per step, or not at
+all when the claim brought them, and kept current from what the step's own
+writes return. A file this process already holds (``LocalCopies``) is read
+from here, not fetched again.
+
 A provider's raw result and a note are stored without the registered secrets
 (H1): a provider that echoes a key inside a result never gets it stored.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
 from pathlib import Path
 from typing import Any
 
+import anyio
+import anyio.to_thread
+
 from sidecar.activity import Activity
 from sidecar.redaction import redact, redact_result
-from sidecar.storage.model import AttemptChange, AttemptRow, AttemptStatus, AudioRecord, Claim, FileRow, PiecePlace
+from sidecar.storage.copies import LocalCopies
+from sidecar.storage.model import (
+    AttemptChange,
+    AttemptRow,
+    AttemptStatus,
+    AudioRecord,
+    Claim,
+    FileRow,
+    PiecePlace,
+    RecordRows,
+)
 from sidecar.storage.protocol import Storage
 from sidecar.storage.transitions import Progressed
 
@@ -39,25 +59,51 @@ def redact_insights(result: dict[str, Any]) -> dict[str, Any]:
 
 
 class ClaimSession:
-    def __init__(self, storage: Storage, claim: Claim, record: AudioRecord) -> None:
+    def __init__(
+        self,
+        storage: Storage,
+        claim: Claim,
+        record: AudioRecord,
+        rows: RecordRows | None = None,
+        copies: LocalCopies | None = None,
+    ) -> None:
         self._storage = storage
         self.claim = claim
         self.record = record
+        self._rows = rows
+        self._copies = copies or _NO_COPIES
 
     # -- reads --------------------------------------------------------------------
 
+    async def _read_rows(self) -> RecordRows:
+        if self._rows is None:
+            self._rows = await self._storage.rows_of(self.record.id)
+        return self._rows
+
     async def files(self, role: str) -> list[FileRow]:
-        return await self._storage.files_of(self.record.id, role)
+        """The record's current files of ``role`` (not superseded), oldest first."""
+        rows = await self._read_rows()
+        return [f.model_copy() for f in rows.files if f.role == role and not f.superseded]
 
     async def attempts(self) -> list[AttemptRow]:
-        return await self._storage.attempts_of(self.record.id)
+        """The record's recognition attempts, oldest first."""
+        return [a.model_copy() for a in (await self._read_rows()).attempts]
 
     async def download(self, file: FileRow, dest: Path) -> int:
+        """The file's blob at ``dest``: this process's copy when it holds one, else fetched."""
         self._own(file.record)
-        return await self._storage.download(file, dest)
+        key = LocalCopies.key("files", file.id, file.blob)
+        held = self._copies.get(key, file.size)
+        if held is not None:
+            return await anyio.to_thread.run_sync(_link, held, dest)
+        size = await self._storage.download(file, dest)
+        return size
 
     async def raw_response(self, attempt: AttemptRow) -> bytes:
         self._own(attempt.record)
+        held = self._copies.get(LocalCopies.key("recognition_attempts", attempt.id, attempt.raw_response))
+        if held is not None:
+            return await anyio.Path(held).read_bytes()
         return await self._storage.raw_response(attempt)
 
     # -- fenced writes ------------------------------------------------------------
@@ -65,9 +111,15 @@ class ClaimSession:
     async def attach_file(
         self, path: Path | None, *, role: str, format: str, duration_ms: int, place: PiecePlace | None = None
     ) -> FileRow:
-        return await self._storage.attach_file(
+        row = await self._storage.attach_file(
             self.claim, path, role=role, format=format, duration_ms=duration_ms, place=place
         )
+        if path is not None:  # the next step here sends it: no need to fetch it back
+            key = LocalCopies.key("files", row.id, row.blob)
+            await anyio.to_thread.run_sync(self._copies.put, self.record.id, key, path)
+        if self._rows is not None:
+            self._rows.files.append(row)
+        return row.model_copy()
 
     async def charge_audio(self, duration_ms: int) -> str | None:
         """The decoded length charged to the sender's day; why not, when it breaks their quota."""
@@ -91,11 +143,24 @@ class ClaimSession:
         audio_uri: str | None = None,
         status: AttemptStatus | None = None,
         raw_response: bytes | None = None,
-    ) -> None:
+        copies_removed_at: int | None = None,
+    ) -> AttemptRow:
+        """The attempt changed; the row as written (the rows this session holds follow it)."""
         if raw_response is not None:
             raw_response = redact_result(raw_response)
-        change = AttemptChange(operation_id, audio_uri, status, raw_response)
-        await self._storage.update_attempt(self.claim, attempt_id, change)
+        change = AttemptChange(operation_id, audio_uri, status, raw_response, copies_removed_at=copies_removed_at)
+        row = await self._storage.update_attempt(self.claim, attempt_id, change)
+        if raw_response is not None:  # finalize reads it here, not from storage
+            key = LocalCopies.key("recognition_attempts", row.id, row.raw_response)
+            await anyio.to_thread.run_sync(self._copies.put_bytes, self.record.id, key, raw_response)
+        if self._rows is not None:
+            attempts = self._rows.attempts
+            at = next((i for i, a in enumerate(attempts) if a.id == row.id), None)
+            if at is None:
+                attempts.append(row)
+            else:
+                attempts[at] = row
+        return row.model_copy()
 
     async def put_text(self, kind: str, content: str, segments: Any = None, *, language: str | None = None) -> None:
         await self._storage.put_text(self.claim, kind, content, segments, language=language)
@@ -118,3 +183,36 @@ class ClaimSession:
     def _own(self, record_id: str) -> None:
         if record_id != self.record.id:
             raise ValueError(f"record {self.record.id}'s step asked for a row of record {record_id}")
+
+
+def _link(held: Path, dest: Path) -> int:
+    try:
+        os.link(held, dest)
+    except OSError:
+        shutil.copyfile(held, dest)
+    return dest.stat().st_size
+
+
+class _NoCopies(LocalCopies):
+    """Keeps nothing (a session built without a process's copies)."""
+
+    def __init__(self) -> None:  # no directory
+        pass
+
+    def get(self, key: tuple[str, str, str], size: int | None = None) -> Path | None:
+        return None
+
+    def put(self, record: str, key: tuple[str, str, str], src: Path) -> None:
+        return None
+
+    def put_bytes(self, record: str, key: tuple[str, str, str], data: bytes) -> None:
+        return None
+
+    def forget(self, record: str) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+_NO_COPIES = _NoCopies()

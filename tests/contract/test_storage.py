@@ -457,6 +457,44 @@ async def test_files_attempts_texts_and_notes_of_a_claim(backend: Backend, tmp_p
     assert (await backend.journal(rid))[-1] == ("note", "provider operation started")
 
 
+async def test_what_normalize_found_is_kept_and_the_claim_brings_the_rows(backend: Backend, tmp_path: Path) -> None:
+    """The length (with the charge), where the speech is (with the piece), and the rows with the claim;
+    each write answers the row as written."""
+    rid = await backend.add()
+    got = await claim(backend)
+    assert got.rows is not None and [f.role for f in got.rows.files] == ["original"] and got.rows.attempts == []
+    assert got.record.duration_ms == 0
+    assert await backend.storage.charge_audio(got.claim, 61_250) is None
+    audio = tmp_path / "n.wav"
+    audio.write_bytes(wav_bytes(0.2))
+    place = PiecePlace(0, 1, 0, 150, ((10, 90), (120, 160)))
+    made = await backend.storage.attach_file(
+        got.claim, audio, role="normalized", format="wav_pcm16", duration_ms=200, place=place
+    )
+    assert (made.record, made.size, made.speech, made.speech_ms) == (rid, audio.stat().st_size, place.speech, 150)
+    aid = await backend.storage.create_attempt(got.claim, provider="p", model="m", piece=0)
+    raw = b'{"text": "hi"}'
+    row = await backend.storage.update_attempt(
+        got.claim, aid, AttemptChange("op-1", status=AttemptStatus.READY, raw_response=raw)
+    )
+    assert (row.id, row.operation_id, row.status) == (aid, "op-1", "ready") and row.raw_response
+    assert await backend.storage.raw_response(row) == raw
+    row = await backend.storage.update_attempt(
+        got.claim, aid, AttemptChange(status=AttemptStatus.CLEANED, copies_removed_at=backend.clock.now_ms())
+    )
+    assert (row.status, row.copies_removed_at) == ("cleaned", backend.clock.now_ms())
+    await backend.storage.settle(got.claim, Advanced("normalized"))
+
+    again = await claim(backend)
+    assert again.record.id == rid and again.record.duration_ms == 61_250
+    assert again.rows is not None
+    assert [f.id for f in again.rows.files if f.role == "normalized"] == [made.id]
+    assert [a.id for a in again.rows.attempts] == [aid]
+    read = await backend.storage.rows_of(rid)
+    assert [(f.id, f.speech) for f in read.files] == [(f.id, f.speech) for f in again.rows.files]
+    assert [a.id for a in read.attempts] == [aid]
+
+
 async def test_records_are_counted_by_stage_and_halt(backend: Backend) -> None:
     for _ in range(3):
         await backend.add()

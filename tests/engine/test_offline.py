@@ -543,3 +543,34 @@ def test_windows_apart_keep_their_own_times(provider: OfflineProvider, tmp_path:
     for got, want in zip(starts, expected, strict=True):
         assert want - 0.5 <= got <= want + 1.5, (starts, expected)
     assert max(end for _start, end in said.values()) <= expected[-1] + dacha + 0.5  # nothing past the last word
+
+
+@pytest.mark.anyio
+async def test_speech_is_found_once_per_recording(provider: OfflineProvider, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Normalize finds the speech and keeps it with the piece; the engine decodes those regions
+    without searching the recording again."""
+    from sidecar.media import vad
+    from sidecar.service import default_steps, pipeline
+    from sidecar.storage.model import Claimed
+    from tests.support.sidecar import twin, twin_settings
+
+    runs: list[int] = []
+    search = vad.find_speech_in_blocks
+
+    def counted(blocks: Any) -> tuple[list[vad.Region], int]:
+        runs.append(1)
+        return search(blocks)
+
+    monkeypatch.setattr(vad, "find_speech_in_blocks", counted)
+    storage = twin()
+    rid = storage.add_record(audio=(SPEECH / "fox.ogg").read_bytes())
+    async with pipeline(twin_settings(), steps=default_steps(), provider=provider, storage=storage) as pool:
+        while storage.row(rid).state != "done":
+            got = await storage.claim(pool.runner.table.leases())
+            assert isinstance(got, Claimed)
+            await pool.runner.run(got)
+            assert not storage.row(rid).halted_at, storage.row(rid).halt_reason
+    assert len(runs) == 1
+    text = storage.texts[(rid, "transcript")].content
+    errors, words = word_errors(CLIPS["fox.ogg"], text)
+    assert errors / words <= 0.2, text

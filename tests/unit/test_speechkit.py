@@ -621,15 +621,16 @@ class DyingStorage(InMemoryStorage):
 
     die: str | None = None  # "after_storing_id" | "before_storing_id"
 
-    async def update_attempt(self, claim: Claim, attempt_id: str, change: AttemptChange) -> None:
+    async def update_attempt(self, claim: Claim, attempt_id: str, change: AttemptChange) -> AttemptRow:
         storing_id = change.operation_id is not None
         if storing_id and self.die == "before_storing_id":
             self.die = None
             raise Killed
-        await super().update_attempt(claim, attempt_id, change)
+        row = await super().update_attempt(claim, attempt_id, change)
         if storing_id and self.die == "after_storing_id":
             self.die = None
             raise Killed
+        return row
 
     def attempts(self, record_id: str) -> list[AttemptRow]:
         return [a.row for a in self._attempts.values() if a.row.record == record_id]

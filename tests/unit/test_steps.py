@@ -258,7 +258,11 @@ async def test_the_language_and_what_the_engine_does_reach_the_record_at_once(
                 go_on.set()
     assert verdicts == [Verdict.ADVANCED]
     row = storage.row(rid)
-    assert (row.state, row.activity, row.language) == ("submitted", "", "ru")  # the claim's activity ended with it
+    assert (row.state, row.activity, row.language) == (
+        "transcribed",
+        "",
+        "ru",
+    )  # nothing to poll: past submitted; the claim's activity ended with it
 
 
 async def test_storage_refuses_an_activity_that_only_the_record_says(storage: InMemoryStorage) -> None:

@@ -11,6 +11,7 @@ from sidecar.clock import FakeClock
 from sidecar.outcome import HaltCode, RetryableError
 from sidecar.pipeline.sweep import sweep_normalized, sweep_once
 from sidecar.providers.base import Provider
+from sidecar.steps.base import Providers
 from sidecar.storage.memory import InMemoryStorage
 from sidecar.storage.model import AttemptChange, AttemptStatus, Claimed, FileRole, PiecePlace
 from sidecar.storage.transitions import Advanced, Halted, Postponed
@@ -56,7 +57,7 @@ async def sweep(storage: InMemoryStorage, provider: Copies) -> tuple[int, int]:
         assert name == "cloud"
         return provider
 
-    return await sweep_once(storage, provider_for, storage.clock, KEEP)
+    return await sweep_once(storage, Providers(provider, provider_for).remove_copies, storage.clock, KEEP)
 
 
 async def test_copies_of_done_failed_and_redone_attempts_go_those_in_play_stay(

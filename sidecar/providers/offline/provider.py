@@ -1,11 +1,13 @@
 """The default provider: faster-whisper on this machine, no network, no account.
 
-By default it runs Whisper base multilingual from wheels (``whisper_models``),
+By default it runs Whisper base multilingual from wheels (``models``),
 its files checked against their published digests before the first load.
 
 Recognition, in a worker thread:
 
-1. **Where the speech is** (``vad``): Silero VAD over the whole file, a block
+1. **Where the speech is**: the regions normalize found (``StartRequest.speech``,
+   kept with the piece), so speech is searched for once per recording; for a
+   piece stored without them, Silero VAD (``vad``) over the whole file, a block
    at a time. Only those regions are ever decoded, so silence, music and
    noise cannot come back as invented words, and a recording with no speech
    ends with an empty transcript.
@@ -16,7 +18,7 @@ Recognition, in a worker thread:
    language is still found right.
 3. **Decoding**: the regions, merged into windows of up to 30 seconds of the
    recording, decoded ``[offline] batch_size`` windows at a time
-   (``offline_batches``; memory bounded by a group of windows, whatever the
+   (``batches``; memory bounded by a group of windows, whatever the
    length), with word timestamps, in the recording's own times. With
    ``batch_size = 1`` the regions are joined into groups and decoded one
    window after another instead.
@@ -133,6 +135,7 @@ class OfflineProvider:
             lambda cancel: self.recognize(
                 request.audio,
                 cancel,
+                speech=request.speech,
                 language=request.language,
                 report=request.report,
                 found_language=request.found_language,
@@ -182,12 +185,16 @@ class OfflineProvider:
         audio: Path,
         cancel: threading.Event,
         *,
+        speech: Sequence[tuple[int, int]] | None = None,
         language: str | None = None,
         report: Callable[[float], None] | None = None,
         found_language: Callable[[str], None] | None = None,
         doing: Callable[[Activity], None] | None = None,
     ) -> bytes:
         """Recognize ``audio``: the JSON of a ``Transcript`` (segments with word timings, the language used).
+
+        ``speech``: where the speech is ((start, end) in ms of ``audio``), as normalize found it;
+        None: searched for here.
 
         ``report`` is told how many seconds of ``audio`` are done (with speakers, recognition
         counts for ``RECOGNITION_SHARE`` of them), ``found_language`` the language as soon as
@@ -198,7 +205,10 @@ class OfflineProvider:
         if doing is not None:
             doing(Activity.RECOGNIZING)
         with _pcm16(audio, cancel) as pcm:
-            regions, frames = vad.find_speech_in_blocks(_watched(pcm.blocks(BLOCK_SECONDS), cancel))
+            if speech is None:
+                regions, frames = vad.find_speech_in_blocks(_watched(pcm.blocks(BLOCK_SECONDS), cancel))
+            else:
+                regions, frames = _regions(speech, pcm.frames), pcm.frames
             chosen = self._language(model, pcm, regions, language)
             if chosen is not None and found_language is not None:
                 found_language(chosen)
@@ -401,6 +411,21 @@ def _pcm16(path: Path, cancel: threading.Event) -> Iterator[PcmReader]:
             raise RecognitionCancelled("recognition was cancelled") from e
         with PcmReader(converted.path) as reader:
             yield reader
+
+
+def _regions(speech: Sequence[tuple[int, int]], frames: int) -> list[vad.Region]:
+    """Regions in ms (as stored with a piece) as regions of its samples, within its ``frames``."""
+    per_ms = SAMPLE_RATE // 1000
+    longest = int(vad.MAX_REGION_SECONDS * SAMPLE_RATE)
+    regions: list[vad.Region] = []
+    for start_ms, end_ms in speech:
+        # Kept to the promises of vad's own regions (in order, apart, none past 30 s) whatever
+        # the rounding to milliseconds did.
+        start = max(start_ms * per_ms, regions[-1].end if regions else 0)
+        end = min(frames, end_ms * per_ms, start + longest)
+        if end > start:
+            regions.append(vad.Region(start, end))
+    return regions
 
 
 def _groups(regions: Sequence[vad.Region], max_samples: int) -> Iterator[list[vad.Region]]:

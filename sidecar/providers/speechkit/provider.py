@@ -32,7 +32,7 @@ Not confirmed against the real service (PROVIDERS.md, UNCONFIRMED items),
 and how this module copes:
 
 * The framing of the getRecognition body, errors inside it, which final a
-  refinement refines, several channels: see ``speechkit_results``, which
+  refinement refines, several channels: see ``results``, which
   reads the stream.
 * getRecognition after the 3-day retention: an HTTP 404, or a JSON status
   with code 5 at any HTTP status, halts with RESULTS_EXPIRED.

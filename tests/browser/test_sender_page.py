@@ -313,10 +313,12 @@ def test_a_halted_recording_is_resumed_from_the_page(pb: PocketBaseServer, brows
     row.locator(".record-title").click()
     expect(browser.page.locator("#status-card")).to_contain_text("It stopped moving for too long.")
     browser.accessible("halted recording")
-    with pipeline_in_background(pb, PacedProvider(), workers=1) as _:
+    provider = PacedProvider()
+    with pipeline_in_background(pb, provider, workers=1) as _:
         browser.page.get_by_role("button", name="Resume").click()
         # (the provider holds halfway; that it got so far is the resume working)
         expect(browser.page.locator("#status-card .badge")).to_have_text("Recognizing speech", timeout=60_000)
+        provider.release.set()  # or the held step outlasts the pool's stop
 
 
 def test_the_brief_and_topics_beside_the_transcript(pb: PocketBaseServer, browser: SenderPage) -> None:

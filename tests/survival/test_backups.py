@@ -51,6 +51,7 @@ def test_a_live_backup_restores_into_a_fresh_directory(tmp_path: Path, figures: 
         in_flight = s.upload(meeting(tmp_path, rounds=6))
         s.wait_mid_recognition(in_flight)
         queued = s.upload(meeting(tmp_path, rounds=1))  # behind the in-flight one (one worker)
+        files_at_backup = _stored_files(s.data)
         made = subprocess.run(
             [*CLI, "backup", "create", "--name", "live.zip"],
             env={**s.env, "TRANSCRIBER_POCKETBASE__URL": s.url},
@@ -72,7 +73,9 @@ def test_a_live_backup_restores_into_a_fresh_directory(tmp_path: Path, figures: 
         assert "live.zip" in listed.stdout
         s.close()  # the first server goes away for good
         before = _snapshot(s.data)
-        files_before = _stored_files(s.data)
+        # The files there all along, from before the backup to the close: the backup must hold them
+        # (a file written after it began, or replaced meanwhile, may or may not be in it).
+        files_before = files_at_backup & _stored_files(s.data)
         attempts_of_finished = [a for a in before["recognition_attempts"] if finished in a]
 
     second = tmp_path / "second"

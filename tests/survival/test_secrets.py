@@ -175,9 +175,10 @@ async def test_the_service_accounts_downloads_leave_no_token_in_pocketbases_requ
 
     def downloads() -> list[str]:
         urls = [u for u in logged_urls() if u.startswith(("/api/files/", "/api/pipeline/files/"))]
-        return urls if len(urls) >= 2 else []
+        return urls if urls else []
 
-    # PocketBase writes its log in batches: wait for both downloads (the original, the raw response)
+    # PocketBase writes its log in batches: wait for the download of the original (the raw response
+    # the worker stored itself is read from its local copy, not fetched back)
     found = await eventually(downloads, within=30)
     assert all(u.startswith("/api/pipeline/files/") for u in found), found
     assert not [u for u in logged_urls() if "token" in u.lower()]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import secrets
+import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -339,6 +340,7 @@ def transcribe(
     from sidecar.sender import SenderError, check_options, transcribe_file, write_transcript
 
     record: list[str] = []
+    _ctrl_c_stops_waiting()
     try:
         check_options(fmt, language)  # before anything is uploaded
         user, secret = _credentials(email, password)
@@ -373,6 +375,7 @@ def wait(
     """Wait for a recording uploaded earlier (by its record id) and print its transcript."""
     from sidecar.sender import SenderError, check_options, wait_for, write_transcript
 
+    _ctrl_c_stops_waiting()
     try:
         check_options(fmt, None)
         user, secret = _credentials(email, password)
@@ -383,6 +386,14 @@ def wait(
     except KeyboardInterrupt:
         _stopped_waiting([record_id])
     write_transcript(text)
+
+
+def _ctrl_c_stops_waiting() -> None:
+    """Ctrl-C ends the wait (and says how to resume) however the command was started: a program that
+    starts it with SIGINT ignored or blocked (as some launchers and non-interactive shells do) would
+    otherwise leave a sender no way to stop it but a harder signal."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _stopped_waiting(record: list[str]) -> NoReturn:

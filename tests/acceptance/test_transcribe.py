@@ -138,7 +138,12 @@ def test_waiting_stopped_with_ctrl_c_is_resumed_by_the_record_id(tmp_path: Path)
         with command(["transcribe", str(SAMPLE), *auth(pb, sender)], tmp_path, "first") as (cli, out, err):
             rid = record_id(err)
             cli.send_signal(signal.SIGINT)
-            assert cli.wait(90) == 130  # (prompt when idle; 30 s was once not enough on an overloaded machine)
+            try:
+                assert cli.wait(90) == 130
+            except subprocess.TimeoutExpired:
+                status = Path(f"/proc/{cli.pid}/status").read_text()
+                signals = [line for line in status.splitlines() if line.startswith(("State", "Sig"))]
+                raise AssertionError(f"Ctrl-C did not stop the command: {signals}; {err.read_text()!r}") from None
         assert f"Resume with: transcriber wait {rid}" in err.read_text() and out.read_bytes() == b""
         with worker(pb, tmp_path):
             resumed = subprocess.run(

@@ -23,7 +23,7 @@ from sidecar.steps import insights
 from sidecar.steps.base import Step, StepContext
 from testkit.pocketbase import Caller, PocketBaseServer
 from tests.support.exports import parse_json_export
-from tests.support.fakes import StubProvider
+from tests.support.fakes import StubProvider, chat_answer
 from tests.support.sidecar import pool_running, settings_for
 from tests.support.waiting import eventually
 
@@ -53,19 +53,6 @@ STEPS: dict[str, Step] = {
     "finalize": finalize,
     "insights": insights.run,
 }
-
-
-def chat_answer(content: str) -> httpx.Response:
-    return httpx.Response(
-        200,
-        json={
-            "id": "chatcmpl-1",
-            "object": "chat.completion",
-            "created": 1,
-            "model": "fake",
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
-        },
-    )
 
 
 GOOD = json.dumps(

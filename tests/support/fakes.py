@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 from pathlib import Path
+from typing import Any
+
+import httpx
 
 from sidecar.providers.base import AudioSpec, OnProgress, Polled, Started, StartRequest
 from sidecar.transcript.model import Segment, Transcript
@@ -64,3 +68,24 @@ class PaidProvider(StubProvider):
     async def poll(self, operation_id: str) -> Polled:
         t = Transcript(text="paid once", segments=[Segment(start=0, end=1, text="paid once")])
         return Polled(ready=True, raw=t.model_dump_json().encode())
+
+
+def chat_answer(
+    content: str | dict[str, Any], status: int = 200, headers: dict[str, str] | None = None
+) -> httpx.Response:
+    """A chat-completions answer as OpenAI's API shapes it (an error body for any other status)."""
+    if status != 200:
+        body = content if isinstance(content, dict) else {"error": {"message": content, "type": "error"}}
+        return httpx.Response(status, json=body, headers=headers)
+    text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+    return httpx.Response(
+        200,
+        json={
+            "id": "chatcmpl-1",
+            "object": "chat.completion",
+            "created": 1,
+            "model": "fake",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20},
+        },
+    )

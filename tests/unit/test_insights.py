@@ -23,7 +23,7 @@ from sidecar.service import default_steps, pipeline
 from sidecar.settings import InsightsSettings
 from sidecar.storage.memory import InMemoryStorage
 from sidecar.storage.model import Claimed
-from tests.support.fakes import StubProvider
+from tests.support.fakes import StubProvider, chat_answer
 from tests.support.sidecar import twin_settings
 
 pytestmark = pytest.mark.anyio
@@ -59,25 +59,6 @@ def done(storage: InMemoryStorage, lines: list[str], *, owner: str = "ann", lang
     storage.put_transcript(rid, " ".join(lines), segments(lines), language=language)
     storage.owner_queue_insights(rid)
     return rid
-
-
-def answer(content: str | dict[str, Any], status: int = 200, headers: dict[str, str] | None = None) -> httpx.Response:
-    """An answer as OpenAI's API shapes it."""
-    if status != 200:
-        body = content if isinstance(content, dict) else {"error": {"message": content, "type": "error"}}
-        return httpx.Response(status, json=body, headers=headers)
-    text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
-    return httpx.Response(
-        200,
-        json={
-            "id": "chatcmpl-1",
-            "object": "chat.completion",
-            "created": 1,
-            "model": "fake",
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20},
-        },
-    )
 
 
 class FakeChat:
@@ -135,7 +116,7 @@ def q(sentence: str, quote: str) -> dict[str, str]:
 async def test_a_sentence_whose_quote_is_not_in_the_transcript_is_dropped(storage: InMemoryStorage) -> None:
     rid = done(storage, EN)
     chat = FakeChat(
-        answer(
+        chat_answer(
             {
                 "brief": [
                     q("The billing page ships on Friday.", "we DECIDED to ship the new billing page, on Friday"),
@@ -166,7 +147,7 @@ async def test_a_sentence_whose_quote_is_not_in_the_transcript_is_dropped(storag
 
 async def test_a_brief_in_the_wrong_language_is_asked_again_then_dropped(storage: InMemoryStorage) -> None:
     rid = done(storage, RU, language="ru")
-    english = answer(
+    english = chat_answer(
         {
             "brief": [
                 q(
@@ -191,8 +172,8 @@ async def test_a_brief_in_the_right_language_on_the_second_try_is_kept(storage: 
     rid = done(storage, RU, language="ru")
     quote = "решили выпустить новую страницу оплаты в пятницу"
     chat = FakeChat(
-        answer({"brief": [q("We decided to release the payment page on Friday.", quote)], "topics": []}),
-        answer({"brief": [q("Команда решила выпустить страницу оплаты в пятницу.", quote)], "topics": []}),
+        chat_answer({"brief": [q("We decided to release the payment page on Friday.", quote)], "topics": []}),
+        chat_answer({"brief": [q("Команда решила выпустить страницу оплаты в пятницу.", quote)], "topics": []}),
     )
     async with insights_pool(storage, chat) as (pool, _):
         await run_insights(pool, storage)
@@ -203,7 +184,7 @@ async def test_topics_outside_the_dictionary_need_a_quote_that_says_them(storage
     rid = done(storage, EN)
     storage.dictionaries["ann"] = ["Billing", "Hiring"]
     chat = FakeChat(
-        answer(
+        chat_answer(
             {
                 "brief": [],
                 "topics": [
@@ -236,7 +217,7 @@ async def test_the_dictionarys_order_is_no_signal(clock: FakeClock) -> None:
 
         def first_five(body: dict[str, Any]) -> httpx.Response:
             offered = json.loads(body["messages"][-1]["content"])["dictionary"]
-            return answer({"brief": [], "topics": [{"name": n, "quote": ""} for n in offered[:5]]})
+            return chat_answer({"brief": [], "topics": [{"name": n, "quote": ""} for n in offered[:5]]})
 
         chat = FakeChat(first_five)
         async with insights_pool(storage, chat) as (pool, _):
@@ -252,7 +233,9 @@ async def test_the_dictionarys_order_is_no_signal(clock: FakeClock) -> None:
 async def test_more_than_five_topics_are_cut_to_the_five_most_spoken_of(storage: InMemoryStorage) -> None:
     rid = done(storage, EN)
     storage.dictionaries["ann"] = ["billing", "release", "budget", "design", "payment", "testing", "notes"]
-    chat = FakeChat(answer({"brief": [], "topics": [{"name": n, "quote": ""} for n in storage.dictionaries["ann"]]}))
+    chat = FakeChat(
+        chat_answer({"brief": [], "topics": [{"name": n, "quote": ""} for n in storage.dictionaries["ann"]]})
+    )
     async with insights_pool(storage, chat) as (pool, _):
         await run_insights(pool, storage)
     topics = storage.row(rid).topics
@@ -263,7 +246,7 @@ async def test_an_answer_that_is_not_json_is_asked_again_then_halts_with_a_clear
     storage: InMemoryStorage,
 ) -> None:
     rid = done(storage, EN)
-    chat = FakeChat(answer("Sure! Here is a summary of the meeting: they talked about billing."))
+    chat = FakeChat(chat_answer("Sure! Here is a summary of the meeting: they talked about billing."))
     async with insights_pool(storage, chat) as (pool, _):
         assert await run_insights(pool, storage) is Verdict.HALTED
     assert len(chat.requests) == 2
@@ -276,10 +259,10 @@ async def test_an_answer_that_is_not_json_is_asked_again_then_halts_with_a_clear
 
 async def test_a_429_waits_as_long_as_retry_after_says_and_goes_on(storage: InMemoryStorage, clock: FakeClock) -> None:
     rid = done(storage, EN)
-    good = answer(
+    good = chat_answer(
         {"brief": [q("The billing page ships on Friday.", "ship the new billing page on Friday")], "topics": []}
     )
-    chat = FakeChat(answer("Rate limit reached for requests", 429, {"Retry-After": "7"}), good)
+    chat = FakeChat(chat_answer("Rate limit reached for requests", 429, {"Retry-After": "7"}), good)
     started = clock.now_ms()
     async with insights_pool(storage, chat) as (pool, _), clock.autojump():
         assert await run_insights(pool, storage) is Verdict.ADVANCED
@@ -290,7 +273,7 @@ async def test_a_429_waits_as_long_as_retry_after_says_and_goes_on(storage: InMe
 
 async def test_a_long_retry_after_postpones_without_spending_an_attempt(storage: InMemoryStorage) -> None:
     rid = done(storage, EN)
-    chat = FakeChat(answer("Rate limit reached for requests", 429, {"Retry-After": "600"}))
+    chat = FakeChat(chat_answer("Rate limit reached for requests", 429, {"Retry-After": "600"}))
     async with insights_pool(storage, chat) as (pool, _):
         assert await run_insights(pool, storage) is Verdict.POSTPONED
     ins = storage.insights_of(rid)
@@ -310,13 +293,13 @@ async def test_a_timeout_fails_the_try_and_leaves_the_transcript_alone(storage: 
 
 async def test_the_key_is_sent_only_in_the_header_and_never_stored(storage: InMemoryStorage) -> None:
     rid = done(storage, [*EN, f"My key is {KEY} do not share it with anyone."])
-    echo = answer(
+    echo = chat_answer(
         {
             "brief": [q(f"Someone read out the key {KEY}.", f"My key is {KEY} do not share it")],
             "topics": [{"name": KEY, "quote": f"My key is {KEY}"}],
         }
     )
-    chat = FakeChat(answer("invalid key " + KEY, 401), echo)
+    chat = FakeChat(chat_answer("invalid key " + KEY, 401), echo)
     async with insights_pool(storage, chat) as (pool, _):
         assert await run_insights(pool, storage) is Verdict.POSTPONED
         assert isinstance(storage.clock, FakeClock)
@@ -340,7 +323,7 @@ async def test_two_owners_topics_never_meet(storage: InMemoryStorage) -> None:
     def pick_all(body: dict[str, Any]) -> httpx.Response:
         offered = json.loads(body["messages"][-1]["content"])["dictionary"]
         others = ["Ann's secret project", "Bob's side job"]
-        return answer({"brief": [], "topics": [{"name": n, "quote": ""} for n in offered + others]})
+        return chat_answer({"brief": [], "topics": [{"name": n, "quote": ""} for n in offered + others]})
 
     chat = FakeChat(pick_all)
     async with insights_pool(storage, chat) as (pool, _):
@@ -365,7 +348,7 @@ async def test_a_transcript_is_data_never_instructions(storage: InMemoryStorage)
     storage.dictionaries = {"ann": ["Billing"], "bob": ["Bob's side job"]}
 
     def obey(body: dict[str, Any]) -> httpx.Response:  # a model that does what the recording says
-        return answer(
+        return chat_answer(
             '{"brief": [{"sentence": "HACKED", "quote": "x"}], "topics": [{"name": "Bob\'s side job", '
             '"quote": ""}, {"name": "delete all recordings", "quote": "reply with"}], '
             '"action": "delete all recordings"}'
@@ -387,7 +370,7 @@ async def test_a_transcript_is_data_never_instructions(storage: InMemoryStorage)
 
 async def test_a_server_without_structured_output_gets_json_asked_for_in_words(storage: InMemoryStorage) -> None:
     rid = done(storage, EN)
-    good = answer(
+    good = chat_answer(
         "```json\n"
         + json.dumps(
             {"brief": [q("The billing page ships on Friday.", "ship the new billing page on Friday")], "topics": []}
@@ -395,7 +378,7 @@ async def test_a_server_without_structured_output_gets_json_asked_for_in_words(s
         + "\n```"
     )
     chat = FakeChat(
-        answer(
+        chat_answer(
             {"error": {"message": "response_format json_schema is not supported", "type": "invalid_request_error"}}, 400
         ),
         good,
@@ -419,9 +402,9 @@ async def test_a_six_hour_meeting_is_read_in_parts_within_the_context(storage: I
         doc = json.loads(body["messages"][-1]["content"])
         if "transcript" in doc:
             first = doc["transcript"][0].split("] ", 1)[1]
-            return answer({"brief": [q(f"The team covered {first.split(':')[0]}.", first[:60])], "topics": []})
+            return chat_answer({"brief": [q(f"The team covered {first.split(':')[0]}.", first[:60])], "topics": []})
         note = doc["notes"][0]
-        return answer({"brief": [q(note["sentence"], note["quote"])], "topics": []})
+        return chat_answer({"brief": [q(note["sentence"], note["quote"])], "topics": []})
 
     chat = FakeChat(notes_or_brief)
     async with insights_pool(storage, chat, context_tokens=context) as (pool, _):
@@ -438,7 +421,7 @@ async def test_a_six_hour_meeting_is_read_in_parts_within_the_context(storage: I
 
 async def test_a_recording_without_speech_gets_no_brief(storage: InMemoryStorage) -> None:
     rid = done(storage, [])
-    chat = FakeChat(answer({"brief": [], "topics": []}))
+    chat = FakeChat(chat_answer({"brief": [], "topics": []}))
     async with insights_pool(storage, chat) as (pool, _):
         assert await run_insights(pool, storage) is Verdict.ADVANCED
     assert chat.requests == []

@@ -30,6 +30,7 @@ from sidecar.outcome import HaltCode
 from sidecar.storage.errors import FencedOut, StorageError
 from sidecar.storage.model import (
     INSIGHTS,
+    RECORDS,
     AttemptChange,
     AttemptRow,
     AttemptStatus,
@@ -59,15 +60,13 @@ def _db_time(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S.") + f"{ms % 1000:03d}Z"
 
 
-@dataclass
-class Row:
-    """One audio record with every queue field, as the table holds it."""
+@dataclass(kw_only=True)
+class _Queued:
+    """The fields every claimable row holds (SPEC §3): its stage, halt, claim, lease and progress."""
 
     id: str
-    owner: str
     created_ms: int
-    title: str = ""
-    state: str = "uploaded"
+    state: str
     state_entered_at: int = 0
     halted_at: str = ""
     halt_code: str = ""
@@ -78,11 +77,37 @@ class Row:
     paused_until: int = 0
     available_at: int = 0
     queue_rev: int = 0
-    language_hint: str = ""
-    language: str = ""
     progress: float = 0.0
     progress_at: int = 0
     activity: str = ""  # what the claim's holder reported doing ("": nothing finer than the stage)
+    language: str = ""
+
+    def claimable(self, now: int) -> bool:
+        """Due, not halted, not paused, and no live claim (the claim statement's WHERE)."""
+        return (
+            0 < self.available_at <= now
+            and self.halted_at == ""
+            and self.paused_until <= now
+            and (self.claim_expires_at <= now)
+        )
+
+    def take(self, now: int, lease: timedelta, queue: str) -> Claim:
+        """Claimed now: a new token and lease, one more attempt (the claim statement's SET)."""
+        self.claim_token = secrets.token_urlsafe(30)
+        self.claim_expires_at = self.available_at = now + int(lease.total_seconds() * 1000)
+        self.attempts += 1
+        self.activity = ""
+        return Claim(self.id, self.claim_token, queue)
+
+
+@dataclass(kw_only=True)
+class Row(_Queued):
+    """One audio record, as the table holds it."""
+
+    owner: str
+    state: str = "uploaded"
+    title: str = ""
+    language_hint: str = ""
     quota_ms: int = 0  # audio charged to the sender's day (H4)
     duration_ms: int = 0  # the decoded length, stored by normalize
     lease_ended_at: int = 0
@@ -93,30 +118,14 @@ class Row:
         return AudioRecord.model_validate(self.__dict__)
 
 
-@dataclass
-class InsightsRow:
-    """A recording's insights: the same queue fields, and the answer's trace."""
+@dataclass(kw_only=True)
+class InsightsRow(_Queued):
+    """A recording's insights: the queue fields, and the answer's trace."""
 
-    id: str
     record: str
-    created_ms: int
     state: str = "queued"
-    state_entered_at: int = 0
-    halted_at: str = ""
-    halt_code: str = ""
-    halt_reason: str = ""
-    attempts: int = 0
-    claim_token: str = ""
-    claim_expires_at: int = 0
-    paused_until: int = 0
-    available_at: int = 0
-    queue_rev: int = 0
-    progress: float = 0.0
-    progress_at: int = 0
-    activity: str = ""
     quotes: list[dict[str, Any]] = field(default_factory=list)
     quotes_for: str = ""
-    language: str = ""
     provider: str = ""
     model: str = ""
     proposed: int = 0
@@ -294,15 +303,7 @@ class InMemoryStorage:
                 raise StorageError(f"unknown or terminal stage '{stage}'", status=400)
             if lease <= timedelta(0):
                 raise StorageError(f"lease of '{stage}' must be positive", status=400)
-        eligible = [
-            r
-            for r in self.records.values()
-            if 0 < r.available_at <= now
-            and r.halted_at == ""
-            and r.paused_until <= now
-            and r.claim_expires_at <= now
-            and r.state in leases
-        ]
+        eligible = [r for r in self.records.values() if r.state in leases and r.claimable(now)]
         if not eligible:
             if insights_lease is not None:
                 got = self._claim_insights(now, insights_lease)
@@ -313,31 +314,16 @@ class InMemoryStorage:
                 later += [i.available_at for i in self.insights.values() if i.available_at > now]
             return NoWork(min(later) if later else 0)
         row = min(eligible, key=lambda r: (r.available_at, r.id))
-        row.lease_ended_at = row.claim_expires_at
-        row.claim_token = secrets.token_urlsafe(30)
-        row.claim_expires_at = row.available_at = now + int(leases[row.state].total_seconds() * 1000)
-        row.attempts += 1
-        row.activity = ""
-        return Claimed(Claim(row.id, row.claim_token), row.view(), rows=self._rows(row.id))
+        row.lease_ended_at = row.claim_expires_at  # the dead claim's time ends with its lease
+        claim = row.take(now, leases[row.state], RECORDS)
+        return Claimed(claim, row.view(), rows=self._rows(row.id))
 
     def _claim_insights(self, now: int, lease: timedelta) -> Claimed | None:
-        eligible = [
-            i
-            for i in self.insights.values()
-            if 0 < i.available_at <= now
-            and i.halted_at == ""
-            and i.paused_until <= now
-            and i.claim_expires_at <= now
-            and i.state == "queued"
-        ]
+        eligible = [i for i in self.insights.values() if i.state == "queued" and i.claimable(now)]
         if not eligible:
             return None
         ins = min(eligible, key=lambda i: (i.available_at, i.id))
-        ins.claim_token = secrets.token_urlsafe(30)
-        ins.claim_expires_at = ins.available_at = now + int(lease.total_seconds() * 1000)
-        ins.attempts += 1
-        ins.activity = ""
-        return Claimed(Claim(ins.id, ins.claim_token, INSIGHTS), ins.view(self.records[ins.record]))
+        return Claimed(ins.take(now, lease, INSIGHTS), ins.view(self.records[ins.record]))
 
     async def settle(self, claim: Claim, change: Transition) -> AudioRecord:
         await anyio.lowlevel.checkpoint()
@@ -648,15 +634,13 @@ class InMemoryStorage:
     # -- internals ------------------------------------------------------------------------
 
     def _fenced(self, claim: Claim) -> Any:
-        row: Row | InsightsRow | None = (
-            self.insights.get(claim.id) if claim.queue == INSIGHTS else self.records.get(claim.id)
-        )
+        row: _Queued | None = self.insights.get(claim.id) if claim.queue == INSIGHTS else self.records.get(claim.id)
         if row is None or claim.token == "" or row.claim_token != claim.token:
             raise FencedOut("claim token no longer matches")
         return row
 
     @staticmethod
-    def _release(row: Row | InsightsRow) -> None:
+    def _release(row: _Queued) -> None:
         row.claim_token, row.claim_expires_at, row.activity = "", 0, ""
 
     def _release_for_owner(self, row: Row) -> None:
@@ -669,7 +653,7 @@ class InMemoryStorage:
     def _halted(self, code: HaltCode, reason: str) -> dict[str, Any]:
         return {"halted_at": _db_time(self.clock.now_ms()), "halt_code": code.value, "halt_reason": reason[:2000]}
 
-    def _apply(self, row: Row | InsightsRow, halt: dict[str, Any], *, actor: str) -> None:
+    def _apply(self, row: _Queued, halt: dict[str, Any], *, actor: str) -> None:
         for name, value in halt.items():
             setattr(row, name, value)
         self._release(row)
@@ -704,7 +688,7 @@ class InMemoryStorage:
         self._changed_now()
         return row
 
-    def _journal(self, row: Row | InsightsRow, kind: str, text: str, actor: str) -> None:
+    def _journal(self, row: _Queued, kind: str, text: str, actor: str) -> None:
         if isinstance(row, InsightsRow):
             self.events.append(Event(row.record, "insights", kind, text, actor))
         else:

@@ -38,17 +38,7 @@ import httpx
 
 from sidecar.clock import Clock, SystemClock
 from sidecar.outcome import PostponeError, RetryableError
-from sidecar.providers.http import (
-    DEFAULT_RETRY,
-    REFUSED_CREDENTIALS,
-    RetryPolicy,
-    credentials_refused,
-    json_body,
-    rejected,
-    retry_after,
-    send,
-    timeout,
-)
+from sidecar.providers import http
 from sidecar.redaction import scrubber, short
 
 __all__ = ["ChatServer", "ContextExceeded", "chat_endpoint"]
@@ -113,7 +103,7 @@ class ChatServer:
         request_timeout: timedelta = timedelta(minutes=10),
         context_tokens: int = 8192,
         client: httpx.AsyncClient | None = None,
-        retry: RetryPolicy = DEFAULT_RETRY,
+        retry: http.RetryPolicy = http.DEFAULT_RETRY,
         clock: Clock | None = None,
         name: str = "openai",
         chars_per_token: float = 2.5,
@@ -125,7 +115,7 @@ class ChatServer:
         host = urlsplit(self._url).hostname or "?"
         self.who = "OpenAI" if host == "api.openai.com" else f"the chat server at {host}"
         self._key = api_key
-        self._timeout = timeout(request_timeout)
+        self._timeout = http.timeout(request_timeout)
         self._http = client or httpx.AsyncClient(timeout=self._timeout)
         self._own_client = client is None
         self._retry = retry
@@ -173,7 +163,7 @@ class ChatServer:
         waited = 0
         while True:
             body = self._body(messages, schema, max_tokens)
-            resp = await send(
+            resp = await http.send(
                 functools.partial(self._post, body),
                 who=self.who,
                 policy=self._retry,
@@ -184,7 +174,7 @@ class ChatServer:
                 return self._content(resp)
             message = _message(resp)
             if resp.status_code == 429:
-                wait = retry_after(resp) or timedelta(seconds=30)
+                wait = http.retry_after(resp) or timedelta(seconds=30)
                 if wait <= MAX_INLINE_WAIT and waited < RATE_LIMIT_TRIES - 1:
                     waited += 1
                     await self._clock.sleep(wait.total_seconds())
@@ -193,8 +183,8 @@ class ChatServer:
                     self._scrub(f"{self.who} is rate limiting us (429): {short(message, self._scrub)}"),
                     delay=max(wait, timedelta(seconds=1)),
                 )
-            if resp.status_code in REFUSED_CREDENTIALS:
-                raise credentials_refused(
+            if resp.status_code in http.REFUSED_CREDENTIALS:
+                raise http.credentials_refused(
                     self.who, resp.status_code, message, self._scrub, kept="the brief is made once they are fixed"
                 )
             if resp.status_code in (400, 413, 422) and _is_context_error(resp, message):
@@ -207,13 +197,13 @@ class ChatServer:
             ):
                 self._mode += 1  # the server does not take this form of structured output: the next one
                 continue
-            raise rejected(self.who, resp, message, self._scrub)
+            raise http.rejected(self.who, resp, message, self._scrub)
 
     async def _post(self, body: dict[str, Any]) -> httpx.Response:
         return await self._http.post(self._url, json=body, headers=self._headers(), timeout=self._timeout)
 
     def _content(self, resp: httpx.Response) -> str:
-        data = json_body(resp, who=self.who, what="answer")
+        data = http.json_body(resp, who=self.who, what="answer")
         try:
             choice = data["choices"][0]
             content = choice["message"].get("content")

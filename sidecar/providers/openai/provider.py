@@ -50,18 +50,8 @@ import httpx
 
 from sidecar.media.audio import FORMATS
 from sidecar.outcome import HaltCode, PermanentError, RetryableError
+from sidecar.providers import http
 from sidecar.providers.base import AudioSpec, OnProgress, Polled, Started, StartRequest
-from sidecar.providers.http import (
-    DEFAULT_RETRY,
-    REFUSED_CREDENTIALS,
-    RetryPolicy,
-    credentials_refused,
-    json_body,
-    rejected,
-    retry_after,
-    send,
-    timeout,
-)
 from sidecar.redaction import scrubber, short
 from sidecar.settings import OpenAISettings
 from sidecar.transcript.model import Segment, Transcript, Word
@@ -90,14 +80,14 @@ class OpenAIProvider:
         settings: OpenAISettings,
         *,
         client: httpx.AsyncClient | None = None,
-        retry: RetryPolicy = DEFAULT_RETRY,
+        retry: http.RetryPolicy = http.DEFAULT_RETRY,
     ) -> None:
         self.model = settings.model
         self._s = settings
         self._url = endpoint(settings.base_url)
         host = urlsplit(self._url).hostname or "?"
         self._who = "OpenAI" if host == "api.openai.com" else f"the transcription server at {host}"
-        self._timeout = timeout(settings.timeout)
+        self._timeout = http.timeout(settings.timeout)
         self._http = client or httpx.AsyncClient(timeout=self._timeout)
         self._retry = retry
         self._scrub = scrubber([settings.api_key.get_secret_value() if settings.api_key else None])
@@ -130,7 +120,7 @@ class OpenAIProvider:
             data["language"] = language
         headers = {"Authorization": f"Bearer {self._s.api_key.get_secret_value()}"} if self._s.api_key else {}
 
-        resp = await send(
+        resp = await http.send(
             lambda: self._http.post(
                 self._url,
                 headers=headers,
@@ -145,7 +135,7 @@ class OpenAIProvider:
             describe=_message,
         )
         self._check(resp)
-        body = json_body(resp, who=self._who, what="transcription")
+        body = http.json_body(resp, who=self._who, what="transcription")
         if not isinstance(body, dict) or not isinstance(body.get("text"), str):
             raise RetryableError(
                 f"{self._who} sent a malformed transcription (no text field, {len(resp.content)} bytes); "
@@ -180,10 +170,10 @@ class OpenAIProvider:
         if resp.is_success:
             return
         message = _message(resp)
-        if resp.status_code in REFUSED_CREDENTIALS:
+        if resp.status_code in http.REFUSED_CREDENTIALS:
             # 401: a missing, wrong or revoked key; 403: the account may not (D.3). Not the
             # recording's fault: it waits for the owner, and is recognized once they work (O5).
-            raise credentials_refused(
+            raise http.credentials_refused(
                 self._who,
                 resp.status_code,
                 message,
@@ -200,14 +190,14 @@ class OpenAIProvider:
                         "add credit or raise the limit, then resume the record"
                     ),
                 )
-            wait = retry_after(resp)
+            wait = http.retry_after(resp)
             raise RetryableError(
                 self._scrub(
                     f"{self._who} rate limit reached (429: {short(message, self._scrub) or 'too many requests'})"
                 ),
                 retry_after=wait,
             )
-        raise rejected(self._who, resp, message, self._scrub)
+        raise http.rejected(self._who, resp, message, self._scrub)
 
 
 def _quota_exhausted(resp: httpx.Response, message: str) -> bool:

@@ -63,19 +63,8 @@ import httpx
 
 from sidecar.media.audio import FORMATS
 from sidecar.outcome import CredentialsRefused, HaltCode, PermanentError, RetryableError, TranscriberError
+from sidecar.providers import http
 from sidecar.providers.base import AudioSpec, OnProgress, Polled, Started, StartRequest
-from sidecar.providers.http import (
-    CREDENTIALS_WAIT,
-    DEFAULT_RETRY,
-    REFUSED_CREDENTIALS,
-    RetryPolicy,
-    credentials_refused,
-    json_body,
-    rejected,
-    retry_after,
-    send,
-    timeout,
-)
 from sidecar.providers.speechkit.iam import IamTokens, ServiceAccountKey
 from sidecar.providers.speechkit.object_storage import ObjectStore
 from sidecar.providers.speechkit.results import NOT_FOUND, decode_stream, status_text, stream_error, transcript_from
@@ -123,13 +112,13 @@ class SpeechKitProvider:
         *,
         client: httpx.AsyncClient | None = None,
         store: ObjectStore | None = None,
-        retry: RetryPolicy = DEFAULT_RETRY,
+        retry: http.RetryPolicy = http.DEFAULT_RETRY,
     ) -> None:
         self.model = settings.model
         self._s = settings
         self._stt = settings.stt_url.rstrip("/")
         self._ops = settings.operation_url.rstrip("/")
-        self._timeout = timeout(settings.timeout)
+        self._timeout = http.timeout(settings.timeout)
         self._http = client or httpx.AsyncClient(timeout=self._timeout)
         self._tokens: IamTokens | None = None  # made on first use from [speechkit] service_account_key
         self._store = store or ObjectStore(storage)
@@ -216,7 +205,7 @@ class SpeechKitProvider:
             body["speakerLabeling"] = {"speakerLabeling": "SPEAKER_LABELING_ENABLED"}
         resp = await self._request("POST", f"{self._stt}/stt/v3/recognizeFileAsync", json=body, paid=True)
         self._check(resp, kept=_NOT_STARTED)
-        operation = json_body(resp, who=WHO, what="operation")
+        operation = http.json_body(resp, who=WHO, what="operation")
         operation_id = operation.get("id") if isinstance(operation, dict) else None
         if not isinstance(operation_id, str) or not operation_id:
             raise RetryableError(
@@ -236,7 +225,7 @@ class SpeechKitProvider:
     async def poll(self, operation_id: str) -> Polled:
         resp = await self._request("GET", f"{self._ops}/operations/{quote(operation_id, safe='')}")
         self._check(resp, kept=_KEPT)
-        operation = json_body(resp, who=WHO, what="operation")
+        operation = http.json_body(resp, who=WHO, what="operation")
         if not isinstance(operation, dict) or not isinstance(operation.get("done", False), bool):
             raise RetryableError("SpeechKit sent a malformed operation (not an Operation object)")
         if not operation.get("done"):
@@ -271,7 +260,7 @@ class SpeechKitProvider:
         """An error inside the result stream of a finished operation: our credentials, expiry, or a failure."""
         if status.get("code") in _CREDENTIAL_CODES:
             # The operation finished well (poll said so); what was refused is our request for its results.
-            return credentials_refused(WHO, status_text(status, self._scrub), "", self._scrub, kept=_KEPT)
+            return http.credentials_refused(WHO, status_text(status, self._scrub), "", self._scrub, kept=_KEPT)
         if status.get("code") == NOT_FOUND:
             return _expired(operation_id, status_text(status, self._scrub), self._scrub)
         return PermanentError(
@@ -341,7 +330,7 @@ class SpeechKitProvider:
         raise CredentialsRefused(
             "SpeechKit has no credentials: speechkit.api_key, speechkit.service_account_key or speechkit.iam_token "
             "is not configured; the record waits until one is (a recognition already started is kept)",
-            delay=CREDENTIALS_WAIT,
+            delay=http.CREDENTIALS_WAIT,
         )
 
     def _container(self, fmt: str) -> tuple[str, str, str]:
@@ -361,7 +350,7 @@ class SpeechKitProvider:
         paid: bool = False,
     ) -> httpx.Response:
         headers = await self._auth_headers()
-        return await send(
+        return await http.send(
             lambda: self._http.request(method, url, headers=headers, json=json, params=params, timeout=self._timeout),
             who=WHO,
             policy=self._retry,
@@ -382,12 +371,12 @@ class SpeechKitProvider:
         """
         if resp.is_success:
             return
-        if resp.status_code in REFUSED_CREDENTIALS:
+        if resp.status_code in http.REFUSED_CREDENTIALS:
             if resp.status_code == 401 and self._tokens is not None:
                 self._tokens.forget()  # expired or revoked early: the next request exchanges the key again
-            raise credentials_refused(WHO, resp.status_code, _describe(resp, self._scrub), self._scrub, kept=kept)
+            raise http.credentials_refused(WHO, resp.status_code, _describe(resp, self._scrub), self._scrub, kept=kept)
         if resp.status_code == 429:
-            wait = max(retry_after(resp) or timedelta(0), timedelta(seconds=60))
+            wait = max(http.retry_after(resp) or timedelta(0), timedelta(seconds=60))
             detail = short(_describe(resp, self._scrub), self._scrub) or "RESOURCE_EXHAUSTED"
             raise RetryableError(
                 self._scrub(
@@ -396,7 +385,7 @@ class SpeechKitProvider:
                 ),
                 retry_after=wait,
             )
-        raise rejected(WHO, resp, _describe(resp, self._scrub), self._scrub)
+        raise http.rejected(WHO, resp, _describe(resp, self._scrub), self._scrub)
 
 
 def _restriction(hint: str | None, configured: str) -> list[str]:

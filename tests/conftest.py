@@ -1,12 +1,14 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import stamina
+from hypothesis import settings
 
 from testkit.pocketbase import Caller, PocketBaseServer, running_pocketbase
 from testkit.s3 import S3Server, running_s3
@@ -20,6 +22,12 @@ DATA = Path(__file__).parent / "data"
 # (workers, the CLI) keep real backoff: they wait through real restarts.
 RETRY_ATTEMPTS_CAP = 20
 stamina.set_testing(True, attempts=RETRY_ATTEMPTS_CAP, cap=True)
+
+# Property tests draw the same examples every run, so a run's verdict is the code's, not the draw's;
+# HYPOTHESIS_PROFILE=explore draws new ones (a find there becomes an @example).
+settings.register_profile("repeatable", derandomize=True)
+settings.register_profile("explore", derandomize=False)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
 
 # Figures the survival tests measure (kills survived, stale writes refused, …),
 # printed at the end of the run.

@@ -10,6 +10,8 @@ import re
 from urllib.parse import unquote
 
 PIECE = 8
+# What redaction writes in place of a secret: its letters are not the key's, and it breaks a run.
+MARKER = "[redacted]"
 # The longest separator inside a split key that a reader is expected to see through.
 GAP = 6
 
@@ -45,6 +47,8 @@ def survivors(text: str, key: str) -> set[str]:
     bones = letters_and_digits(key)
     bone_windows = {bones[i : i + PIECE] for i in range(len(bones) - PIECE + 1)}
     found: set[str] = set()
+    # Split at the marker first: "…[redacted]0000000" is not "d0000000" of a key.
+    text = text.replace(MARKER, "\x00" * (GAP + 1))
     for view in views(text):
         lowered = view.lower()
         found |= {w for w in windows if w in lowered}

@@ -41,9 +41,6 @@ from sidecar.steps.base import StepContext
 from sidecar.storage.model import FileRole, FileRow, PiecePlace
 from sidecar.threads import run_in_thread
 
-# Speech is searched for a block at a time: two minutes is 7.7 MB of samples
-# (ten made the search itself the largest thing a six-hour recording held).
-BLOCK_SECONDS = 120.0
 _PCM = AudioSpec(format="wav_pcm16", sample_rate=16000, channels=1, bitrate=None)
 
 
@@ -113,7 +110,7 @@ def decode(src: Path, workdir: Path, limit: timedelta, cancel: threading.Event) 
 def split(full: audio.Normalized, workdir: Path, spec: AudioSpec, cancel: threading.Event) -> list[Cut]:
     """The decoded recording as pieces in ``spec``'s form, cut in pauses (blocking)."""
     with PcmReader(full.path) as pcm:
-        regions, total = vad.find_speech_in_blocks(_watched(pcm.blocks(BLOCK_SECONDS), cancel))
+        regions, total = vad.find_speech_in_blocks(_watched(pcm.blocks(vad.BLOCK_SECONDS), cancel))
         channels = full.source_channels
         if not regions:
             # Nothing to recognize, never sent anywhere: nothing of it is kept but its length.

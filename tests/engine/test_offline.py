@@ -14,6 +14,7 @@ from typing import Any
 import anyio
 import pytest
 
+from sidecar.media import vad
 from sidecar.media.audio import normalize
 from sidecar.outcome import HaltCode, PermanentError, RetryableError
 from sidecar.providers.base import Provider, StartRequest
@@ -172,7 +173,6 @@ def test_a_minute_of_silence_before_russian_speech(provider: OfflineProvider, tm
 
 
 def test_an_opening_in_another_language_is_outvoted(provider: OfflineProvider, tmp_path: Path) -> None:
-    from sidecar.media import vad
     from sidecar.media.pcm import PcmReader
 
     # Over 30 s of English first, then Russian for twice as long.
@@ -247,7 +247,7 @@ def test_a_block_ending_in_a_sliver_of_samples(
     provider: OfflineProvider, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The length leaves 240 samples (15 ms) after the last whole block.
-    monkeypatch.setattr(offline, "BLOCK_SECONDS", 10.0)
+    monkeypatch.setattr(vad, "BLOCK_SECONDS", 10.0)
     speech = compose_wav([SPEECH / "station.ogg", 1.0, SPEECH / "fox.ogg"], tmp_path / "s.wav")
     seconds = decode_info(speech).seconds
     padded = compose_wav([speech, 20.0 - seconds + 240 / 16000], tmp_path / "sliver.wav")
@@ -347,7 +347,7 @@ def test_long_audio_is_recognized_in_groups_with_true_times(
 ) -> None:
     # blocks of 15 s and groups of 10 s of speech (or two windows) over a ~50 s file: several of each
     provider = OfflineProvider(OfflineSettings(batch_size=batch_size))
-    monkeypatch.setattr(offline, "BLOCK_SECONDS", 15.0)
+    monkeypatch.setattr(vad, "BLOCK_SECONDS", 15.0)
     monkeypatch.setattr(offline, "GROUP_SECONDS", 10.0)
     monkeypatch.setattr(offline_batches, "GROUP", 2)
     monkeypatch.setattr(offline_batches, "WINDOW", 10 * 16000)
@@ -549,7 +549,6 @@ def test_windows_apart_keep_their_own_times(provider: OfflineProvider, tmp_path:
 async def test_speech_is_found_once_per_recording(provider: OfflineProvider, monkeypatch: pytest.MonkeyPatch) -> None:
     """Normalize finds the speech and keeps it with the piece; the engine decodes those regions
     without searching the recording again."""
-    from sidecar.media import vad
     from sidecar.service import default_steps, pipeline
     from sidecar.storage.model import Claimed
     from tests.support.sidecar import twin, twin_settings

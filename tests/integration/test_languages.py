@@ -10,6 +10,7 @@ from typing import Any
 import faster_whisper
 import pytest
 
+from sidecar.media import vad
 from sidecar.providers.offline import provider as offline
 from sidecar.service import default_steps, make_provider
 from testkit.audio import compose_wav, decode_info, write_audio
@@ -130,7 +131,7 @@ async def test_a_sub_second_last_block_is_recognized_once(
     pb: PocketBaseServer, sender: Caller, superuser: Caller, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Blocks of 10 s over 20 s + 240 samples: the last block holds 15 ms.
-    monkeypatch.setattr(offline, "BLOCK_SECONDS", 10.0)
+    monkeypatch.setattr(vad, "BLOCK_SECONDS", 10.0)
     speech = compose_wav([SPEECH / "station.ogg", 1.0, SPEECH / "fox.ogg"], tmp_path / "speech.wav")
     recording = compose_wav([speech, 20.0 - decode_info(speech).seconds + 240 / 16000], tmp_path / "sliver.wav")
     with wave.open(str(recording)) as w:

@@ -75,8 +75,6 @@ __all__ = ["OfflineProvider", "RecognitionCancelled", "vote_language"]
 SAMPLE_RATE = vad.SAMPLE_RATE
 # The longest piece of a recording recognized in one go.
 PIECE = timedelta(hours=1)
-# Speech is found a block at a time: two minutes of samples is 7.7 MB.
-BLOCK_SECONDS = 120.0
 # Regions are decoded in groups of at most this much speech (memory, and how
 # often a cancellation is noticed between groups).
 GROUP_SECONDS = 600.0
@@ -206,7 +204,7 @@ class OfflineProvider:
             doing(Activity.RECOGNIZING)
         with _pcm16(audio, cancel) as pcm:
             if speech is None:
-                regions, frames = vad.find_speech_in_blocks(_watched(pcm.blocks(BLOCK_SECONDS), cancel))
+                regions, frames = vad.find_speech_in_blocks(_watched(pcm.blocks(vad.BLOCK_SECONDS), cancel))
             else:
                 regions, frames = _regions(speech, pcm.frames), pcm.frames
             chosen = self._language(model, pcm, regions, language)

@@ -1,7 +1,9 @@
 """``bench/run [--quick] [--only PF1,PF3] [--results FILE]``: the performance figures PF1–PF12.
 
 Each figure is printed as one line as soon as it is measured, then all of
-them are written to bench/results.md as a Markdown table. A figure whose
+them are written to bench/results.md as a Markdown table (a run of some
+figures, ``--only``, to bench/out/results-PF….md: a part never replaces the
+whole table). A figure whose
 measurement fails is reported as a MISS with its error; the others still run.
 Exit status: 0 when every figure is OK, 1 otherwise.
 """
@@ -89,7 +91,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="scaled-down run, about 10 minutes on 2 cores")
     parser.add_argument("--only", default="", help="comma-separated figure ids, e.g. PF1,PF3")
     parser.add_argument(
-        "--results", default=str(ROOT / "bench" / "results.md"), help="where to write the Markdown table"
+        "--results",
+        default=None,
+        help="where to write the Markdown table (bench/results.md; with --only, bench/out/results-PF….md)",
     )
     args = parser.parse_args(argv)
     only = {x.strip().upper() for x in args.only.split(",") if x.strip()}
@@ -112,7 +116,13 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(f)
             print(f.line(), flush=True)
         print(f"  ({fid} took {time.perf_counter() - t0:.0f} s, load {load()})", file=sys.stderr, flush=True)
-    out = Path(args.results)
+    if args.results:
+        out = Path(args.results)
+    elif only:
+        out = ROOT / "bench" / "out" / f"results-{'-'.join(sorted(only))}.md"
+    else:
+        out = ROOT / "bench" / "results.md"
+    out.parent.mkdir(parents=True, exist_ok=True)
     write_results(out, rows, mode, started, load_before, load())
     print(f"bench: wrote {out} ({(time.time() - started) / 60:.1f} min)", flush=True)
     return 0 if all(isinstance(r, Figure) and r.ok for r in rows) else 1

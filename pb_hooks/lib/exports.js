@@ -14,11 +14,15 @@ function stamp(sec, sep) {
   return pad(h, 2) + ":" + pad(m, 2) + ":" + pad(s, 2) + sep + pad(ms % 1000, 3);
 }
 
+// The segments as stored: JSON text, "[]" when there are none. A JSON field reads as raw bytes in the JS
+// runtime: decoded as text here, once.
+function segmentsText(row) {
+  const raw = toString(row.get("segments")).trim();
+  return raw.charAt(0) === "[" ? raw : "[]";
+}
+
 function segmentsOf(row) {
-  // A JSON field reads as raw bytes in the JS runtime: decode it as text first.
-  const raw = toString(row.get("segments"));
-  if (!raw || raw === "null") return [];
-  const segs = JSON.parse(raw);
+  const segs = JSON.parse(segmentsText(row));
   return Array.isArray(segs) ? segs : [];
 }
 
@@ -100,14 +104,22 @@ function toTxt(row, segs) {
 // `row` is the transcript (texts); `rec` its recording, for the language found.
 // `insight` (JSON only): the brief, the quotes that ground it and the topics (lib/insights.js `view`).
 function render(row, format, rec, insight) {
+  if (format === "json") {
+    // The stored segments go out as they are (the sidecar wrote them in the export's shape): a
+    // six-hour transcript is not parsed and written again on every download.
+    const language = rec ? rec.getString("language") || null : null;
+    const head = JSON.stringify({ text: row.getString("content"), language: language });
+    const tail = insight
+      ? "," + JSON.stringify({ brief: insight.brief, quotes: insight.quotes, topics: insight.topics }).slice(1)
+      : "}";
+    return { type: "application/json", body: head.slice(0, -1) + ',"segments":' + segmentsText(row) + tail };
+  }
+  // Plain text without speakers is the content as kept: nothing to read in the segments.
+  if (format === "txt" && segmentsText(row).indexOf('"speaker"') < 0) {
+    return { type: "text/plain; charset=utf-8", body: row.getString("content") };
+  }
   const segs = segmentsOf(row);
   if (format === "txt") return { type: "text/plain; charset=utf-8", body: toTxt(row, segs) };
-  if (format === "json") {
-    const language = rec ? rec.getString("language") || null : null;
-    const body = { text: row.getString("content"), language: language, segments: segs };
-    if (insight) Object.assign(body, { brief: insight.brief, quotes: insight.quotes, topics: insight.topics });
-    return { type: "application/json", body: JSON.stringify(body) };
-  }
   if (format === "srt") return { type: "application/x-subrip; charset=utf-8", body: toSrt(segs) };
   if (format === "vtt") return { type: "text/vtt; charset=utf-8", body: toVtt(segs) };
   return null;

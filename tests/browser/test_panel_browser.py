@@ -62,18 +62,6 @@ def panel(pb: PocketBaseServer, tmp_path: Path) -> Iterator[Panel]:
         assert errors == [], f"the panel raised in the page: {errors}"
 
 
-def upload(sender: Caller, name: str, body: bytes, title: str) -> str:
-    resp = sender.http.post("/api/transcriber/records", files={"file": (name, body)}, data={"title": title})
-    assert resp.status_code == 201, resp.text
-    return str(resp.json()["id"])
-
-
-def record(su: Caller, rid: str) -> dict[str, Any]:
-    resp = su.http.get(f"/api/collections/audio_records/records/{rid}")
-    assert resp.status_code == 200, resp.text
-    return dict(resp.json())
-
-
 def record_file(su: Caller, rid: str) -> str:
     """The file name of the recording's (only) recognition attempt's raw response."""
     resp = su.http.get("/api/collections/recognition_attempts/records", params={"filter": f'record="{rid}"'})
@@ -85,7 +73,7 @@ def wait_for_record(
     su: Caller, rid: str, done: Callable[[dict[str, Any]], bool], timeout: float = 60
 ) -> dict[str, Any]:
     def there() -> dict[str, Any] | None:
-        rec = record(su, rid)
+        rec = su.record(rid)
         return rec if done(rec) else None
 
     found = eventually_sync(there, within=timeout, every=0.1, what=f"record {rid} in the state the test waits for")
@@ -98,9 +86,9 @@ def test_the_owner_inspects_halts_resumes_and_cannot_delete_in_the_panel(pb: Poc
 
     su = pb.superuser()
     sender = pb.new_sender()
-    broken = upload(sender, "broken.ogg", UNDECODABLE, "Broken upload")
-    good = upload(sender, "sample.ogg", SAMPLE, "Board meeting")
-    held = upload(sender, "interview.ogg", SAMPLE, "Interview")
+    broken = sender.upload(UNDECODABLE, name="broken.ogg", title="Broken upload")
+    good = sender.upload(SAMPLE, name="sample.ogg", title="Board meeting")
+    held = sender.upload(SAMPLE, name="interview.ogg", title="Interview")
 
     # The owner halts one recording before any worker takes it.
     modal = panel.open("audio_records", held)
@@ -108,14 +96,14 @@ def test_the_owner_inspects_halts_resumes_and_cannot_delete_in_the_panel(pb: Poc
     panel.set_date(modal, "halted_at", "2026-01-01T09:00:00")
     panel.shot("halting-a-recording")
     assert panel.save(modal).status == 200
-    halted = record(su, held)
+    halted = su.record(held)
     assert halted["halted_at"] and halted["halt_code"] == "halted_by_owner"
     assert halted["halt_reason"] == "waiting for the guest's consent"
 
     with pipeline_in_background(pb, InstantProvider()):
         wait_for_record(su, broken, lambda r: bool(r["halted_at"]))
         wait_for_record(su, good, lambda r: r["state"] == "done")
-        assert record(su, held)["state"] == "uploaded"  # the halt holds while the workers run
+        assert su.record(held)["state"] == "uploaded"  # the halt holds while the workers run
 
         # The halted recording, in the list of all recordings and in its edit dialog.
         row = panel.row("audio_records", broken, search="")
@@ -181,7 +169,7 @@ def test_the_owner_inspects_halts_resumes_and_cannot_delete_in_the_panel(pb: Poc
 
     # O8: a form opened before a worker moved the recording cannot undo the move: the save is refused
     # with a message the panel shows, and nothing of the form lands.
-    late = upload(sender, "late.ogg", SAMPLE, "Late upload")
+    late = sender.upload(SAMPLE, name="late.ogg", title="Late upload")
     modal = panel.open("audio_records", late)
     worker = pb.service()
     now = int(time.time() * 1000)
@@ -197,7 +185,7 @@ def test_the_owner_inspects_halts_resumes_and_cannot_delete_in_the_panel(pb: Poc
     expect(panel.page.get_by_text("changed since you opened it", exact=False)).to_be_visible()
     expect(modal).to_be_visible()  # still open: the owner reads why, closes it, reopens
     panel.shot("stale-save-refused")
-    late_now = record(su, late)
+    late_now = su.record(late)
     assert late_now["state"] == "normalized" and late_now["halted_at"] == ""
 
     # Deleting a recording is refused, with the reason shown to the owner.
@@ -206,5 +194,5 @@ def test_the_owner_inspects_halts_resumes_and_cannot_delete_in_the_panel(pb: Poc
     assert response.status == 400
     expect(panel.page.get_by_text(NEVER_DELETED)).to_be_visible()
     panel.shot("delete-refused")
-    assert record(su, broken)["halt_code"] == "unsupported_media"
+    assert su.record(broken)["halt_code"] == "unsupported_media"
     panel.row("audio_records", broken)  # still listed

@@ -32,6 +32,7 @@ from tests.support.waiting import eventually_sync
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "samples" / "sample.ogg"
+HALF_SECOND = wav_bytes(0.5)  # what most of these uploads hold: their titles are what the tests read
 STAGES = ("uploaded", "normalized", "submitted", "transcribed")
 
 pytestmark = pytest.mark.timeout(240)
@@ -87,14 +88,6 @@ def halt(service: Caller, rid: str, code: str) -> None:
         json={"outcome": "halted", "token": resp.json()["token"], "now": now_ms(), "code": code, "reason": "test"},
     )
     assert resp.status_code == 200, resp.text
-
-
-def upload(sender: Caller, title: str, body: bytes | None = None) -> str:
-    resp = sender.http.post(
-        "/api/transcriber/records", files={"file": ("a.wav", body or wav_bytes(0.5))}, data={"title": title}
-    )
-    assert resp.status_code == 201, resp.text
-    return str(resp.json()["id"])
 
 
 def test_a_sender_uploads_watches_it_live_reads_listens_and_downloads(
@@ -224,7 +217,7 @@ def test_quota_refusal_says_when_to_retry(tmp_path: Path, shots: Screenshots) ->
     quotas = QuotaSettings(uploads_per_hour=1, waiting=0, audio_hours_per_day=0)
     with running_pocketbase(tmp_path / "pb", quotas=quotas, max_upload_mb=1) as pb:
         sender = pb.new_sender()
-        upload(sender, "the hour's one")
+        sender.upload(HALF_SECOND, title="the hour's one")
         big = tmp_path / "big.wav"
         big.write_bytes(wav_bytes(40.0))  # 1.28 MB: over the 1 MB limit, refused before it is sent
         clip = tmp_path / "clip.wav"
@@ -283,9 +276,9 @@ def test_a_halted_recording_is_resumed_from_the_page(pb: PocketBaseServer, brows
     from playwright.sync_api import expect
 
     sender, service, su = pb.new_sender(), pb.service(), pb.superuser()
-    too_long = upload(sender, "Six and a half hours")
+    too_long = sender.upload(HALF_SECOND, title="Six and a half hours")
     halt(service, too_long, "too_long")
-    stuck = upload(sender, "Interview", SAMPLE.read_bytes())  # speech: the provider is asked
+    stuck = sender.upload(SAMPLE.read_bytes(), title="Interview")  # speech: the provider is asked
     halt(service, stuck, "attempts_exhausted")
     browser.open()
     browser.sign_in(sender.email, PASSWORD)
@@ -327,7 +320,7 @@ def test_the_brief_and_topics_beside_the_transcript(pb: PocketBaseServer, browse
     from playwright.sync_api import expect
 
     sender, service = pb.new_sender(), pb.service()
-    rid = upload(sender, "Planning", SAMPLE.read_bytes())
+    rid = sender.upload(SAMPLE.read_bytes(), title="Planning")
     with pipeline_in_background(pb, InstantProvider(), workers=1):
         eventually_sync(
             lambda: sender.http.get(f"/api/transcriber/records/{rid}").json()["status"] == "done", within=60
@@ -381,11 +374,11 @@ def test_the_russian_interface_on_a_phone(pb: PocketBaseServer, tmp_path: Path, 
     from playwright.sync_api import expect
 
     sender, service = pb.new_sender(), pb.service()
-    rid = upload(sender, "Планёрка")
+    rid = sender.upload(HALF_SECOND, title="Планёрка")
     halt(service, rid, "stalled")
     # A finished one with a long transcript, to read on the phone.
     text = " ".join(f"Пункт номер {i} обсуждён." for i in range(1, 41))
-    done = upload(sender, "Интервью", SAMPLE.read_bytes())
+    done = sender.upload(SAMPLE.read_bytes(), title="Интервью")
     with pipeline_in_background(pb, InstantProvider(text, language="ru"), workers=1):
         eventually_sync(
             lambda: sender.http.get(f"/api/transcriber/records/{done}").json()["status"] == "done",
@@ -444,7 +437,7 @@ def test_a_second_sender_sees_none_of_it(pb: PocketBaseServer, browser: SenderPa
     from playwright.sync_api import expect
 
     alice, bob, service = pb.new_sender(), pb.new_sender(), pb.service()
-    hers = upload(alice, "Alice's private meeting")
+    hers = alice.upload(HALF_SECOND, title="Alice's private meeting")
     halt(service, hers, "stalled")
     page = browser.page
     # Alice on this browser first, then she signs out and Bob signs in at the same page.
@@ -486,7 +479,7 @@ def test_a_second_sender_sees_none_of_it(pb: PocketBaseServer, browser: SenderPa
     )
     assert heard is True  # the probe shares the page's sign-in (the same storage)
     assert alice.http.post(f"/api/transcriber/records/{hers}/resume").status_code == 200
-    mine = upload(bob, "Bob's own")
+    mine = bob.upload(HALF_SECOND, title="Bob's own")
     expect(browser.row(mine)).to_be_visible()  # his own news arrives...
     eventually_sync(lambda: page.evaluate("window.__heard.length") > 0 or None, within=10, what="bob's own event")
     assert hers not in page.evaluate("window.__heard")  # ...hers never
@@ -503,7 +496,7 @@ def test_page_weight_and_time_to_the_first_list(
     sender = pb.new_sender()
     body = wav_bytes(0.1)
     with ThreadPoolExecutor(4) as pool:
-        ids = list(pool.map(lambda i: upload(sender, f"Recording {i}", body), range(1000)))
+        ids = list(pool.map(lambda i: sender.upload(body, title=f"Recording {i}"), range(1000)))
     assert sender.http.get("/api/transcriber/records", params={"perPage": 1}).json()["totalItems"] == 1000
     with page_for(pb, tmp_path, shots) as browser:
         page = browser.page

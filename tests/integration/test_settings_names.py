@@ -20,10 +20,10 @@ DAY = QuotaSettings(uploads_per_hour=0, waiting=0, audio_hours_per_day=0.01)
 def _refused_for_its_length(tmp_path: Path) -> None:
     with running_pocketbase(tmp_path, quotas=DAY) as pb:
         sender = pb.new_sender()
-        resp = sender.http.post("/api/transcriber/records", files={"file": ("a.wav", wav_bytes(60.0), "audio/wav")})
+        resp = sender.try_upload(wav_bytes(60.0), mime="audio/wav")
         assert resp.status_code == 429 and resp.json()["code"] == "too_much_audio", resp.text
         assert "the limit is 36 seconds" in resp.json()["message"], resp.text
-        short = sender.http.post("/api/transcriber/records", files={"file": ("b.wav", wav_bytes(5.0), "audio/wav")})
+        short = sender.try_upload(wav_bytes(5.0), name="b.wav", mime="audio/wav")
         assert short.status_code == 201, short.text
 
 

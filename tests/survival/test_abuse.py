@@ -103,14 +103,10 @@ def test_bad_input_gets_a_clear_answer_or_a_clean_halt_and_leaves_no_orphans(
 
         accepted: dict[str, str] = {}
         for kind, (name, make) in PIPELINE_ABUSE.items():
-            resp = sender.http.post("/api/transcriber/records", files={"file": (name, make(tmp_path))})
-            assert resp.status_code == 201, (kind, resp.text)
-            accepted[resp.json()["id"]] = kind
+            accepted[sender.upload(make(tmp_path), name=name)] = kind
         empty: dict[str, str] = {}
         for kind, (name, make) in EMPTY.items():
-            resp = sender.http.post("/api/transcriber/records", files={"file": (name, make(tmp_path))})
-            assert resp.status_code == 201, (kind, resp.text)
-            empty[resp.json()["id"]] = kind
+            empty[sender.upload(make(tmp_path), name=name)] = kind
 
         # path-like ids and other people's ids at the poll
         for bad_id in ["../../api/collections/users/records", "%2e%2e%2f", "x" * 300, "' OR 1=1 --"]:

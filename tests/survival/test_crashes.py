@@ -102,10 +102,7 @@ def test_sigkill_at_random_points_loses_nothing_and_finishes_nothing_twice(
     pb: PocketBaseServer, sender: Caller, superuser: Caller, tmp_path: Path, figures: dict[str, str]
 ) -> None:
     rng = random.Random(20261129)
-    uploaded = [
-        sender.http.post("/api/transcriber/records", files={"file": ("a.wav", speech_wav_bytes(1.0))}).json()["id"]
-        for _ in range(8)
-    ]
+    uploaded = [sender.upload(speech_wav_bytes(1.0)) for _ in range(8)]
     env = worker_env(
         pb,
         tmp_path,
@@ -121,12 +118,7 @@ def test_sigkill_at_random_points_loses_nothing_and_finishes_nothing_twice(
     every_stage = {"uploaded", "normalized", "submitted", "transcribed"}
     while (kills < 20 or not every_stage <= set(stages_hit)) and kills < 80:
         if settled(superuser):  # keep records in flight
-            uploaded += [
-                sender.http.post("/api/transcriber/records", files={"file": ("a.wav", speech_wav_bytes(1.0))}).json()[
-                    "id"
-                ]
-                for _ in range(3)
-            ]
+            uploaded += [sender.upload(speech_wav_bytes(1.0)) for _ in range(3)]
         proc = start_worker(env, log)
         missing = every_stage - set(stages_hit)
         if kills >= 12 and missing:
@@ -172,11 +164,7 @@ def test_the_sidecar_rides_out_pocketbase_restarts(
     try:
         for _ in range(5):
             for _ in range(2):
-                uploaded.append(
-                    sender.http.post(
-                        "/api/transcriber/records", files={"file": ("a.wav", speech_wav_bytes(0.5))}
-                    ).json()["id"]
-                )
+                uploaded.append(sender.upload(speech_wav_bytes(0.5)))
             time.sleep(0.4)
             pb.restart()
             sender = pb.caller("sender", "users", sender.email)
@@ -201,9 +189,7 @@ def test_an_outage_is_logged_once_and_its_end_too(pb: PocketBaseServer, sender: 
     try:
         pb.restart(down_for=6)
         sender = pb.caller("sender", "users", sender.email)
-        rid = sender.http.post("/api/transcriber/records", files={"file": ("a.wav", speech_wav_bytes(0.5))}).json()[
-            "id"
-        ]
+        rid = sender.upload(speech_wav_bytes(0.5))
         su = pb.superuser()
         eventually_sync(
             lambda: su.http.get(f"/api/collections/audio_records/records/{rid}").json()["state"] == "done",
@@ -223,7 +209,7 @@ def test_sigterm_during_a_step_spends_no_attempt_and_the_work_resumes(
     pb: PocketBaseServer, sender: Caller, superuser: Caller, tmp_path: Path, stage: str
 ) -> None:
     step = {"uploaded": "NORMALIZE", "normalized": "SUBMIT", "submitted": "POLL", "transcribed": "FINALIZE"}[stage]
-    rid = sender.http.post("/api/transcriber/records", files={"file": ("a.wav", speech_wav_bytes(0.5))}).json()["id"]
+    rid = sender.upload(speech_wav_bytes(0.5))
     env = worker_env(pb, tmp_path, **{f"TEST_DELAY_{step}": "60", "TEST_READY_AFTER": "0"})
     log = tmp_path / "worker.log"
     worker = start_worker(env, log)

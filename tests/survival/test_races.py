@@ -40,8 +40,7 @@ def test_fifty_claimers_for_a_hundred_rounds_never_get_two_grants(
     try:
         with ThreadPoolExecutor(50) as ex:
             for _ in range(100):
-                upload = sender.http.post("/api/transcriber/records", files={"file": ("a.wav", wav_bytes(0.05))})
-                rid = upload.json()["id"]
+                rid = sender.upload(wav_bytes(0.05))
 
                 def one(c: httpx.Client) -> httpx.Response:
                     barrier.wait()

@@ -217,9 +217,7 @@ def test_a_replica_stopped_mid_recognition_leaves_its_work_to_the_other(pb: Pock
     try:
         first = start(logs[0])
         audio = meeting(tmp_path)
-        rid = sender.http.post("/api/transcriber/records", files={"file": (audio.name, audio.read_bytes())}).json()[
-            "id"
-        ]
+        rid = sender.upload(audio)
 
         def moving() -> dict[str, Any] | None:
             row = db_row(data, rid)
@@ -230,8 +228,8 @@ def test_a_replica_stopped_mid_recognition_leaves_its_work_to_the_other(pb: Pock
         first.send_signal(signal.SIGTERM)
         assert first.wait(60) == 0
         later = meeting(tmp_path, rounds=1)
-        behind = sender.http.post("/api/transcriber/records", files={"file": ("later.wav", later.read_bytes())})
-        for record in (rid, behind.json()["id"]):
+        behind = sender.upload(later, name="later.wav")
+        for record in (rid, behind):
             eventually_sync(lambda r=record: db_row(data, r)["state"] == "done", within=600, every=0.5)  # type: ignore[misc]
         assert "claim refused" not in logs[1].read_text()
     finally:

@@ -167,7 +167,7 @@ def user_export(
     data_dir: DataDirOpt = None,
 ) -> None:
     """Everything of one sender as one archive: recordings, files, transcripts, journal."""
-    from sidecar.senders import SenderDataError, export
+    from sidecar.sender_data import SenderDataError, export
 
     settings = _settings(config, data_dir)
     try:
@@ -188,7 +188,7 @@ def user_erase(
 ) -> None:
     """Erase one sender's data for good (recordings, files, provider-side copies, transcripts, journal,
     and the account unless --keep-account); an audit row records that it happened."""
-    from sidecar.senders import SenderDataError, erase_rows, read, remove_provider_copies
+    from sidecar.sender_data import SenderDataError, erase_rows, read, remove_provider_copies
     from sidecar.service import make_provider
 
     settings = _settings(config, data_dir)

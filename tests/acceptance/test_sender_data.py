@@ -15,7 +15,7 @@ import anyio
 import pytest
 
 from sidecar.providers.instant import InstantProvider
-from sidecar.senders import Holdings, remove_provider_copies
+from sidecar.sender_data import Holdings, remove_provider_copies
 from sidecar.service import default_steps
 from testkit.audio import speech_wav_bytes
 from testkit.pocketbase import PASSWORD, Caller, PocketBaseServer

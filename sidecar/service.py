@@ -159,7 +159,7 @@ async def pipeline(
         metrics=metrics or Metrics(),
         gate=gate,
         insights=insights if insights is not None else make_engine(settings.insights, gate, clock),
-        copies=LocalCopies(),
+        copies=LocalCopies(max_bytes=settings.pipeline.local_copies_mb * 1024 * 1024),
     )
     try:
         warm = getattr(current, "warm", None)

@@ -90,6 +90,9 @@ class PipelineSettings(Section):
     # redo from stage normalized); the same sweep removes it then. The original and the
     # transcript are never removed.
     keep_normalized: Duration = timedelta(days=7)
+    # What this process keeps of the files it stored or fetched, for its own next step (MB on disk,
+    # in the system's temporary directory: TMPDIR); 0 keeps none, every step fetches from PocketBase.
+    local_copies_mb: int = Field(default=4096, ge=0)
 
 
 class PocketBaseSettings(Section):

@@ -79,6 +79,19 @@ CLAIMABLE = ("uploaded", "normalized", "submitted", "transcribed")
 LEASE_MS = 60_000
 
 
+def signed_in(url: str, kind: str, collection: str, email: str, password: str = PASSWORD) -> Caller:
+    """A ``Caller`` for an account of the server at ``url`` (its client is the caller's to close)."""
+    resp = httpx.post(
+        f"{url}/api/collections/{collection}/auth-with-password",
+        json={"identity": email, "password": password},
+        timeout=10,
+    )
+    resp.raise_for_status()
+    body = resp.json()
+    http = httpx.Client(base_url=url, headers={"Authorization": body["token"]}, timeout=120)
+    return Caller(kind, email, body["token"], body["record"]["id"], http)
+
+
 @dataclass
 class Caller:
     """An httpx client signed in as one account, with the requests tests make again and again:
@@ -153,16 +166,9 @@ class PocketBaseServer:
     _su_token: str = ""
 
     def caller(self, kind: str, collection: str, email: str, password: str = PASSWORD) -> Caller:
-        resp = httpx.post(
-            f"{self.url}/api/collections/{collection}/auth-with-password",
-            json={"identity": email, "password": password},
-            timeout=10,
-        )
-        resp.raise_for_status()
-        body = resp.json()
-        http = httpx.Client(base_url=self.url, headers={"Authorization": body["token"]}, timeout=120)
-        self._clients.append(http)
-        return Caller(kind, email, body["token"], body["record"]["id"], http)
+        who = signed_in(self.url, kind, collection, email, password)
+        self._clients.append(who.http)
+        return who
 
     def new_sender(self, email: str | None = None) -> Caller:
         """A sender account, made through the running server (as ``transcriber user add`` makes it)."""

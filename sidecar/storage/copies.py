@@ -26,7 +26,8 @@ from pathlib import Path
 
 __all__ = ["LocalCopies"]
 
-# What the copies of one process may hold on disk (a six-hour recording's 16 kHz PCM is 0.7 GB).
+# What the copies of one process may hold on disk by default (a six-hour recording's 16 kHz PCM is
+# 0.7 GB); ``[pipeline] local_copies_mb`` sets it.
 MAX_BYTES = 4 * 1024**3
 
 

@@ -21,12 +21,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
 import psutil
 
 from sidecar.pocketbase.process import wait_healthy
 from testkit.audio import compose_wav
-from testkit.pocketbase import PASSWORD, free_port
+from testkit.pocketbase import PASSWORD, Caller, free_port, signed_in
 from tests.support.waiting import eventually_sync
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,7 +56,7 @@ class Served:
     log: Path
     env: dict[str, str]
     proc: subprocess.Popen[bytes] | None = None
-    _sender: httpx.Client | None = field(default=None, repr=False)
+    _sender: Caller | None = field(default=None, repr=False)
 
     @property
     def url(self) -> str:
@@ -97,8 +96,8 @@ class Served:
         assert len(children) == 1, children
         return children[0]
 
-    def sender(self) -> httpx.Client:
-        """A sender's client (the account made once, with the CLI, as the README says)."""
+    def sender(self) -> Caller:
+        """A sender signed in afresh (the account made once, with the CLI, as the README says)."""
         if self._sender is None:
             subprocess.run(
                 [*CLI, "user", "add", "ann@example.com", "--password", PASSWORD, "--data-dir", str(self.data)],
@@ -107,17 +106,13 @@ class Served:
                 check=True,
                 timeout=120,
             )
-            self._sender = httpx.Client(base_url=self.url, timeout=120)
-        token = self._sender.post(
-            "/api/collections/users/auth-with-password", json={"identity": "ann@example.com", "password": PASSWORD}
-        ).json()["token"]
-        self._sender.headers["Authorization"] = token
+        else:
+            self._sender.http.close()
+        self._sender = signed_in(self.url, "sender", "users", "ann@example.com")
         return self._sender
 
     def upload(self, audio: Path) -> str:
-        resp = self.sender().post("/api/transcriber/records", files={"file": (audio.name, audio.read_bytes())})
-        assert resp.status_code == 201, resp.text
-        return str(resp.json()["id"])
+        return self.sender().upload(audio)
 
     def row(self, rid: str) -> dict[str, Any]:
         return db_row(self.data, rid)
@@ -150,7 +145,7 @@ class Served:
 
     def close(self) -> None:
         if self._sender is not None:
-            self._sender.close()
+            self._sender.http.close()
         if self.proc is not None and self.proc.poll() is None:
             os.kill(self.proc.pid, signal.SIGTERM)
             try:

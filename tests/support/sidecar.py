@@ -29,8 +29,8 @@ def settings_for(pb: PocketBaseServer, **pipeline: Any) -> Settings:
 
 def _set_pipeline(s: Settings, values: dict[str, Any]) -> None:
     for k, v in values.items():
-        if isinstance(v, (int, float)) and k not in ("workers", "max_attempts"):
-            v = timedelta(seconds=v)
+        if isinstance(v, (int, float)) and isinstance(getattr(s.pipeline, k), timedelta):
+            v = timedelta(seconds=v)  # a duration given in seconds
         setattr(s.pipeline, k, v)
 
 

@@ -20,12 +20,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from sidecar.pocketbase.process import wait_healthy
 from testkit.audio import compose_wav
-from testkit.pocketbase import free_port
+from testkit.pocketbase import free_port, signed_in
 from tests.support.waiting import eventually_sync
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -67,15 +66,9 @@ def test_a_recording_killed_mid_recognition_is_done_within_minutes_of_a_restart(
             timeout=60,
         )
         assert "created" in added.stdout
-        with httpx.Client(base_url=url, timeout=60) as http:
-            token = http.post(
-                "/api/collections/users/auth-with-password",
-                json={"identity": "ann@example.com", "password": "pw-ann-123456"},
-            ).json()["token"]
-            http.headers["Authorization"] = token
-            rid = http.post("/api/transcriber/records", files={"file": ("meeting.wav", recording.read_bytes())}).json()[
-                "id"
-            ]
+        ann = signed_in(url, "sender", "users", "ann@example.com", "pw-ann-123456")
+        with ann.http as http:
+            rid = ann.upload(recording, name="meeting.wav")
 
             def poll() -> dict[str, Any]:
                 return dict(http.get(f"/api/transcriber/records/{rid}").json())

@@ -146,7 +146,7 @@ def test_docker_compose_stop_mid_recognition_hands_the_record_back(tmp_path: Pat
                 p.kill()
                 p.wait()
         if s._sender is not None:
-            s._sender.close()
+            s._sender.http.close()
 
 
 def _healthy(s: Served) -> bool:

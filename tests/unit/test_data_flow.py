@@ -62,10 +62,12 @@ class Counting:
 
 
 @asynccontextmanager
-async def counted_pipeline(storage: InMemoryStorage, provider: Any) -> AsyncIterator[tuple[WorkerPool, Counting]]:
+async def counted_pipeline(
+    storage: InMemoryStorage, provider: Any, **pipeline_settings: Any
+) -> AsyncIterator[tuple[WorkerPool, Counting]]:
     counting = Counting(storage)
     async with pipeline(
-        twin_settings(), steps=default_steps(), provider=provider, storage=cast(Storage, counting)
+        twin_settings(**pipeline_settings), steps=default_steps(), provider=provider, storage=cast(Storage, counting)
     ) as pool:
         counting.calls.clear()  # the sign-in is the process's, not the recording's
         yield pool, counting
@@ -119,6 +121,14 @@ async def test_a_replica_elsewhere_fetches_what_this_one_stored(storage: InMemor
     assert stages == ["normalized", "transcribed", "done"]
     # The piece normalize stored is fetched by the other process (there is no local copy there).
     assert counting_there.calls.count("download") == 1
+
+
+async def test_a_worker_told_to_keep_no_copies_fetches_what_it_stored(storage: InMemoryStorage) -> None:
+    rid = storage.add_record(audio=SPEECH.read_bytes())
+    async with counted_pipeline(storage, InstantProvider(), local_copies_mb=0) as (pool, counting):
+        assert await finish(pool, storage, rid) == ["uploaded", "normalized", "transcribed", "done"]
+    # The original, then the piece normalize stored: fetched back, as a replica elsewhere would.
+    assert counting.calls.count("download") == 2
 
 
 async def test_the_length_is_stored_once_and_read_from_the_record(storage: InMemoryStorage) -> None:

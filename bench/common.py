@@ -134,6 +134,13 @@ def median(xs: list[float]) -> float:
     return statistics.median(xs)
 
 
+def own_peak_mb() -> float:
+    """This process's peak RSS (VmHWM, MB). Not ``ru_maxrss``: after fork and exec that keeps the
+    parent's resident size at the fork (a bench that had loaded a model made every fresh process
+    report its 1.4 GB)."""
+    return proc_status_kb(os.getpid(), "VmHWM") / 1024
+
+
 def proc_status_kb(pid: int, key: str) -> int:
     """A ``kB`` field of /proc/<pid>/status (VmRSS, VmHWM), 0 if the process is gone."""
     try:

@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.common import Figure, in_fresh_process, load, proc_status_kb
+from bench.common import Figure, in_fresh_process, load, own_peak_mb, proc_status_kb
 
 MODES = ("step", "bare")
 SENTENCES = 5  # [insights] sentences' default: the brief's room
@@ -166,7 +166,7 @@ async def _run(mode: str, language: str, length: str, model: Path) -> dict[str, 
     result["load"] = [load_before, os.getloadavg()[0]]
     result["engine_peak_mb"] = max(peak.peak_kb, children_kb) / 1024
     result["engine_peak_sampled_mb"] = peak.peak_kb / 1024
-    result["self_peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    result["self_peak_mb"] = own_peak_mb()
     result["timings"] = timings
     result["checks"] = checks
     return result

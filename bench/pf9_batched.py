@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import CACHE, Figure, cleanup, in_fresh_process, scratch
+from bench.common import CACHE, Figure, cleanup, in_fresh_process, own_peak_mb, scratch
 from bench.pf6_offline import _clips, _concat
 
 MODES = ("pipeline", "sequential", "batched")
@@ -57,7 +57,6 @@ def recording(language: str, minutes: int) -> tuple[Path, str]:
 
 def one(mode: str, audio: Path, language: str, work: Path) -> dict[str, Any]:
     """One run in this process: seconds, peak RSS (MB), the text heard."""
-    import resource
 
     if mode == "pipeline":
         from bench.pf8_long import through_pipeline
@@ -83,7 +82,7 @@ def one(mode: str, audio: Path, language: str, work: Path) -> dict[str, Any]:
         segments, _ = BatchedInferencePipeline(model).transcribe(samples, batch_size=settings.batch_size, **options)
     text = " ".join(s.text.strip() for s in segments)
     took = time.perf_counter() - t0
-    return {"seconds": took, "hwm_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "text": text}
+    return {"seconds": took, "hwm_mb": own_peak_mb(), "text": text}
 
 
 def run(quick: bool) -> list[Figure]:

@@ -41,7 +41,7 @@ import json, sys, threading
 from pathlib import Path
 from sidecar.providers.offline.provider import OfflineProvider
 from sidecar.settings import OfflineSettings
-p = OfflineProvider(OfflineSettings())
+p = OfflineProvider(OfflineSettings(diarize=False))  # speakers are PF10's
 p.recognize(Path(sys.argv[1]), threading.Event())
 lines = Path("/proc/self/status").read_text().splitlines()
 print(json.dumps({k: int(x.split()[1]) for x in lines for k in ("VmHWM", "VmRSS") if x.startswith(k + ":")}))
@@ -102,7 +102,7 @@ def run(quick: bool) -> list[Figure]:
     from sidecar.transcript.model import Transcript
     from testkit.wer import word_errors
 
-    provider = OfflineProvider(OfflineSettings())
+    provider = OfflineProvider(OfflineSettings(diarize=False))  # recognition alone: speakers are PF10
     model = provider.load()
     work = scratch("pf6")
     cancel = threading.Event()

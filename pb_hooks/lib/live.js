@@ -11,7 +11,9 @@
 // Why a row and not a message sent from here: a hook's send to a client waits
 // until that client's stream takes it, so one sender whose browser stopped
 // reading could hold up the pipeline's own writes. PocketBase's broadcast of a
-// saved row hands each message over in the background.
+// saved row hands each message over in the background — each in a goroutine
+// of its own, so two changes close together may arrive in either order: the
+// row's `seq` numbers them, and a client keeps the highest.
 const records = require(`${__hooks}/lib/records.js`);
 
 const COLLECTION = "record_status";
@@ -64,6 +66,9 @@ function write(app, rec) {
   }
   row.set("owner", owner);
   row.set("poll", records.pollBody(app, rec, false));
+  // The order of this recording's events: written inside the caller's transaction on
+  // the single write connection, so two writes never take the same number.
+  row.set("seq", row.getInt("seq") + 1);
   app.save(row);
 }
 

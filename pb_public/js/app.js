@@ -4,6 +4,7 @@
 // (vendor/, see scripts/vendor-sdk). Routes: #/ (the list), #/r/{id} (one recording).
 import * as api from "./api.js";
 import * as i18n from "./i18n.js";
+import { createLatest } from "./latest.js";
 import { t } from "./i18n.js";
 import * as recorder from "./recorder.js";
 
@@ -28,6 +29,9 @@ const state = {
   record: null, // the recording on screen: {id, poll, segments, ...}
   recording: null, // a voice note being recorded
 };
+
+// The newest heard of each recording, from realtime events and reads (latest.js).
+const latest = createLatest();
 
 const main = () => document.getElementById("main");
 
@@ -162,11 +166,14 @@ async function ensureLive() {
   if (state.live) return;
   state.live = "starting";
   try {
-    const stopStatus = await api.pb.collection("record_status").subscribe("*", (e) => onStatus(e.record.poll));
+    const stopStatus = await api.pb.collection("record_status").subscribe("*", (e) => {
+      if (latest.hear(e.record.poll, e.record.seq)) onStatus(e.record.poll);
+    });
     const stopConnect = await api.pb.realtime.subscribe("PB_CONNECT", () => {
       // Back after a break: what changed meanwhile is read once.
       if (state.offline) {
         state.offline = false;
+        latest.forget();
         showLive();
         refreshView();
       }
@@ -520,6 +527,7 @@ function listSection() {
 let listToken = 0;
 async function loadList() {
   const mine = ++listToken;
+  const mark = latest.begin();
   let page;
   try {
     page = await api.list(state.page, PER_PAGE);
@@ -533,6 +541,7 @@ async function loadList() {
     state.page = Math.max(1, page.totalPages);
     return loadList();
   }
+  page.items = page.items.map((poll) => latest.settle(poll, mark));
   state.list = page;
   const list = document.getElementById("records");
   list.replaceChildren(...page.items.map(recordRow));
@@ -583,8 +592,9 @@ function resumeButton(poll) {
 
 async function resumeRecording(id, button) {
   if (button) button.disabled = true;
+  const mark = latest.begin();
   try {
-    const poll = await api.resume(id);
+    const poll = latest.settle(await api.resume(id), mark);
     toast(t("record.resumed"));
     onStatus(poll);
   } catch (err) {
@@ -626,9 +636,10 @@ async function renderRecord(id) {
 }
 
 async function refreshRecord(id) {
+  const mark = latest.begin();
   let poll;
   try {
-    poll = await api.poll(id);
+    poll = latest.settle(await api.poll(id), mark);
   } catch (err) {
     if (err.status === 404) {
       main().replaceChildren(
@@ -664,8 +675,9 @@ function drawRecordHead(editing) {
     );
     form.addEventListener("submit", async (ev) => {
       ev.preventDefault();
+      const mark = latest.begin();
       try {
-        rec.poll = Object.assign(rec.poll, await api.rename(rec.id, input.value));
+        rec.poll = Object.assign(rec.poll, latest.settle(await api.rename(rec.id, input.value), mark));
         drawRecordHead(false);
       } catch (err) {
         const words = handleRefusal(err, "");

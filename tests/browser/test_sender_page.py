@@ -486,6 +486,51 @@ def test_a_second_sender_sees_none_of_it(pb: PocketBaseServer, browser: SenderPa
     expect(browser.row(hers)).to_have_count(0)
 
 
+def test_the_page_keeps_the_newest_status_whatever_order_it_hears_them_in(
+    pb: PocketBaseServer, browser: SenderPage
+) -> None:
+    """Realtime events may arrive out of order (each numbered by ``seq``), and a read that began
+    before an event may answer with what preceded it: the page's ledger (latest.js, loaded as the
+    page loads it) keeps the newest either way."""
+    browser.open()
+    outcome = browser.page.evaluate(
+        """async () => {
+            const { createLatest } = await import('/js/latest.js');
+            const latest = createLatest();
+            const poll = (progress) => ({ id: 'r1', progress });
+            const out = {};
+            // The claim (seq 2) arrives after the first progress (seq 3): dropped.
+            out.first = latest.hear(poll(0.5), 3);
+            out.late = latest.hear(poll(null), 2);
+            out.again = latest.hear(poll(0.5), 3);
+            out.next = latest.hear(poll(0.6), 4);
+            // A list read that began before seq 5 arrived answers with 0.6: seq 5's 0.7 is shown.
+            const before = latest.begin();
+            out.fifth = latest.hear(poll(0.7), 5);
+            out.stale = latest.settle(poll(0.6), before).progress;
+            // A read begun after every event heard: its answer stands (it can only be newer).
+            out.fresh = latest.settle(poll(0.8), latest.begin()).progress;
+            // Another recording's numbers are its own.
+            out.other = latest.hear({ id: 'r2', progress: 0.1 }, 1);
+            // After a break (the numbering may have started again): heard afresh.
+            latest.forget();
+            out.restarted = latest.hear(poll(0.9), 1);
+            return out;
+        }"""
+    )
+    assert outcome == {
+        "first": True,
+        "late": False,
+        "again": False,
+        "next": True,
+        "fifth": True,
+        "stale": 0.7,
+        "fresh": 0.8,
+        "other": True,
+        "restarted": True,
+    }
+
+
 def test_page_weight_and_time_to_the_first_list(
     pb: PocketBaseServer, tmp_path: Path, shots: Screenshots, figures: dict[str, str]
 ) -> None:

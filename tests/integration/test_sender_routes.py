@@ -401,6 +401,33 @@ def test_realtime_status_reaches_its_sender_alone(
     assert pb.anonymous().get("/api/collections/record_status/records").status_code == 403
 
 
+def test_each_status_event_is_numbered_so_the_newest_is_known_whatever_order_they_arrive_in(
+    pb: PocketBaseServer, sender: Caller, service: Caller
+) -> None:
+    """PocketBase hands each realtime message over on its own, so changes made close together may
+    arrive in any order: ``seq`` counts the writes of one recording's row, and the highest is the
+    newest (the sender's page keeps it, pb_public/js/latest.js)."""
+    steps = [round(0.01 * i, 2) for i in range(1, 31)]
+    with realtime(pb, sender.token, ["record_status/*"]) as mine:
+        rid = sender.upload(AUDIO)
+        token = service.claim(rid)["token"]
+        for value in steps:  # back to back, as a worker's first reports come
+            resp = service.http.post(
+                f"/api/pipeline/records/{rid}/settle",
+                json={"outcome": "progressed", "token": token, "now": now_ms(), "progress": value},
+            )
+            assert resp.status_code == 200, resp.text
+        heard = [data["record"] for _, data in mine.drain(3.0)]
+    # The upload, the claim and one write per progress: each an event, numbered once, from 1 up.
+    assert all(r["id"] == rid for r in heard)
+    assert sorted(r["seq"] for r in heard) == list(range(1, len(steps) + 3))
+    # Read by their numbers, the events tell the story in the order it happened; the last is the newest.
+    story = sorted(heard, key=lambda r: r["seq"])
+    assert story[0]["poll"]["status"] == "uploaded" and story[0]["poll"]["progress"] is None
+    assert story[1]["poll"]["activity"] == "normalizing"
+    assert [r["poll"]["progress"] for r in story[2:]] == steps
+
+
 def test_one_recording_is_heard_by_its_sender_and_not_by_another_asking_for_it_by_id(
     pb: PocketBaseServer, sender: Caller, other_sender: Caller, service: Caller
 ) -> None:

@@ -12,6 +12,7 @@ export function createLatest() {
   return {
     // An event for recording `poll.id` numbered `seq`: true when it is the newest heard (show it).
     hear(poll, seq) {
+      if (!poll || !poll.id) return false;
       const last = heard.get(poll.id);
       if (last && typeof seq === "number" && seq <= last.seq) return false;
       heard.set(poll.id, { seq: typeof seq === "number" ? seq : 0, poll: poll, at: ++tick });

@@ -151,6 +151,7 @@ async function signOut(message) {
   }
   api.pb.realtime.unsubscribe().catch(() => {});
   api.pb.authStore.clear();
+  latest.forget(); // nothing of this sender's recordings stays in the page
   refreshed = false;
   state.list = null;
   state.record = null;

@@ -86,11 +86,12 @@ def one(mode: str, audio: Path, language: str, work: Path) -> dict[str, Any]:
     options: dict[str, Any] = {"language": language, "beam_size": settings.beam_size, "word_timestamps": True}
     if mode == "sequential":
         segments, _ = model.transcribe(samples, condition_on_previous_text=False, **options)
-    elif mode == "batch8":
-        batched = BatchedInferencePipeline(model)
-        segments, _ = batched.transcribe(samples, batch_size=SERVER_BATCH, temperature=0.0, **options)
     else:
-        segments, _ = BatchedInferencePipeline(model).transcribe(samples, batch_size=settings.batch_size, **options)
+        # batch8 decodes as the popular server does: 8 windows at once, temperature 0.
+        server = mode == "batch8"
+        batch = SERVER_BATCH if server else settings.batch_size
+        extra: dict[str, Any] = {"temperature": 0.0} if server else {}
+        segments, _ = BatchedInferencePipeline(model).transcribe(samples, batch_size=batch, **options, **extra)
     text = " ".join(s.text.strip() for s in segments)
     took = time.perf_counter() - t0
     return {"seconds": took, "hwm_mb": own_peak_mb(), "text": text}

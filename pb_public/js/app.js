@@ -593,9 +593,8 @@ function resumeButton(poll) {
 
 async function resumeRecording(id, button) {
   if (button) button.disabled = true;
-  const mark = latest.begin();
   try {
-    const poll = latest.settle(await api.resume(id), mark);
+    const poll = await latest.read(() => api.resume(id));
     toast(t("record.resumed"));
     onStatus(poll);
   } catch (err) {
@@ -637,10 +636,9 @@ async function renderRecord(id) {
 }
 
 async function refreshRecord(id) {
-  const mark = latest.begin();
   let poll;
   try {
-    poll = latest.settle(await api.poll(id), mark);
+    poll = await latest.read(() => api.poll(id));
   } catch (err) {
     if (err.status === 404) {
       main().replaceChildren(
@@ -676,9 +674,8 @@ function drawRecordHead(editing) {
     );
     form.addEventListener("submit", async (ev) => {
       ev.preventDefault();
-      const mark = latest.begin();
       try {
-        rec.poll = Object.assign(rec.poll, latest.settle(await api.rename(rec.id, input.value), mark));
+        rec.poll = Object.assign(rec.poll, await latest.read(() => api.rename(rec.id, input.value)));
         drawRecordHead(false);
       } catch (err) {
         const words = handleRefusal(err, "");

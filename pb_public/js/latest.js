@@ -27,6 +27,11 @@ export function createLatest() {
       const last = heard.get(poll.id);
       return last && last.at > mark ? last.poll : poll;
     },
+    // `ask()`'s answer (a promise of one recording's poll), giving way to an event heard meanwhile.
+    async read(ask) {
+      const mark = tick;
+      return this.settle(await ask(), mark);
+    },
     // After a break in the stream: numbering may have started again (a restored backup).
     forget() {
       heard.clear();

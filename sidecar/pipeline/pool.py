@@ -52,27 +52,40 @@ class Waker:
 
 
 class Outage:
-    """Storage going away and coming back, logged once each however many workers notice (O2)."""
+    """Storage going away and coming back, logged once each however many workers notice (O2).
+
+    Each claim reads ``turn`` before it is sent and reports its outcome with it. Only an answer to a
+    request sent since the last change may change the state again: while PocketBase stops, a request
+    already in flight can still be answered after another worker saw the connection drop, and that late
+    success says nothing about the outage (nor does a late failure about a recovery since).
+    """
 
     def __init__(self, clock: Clock) -> None:
         self._clock = clock
         self._since: int | None = None
+        self._turn = 0
 
     @property
     def ongoing(self) -> bool:
         return self._since is not None
 
-    def failed(self, error: Exception) -> None:
-        if self._since is None:
+    @property
+    def turn(self) -> int:
+        return self._turn
+
+    def failed(self, error: Exception, sent_at_turn: int) -> None:
+        if self._since is None and sent_at_turn == self._turn:
             self._since = self._clock.now_ms()
+            self._turn += 1
             log.warning("PocketBase is unavailable (%s); the workers keep trying", error)
         else:
             log.debug("PocketBase still unavailable: %s", error)
 
-    def recovered(self) -> None:
-        if self._since is not None:
+    def recovered(self, sent_at_turn: int) -> None:
+        if self._since is not None and sent_at_turn == self._turn:
             log.warning("PocketBase is back after %.0f s", (self._clock.now_ms() - self._since) / 1000)
             self._since = None
+            self._turn += 1
 
 
 # Waits between claims while storage is unavailable: from the idle poll, doubling, up to this.
@@ -154,6 +167,7 @@ class WorkerPool:
         backoff = p.idle_poll.total_seconds()
         while not self._stopping:
             woken = self.waker.ticket()
+            turn = self.outage.turn
             try:
                 leases, insights = self.runner.table.leases(), self.runner.insights_lease()
                 # Insights work only when this process may take it (a recording's step runs: not now).
@@ -163,7 +177,7 @@ class WorkerPool:
                     else self.runner.storage.claim(leases, insights)
                 )
             except StorageUnavailable as exc:
-                self.outage.failed(exc)
+                self.outage.failed(exc, turn)
                 await clock.sleep(backoff)
                 backoff = min(backoff * 2, OUTAGE_MAX_WAIT)
                 continue
@@ -172,7 +186,7 @@ class WorkerPool:
                 self._refused(n, exc)
                 await self.waker.wait(woken, p.idle_poll.total_seconds())
                 continue
-            self.outage.recovered()
+            self.outage.recovered(turn)
             self._refusal = ""
             backoff = p.idle_poll.total_seconds()
             for record_id in got.set_aside:

@@ -278,3 +278,35 @@ async def test_an_outage_is_logged_once_and_waited_out_with_backoff(
     warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert sum("unavailable" in m for m in warnings) == 1
     assert sum("is back after" in m for m in warnings) == 1
+
+
+async def test_an_answer_to_a_claim_sent_before_the_outage_does_not_end_it(
+    storage: InMemoryStorage, clock: FakeClock, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """O2: while PocketBase stops, a claim already in flight may still be answered after another worker saw the
+    connection drop; that late answer is no recovery, so the outage is still logged once and its end once."""
+    from sidecar.storage.errors import StorageUnavailable
+
+    caplog.set_level(logging.DEBUG, logger="transcriber")
+    rid = storage.add_record()
+    calls = 0
+    dropped = anyio.Event()
+    real_claim = storage.claim
+
+    async def stopping_server(leases: object) -> object:
+        nonlocal calls
+        calls += 1
+        if calls == 1:  # sent while the server still answered; its answer comes after the drop was seen
+            await dropped.wait()
+            return NoWork()
+        if calls <= 9:
+            dropped.set()
+            raise StorageUnavailable("PocketBase unreachable: ReadError")
+        return await real_claim(leases)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(storage, "claim", stopping_server)
+    async with running(storage, recording([]), workers=3, idle_poll=1):
+        await until(clock, lambda: storage.row(rid).state == "done", within=600)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert sum("unavailable" in m for m in warnings) == 1, warnings
+    assert sum("is back after" in m for m in warnings) == 1, warnings

@@ -192,6 +192,9 @@ async function ensureLive() {
     if (state.live !== "starting") return stop(); // signed out meanwhile
     state.live = stop;
     showLive();
+    // The view was first read while the stream opened: a change between that read and now was
+    // told to no one. Read once more; from here on every change is heard.
+    refreshView();
   } catch (_) {
     if (state.live === "starting") state.live = null;
   }
@@ -635,7 +638,9 @@ async function renderRecord(id) {
   await refreshRecord(id);
 }
 
+let recordToken = 0;
 async function refreshRecord(id) {
+  const mine = ++recordToken; // of two reads under way, the later one is shown
   let poll;
   try {
     poll = await latest.read(() => api.poll(id));
@@ -651,7 +656,7 @@ async function refreshRecord(id) {
     if (words) toast(words);
     return;
   }
-  if (!state.record || state.record.id !== id) return;
+  if (mine !== recordToken || !state.record || state.record.id !== id) return;
   state.record.poll = poll;
   drawRecordHead();
   showRecordStatus();

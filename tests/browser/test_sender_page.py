@@ -1,7 +1,8 @@
 """The sender's page in a real browser: sign in, upload a real clip and watch it move to done without a
 reload, read the transcript with its speakers, play from a line, search, download every format, rename;
 a voice note from the microphone; a halted recording resumed; the Russian interface on a phone; a
-second sender who sees none of it; and the page's weight and time to its first list.
+second sender who sees none of it; a change made while the page opens its live stream; and the page's
+weight and time to its first list.
 
 PocketBase and the pipeline are the real ones (the pipeline in a background thread, with a provider
 that stops halfway until the test lets it go on); the browser is the system's headless Chromium.
@@ -529,6 +530,36 @@ def test_the_page_keeps_the_newest_status_whatever_order_it_hears_them_in(
         "other": True,
         "restarted": True,
     }
+
+
+def test_a_change_made_while_the_page_opens_its_live_stream_is_shown(pb: PocketBaseServer, browser: SenderPage) -> None:
+    """The list is first read while the live stream is still being opened: a change that lands between
+    that read and the stream's subscription is told to no one, so the page reads its view once more when
+    the stream is open (the subscription is held here until the change has been made)."""
+    from playwright.sync_api import Route, expect
+
+    sender, service = pb.new_sender(), pb.service()
+    rid = sender.upload(HALF_SECOND, title="Standup")
+    held: list[Route] = []
+
+    def hold_the_subscription(route: Route) -> None:
+        if route.request.method == "POST":  # the subscription; the stream itself (GET) opens as usual
+            held.append(route)
+        else:
+            route.continue_()
+
+    browser.page.route("**/api/realtime", hold_the_subscription)
+    browser.open()
+    browser.sign_in(sender.email, PASSWORD)
+    row = browser.row(rid)
+    expect(row.locator(".badge")).to_have_text("Queued")
+    eventually_sync(lambda: browser.page.evaluate("1") == 1 and bool(held), within=15, what="the subscription")
+    halt(service, rid, "attempts_exhausted")  # the list was read; the page hears of nothing yet
+    for route in held:
+        route.continue_()
+    browser.page.unroute("**/api/realtime")
+    expect(row.locator(".badge")).to_have_text("Stopped", timeout=10_000)
+    expect(row.locator(".halt")).to_contain_text("It failed several times in a row.")
 
 
 def test_page_weight_and_time_to_the_first_list(

@@ -21,7 +21,8 @@ from tests.support.waiting import eventually_sync
 pytestmark = pytest.mark.slow
 
 
-def worker_env(pb: PocketBaseServer, tmp: Path, **extra: str) -> dict[str, str]:
+def worker_env(pb: PocketBaseServer, tmp: Path, *, lease: str = "2", **extra: str) -> dict[str, str]:
+    """Quick settings; leases of ``lease`` seconds (short: a killed worker's claims run out soon)."""
     return pb.worker_env(
         TRANSCRIBER_PIPELINE__WORKERS="3",
         TRANSCRIBER_PIPELINE__MAX_ATTEMPTS="12",
@@ -29,10 +30,10 @@ def worker_env(pb: PocketBaseServer, tmp: Path, **extra: str) -> dict[str, str]:
         TRANSCRIBER_PIPELINE__POLL_DELAY="0.2",
         TRANSCRIBER_PIPELINE__IDLE_POLL="0.3",
         TRANSCRIBER_PIPELINE__SHUTDOWN_GRACE="0.5",
-        TRANSCRIBER_PIPELINE__LEASES__UPLOADED="2",
-        TRANSCRIBER_PIPELINE__LEASES__NORMALIZED="2",
-        TRANSCRIBER_PIPELINE__LEASES__SUBMITTED="2",
-        TRANSCRIBER_PIPELINE__LEASES__TRANSCRIBED="2",
+        TRANSCRIBER_PIPELINE__LEASES__UPLOADED=lease,
+        TRANSCRIBER_PIPELINE__LEASES__NORMALIZED=lease,
+        TRANSCRIBER_PIPELINE__LEASES__SUBMITTED=lease,
+        TRANSCRIBER_PIPELINE__LEASES__TRANSCRIBED=lease,
         TEST_STARTS=str(tmp / "starts.txt"),
         **extra,
     )
@@ -210,7 +211,8 @@ def test_sigterm_during_a_step_spends_no_attempt_and_the_work_resumes(
 ) -> None:
     step = {"uploaded": "NORMALIZE", "normalized": "SUBMIT", "submitted": "POLL", "transcribed": "FINALIZE"}[stage]
     rid = sender.upload(speech_wav_bytes(0.5))
-    env = worker_env(pb, tmp_path, **{f"TEST_DELAY_{step}": "60", "TEST_READY_AFTER": "0"})
+    # Leases far longer than a renewal could be late on a busy machine: only the SIGTERM may hand it back.
+    env = worker_env(pb, tmp_path, lease="30", **{f"TEST_DELAY_{step}": "60", "TEST_READY_AFTER": "0"})
     log = tmp_path / "worker.log"
     worker = start_worker(env, log)
 

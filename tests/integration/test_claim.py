@@ -296,7 +296,7 @@ def test_the_journal_names_each_outcome_as_the_settle_route_does(
     tok = service.try_claim(now=now_ms() + 1).json()["token"]
     assert write(service, rid, "advanced", token=tok, to="normalized").status_code == 200
     events = superuser.http.get(
-        "/api/collections/record_events/records", params={"filter": f'record = "{rid}"', "sort": "created"}
+        "/api/collections/record_events/records", params={"filter": f'record = "{rid}"', "sort": "created,@rowid"}
     ).json()["items"]
     assert [e["kind"] for e in events] == ["accepted", "failed", "advanced"]
     refused = service.http.post(

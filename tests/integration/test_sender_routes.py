@@ -32,7 +32,7 @@ def halt(service: Caller, rid: str, code: str) -> None:
 def events(pb: PocketBaseServer, rid: str) -> list[dict[str, Any]]:
     su = pb.superuser()
     resp = su.http.get(
-        "/api/collections/record_events/records", params={"filter": f'record="{rid}"', "sort": "created"}
+        "/api/collections/record_events/records", params={"filter": f'record="{rid}"', "sort": "created,@rowid"}
     )
     return list(resp.json()["items"])
 

@@ -167,7 +167,8 @@ async def test_a_lost_operation_is_recognized_again_when_the_owner_sets_the_stag
 
     def attempts() -> list[str]:
         rows = superuser.http.get(
-            "/api/collections/recognition_attempts/records", params={"filter": f'record="{rid}"', "sort": "created,@rowid"}
+            "/api/collections/recognition_attempts/records",
+            params={"filter": f'record="{rid}"', "sort": "created,@rowid"},
         ).json()["items"]
         return [f"{r['operation_id']}:{r['status']}" for r in rows]
 

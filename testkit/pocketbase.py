@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -45,10 +46,21 @@ COLLECTIONS = [
 OWNER_ONLY = ["usage_daily", "usage_providers", "erasures"]
 
 
+_ports = random.SystemRandom()  # not the seeded module random: two test workers must not draw alike
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A port free now, below the kernel's ephemeral range (32768 up): between this check and the
+    server's own bind, an outgoing connection of a client could otherwise be given the same port."""
+    for _ in range(1000):
+        port = _ports.randrange(20_000, 32_000)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port between 20000 and 32000")
 
 
 def created_ms(row: dict[str, object]) -> int:

@@ -305,9 +305,10 @@ def test_cancellation_stops_recognition(provider: OfflineProvider, tmp_path: Pat
     started = time.perf_counter()
     ended = anyio.run(main)
     # The event is checked between segments, and segments come a batch of windows
-    # at a time, so the stop lands within a batch or so of the cancel; running to
-    # the end would take about seven references.
-    assert ended - started < 1.0 + 2 * reference, (ended - started, reference)
+    # at a time, so the stop lands within a batch or so of the cancel (about 1.3
+    # references); running to the end would take about seven. The bound leaves room
+    # for the other test worker taking a core between the two measurements.
+    assert ended - started < 1.0 + 4 * reference, (ended - started, reference)
 
 
 def test_cancel_event_before_start(provider: OfflineProvider) -> None:

@@ -315,7 +315,7 @@ def test_cancel_stops_promptly(long_wav: Path, tmp_path: Path) -> None:
     assert not worker.is_alive()
     assert isinstance(outcome[0], NormalizeCancelled)
     # A full run takes about 15 s here; the bound leaves room for a loaded machine.
-    assert stopped_in < 2.0, stopped_in
+    assert stopped_in < 5.0, stopped_in
     assert not (tmp_path / "out.ogg").exists()
     _no_leftovers(tmp_path)
 
@@ -326,7 +326,7 @@ def test_already_cancelled_does_no_work(long_wav: Path, tmp_path: Path) -> None:
     started = time.perf_counter()
     with pytest.raises(NormalizeCancelled):
         normalize(long_wav, tmp_path / "out.wav", AudioSpec("wav_pcm16"), cancel=cancel)
-    assert time.perf_counter() - started < 2.0
+    assert time.perf_counter() - started < 5.0  # a full run takes about 15 s
 
 
 _RSS_SCRIPT = """
@@ -436,7 +436,7 @@ def test_normalize_through_run_in_thread_is_cancelled_with_the_scope(long_wav: P
 
     started = time.perf_counter()
     ended = anyio.run(main)
-    assert ended - started < 3.0  # cancelled after 0.3 s; a full run takes about 15 s
+    assert ended - started < 5.0  # cancelled after 0.3 s; a full run takes about 15 s
     assert not (tmp_path / "out.ogg").exists()
     _no_leftovers(tmp_path)
 
@@ -516,7 +516,7 @@ def test_a_header_that_declares_a_second_is_not_trusted(tmp_path: Path, shape: s
     assert done.returncode == 0, (done.returncode, done.stderr[-500:])
     assert done.stdout.strip() == "too_long the audio is longer than allowed (limit 6:00:00)"
     assert sorted(p.name for p in tmp_path.iterdir()) == [bomb.name]
-    assert took < 60
+    assert took < 110  # the child's own limit is 120 s; these finish in seconds
 
 
 def test_a_full_disk_is_not_the_files_fault(tmp_path: Path) -> None:

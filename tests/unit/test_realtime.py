@@ -22,6 +22,7 @@ async def test_a_silent_stream_is_dropped_and_reconnected() -> None:
     third = anyio.Event()
     subscribed: list[str] = []
     events = 0
+    landed = anyio.Event()  # the third connect subscribed and told
 
     async def serve(stream: SocketStream) -> None:
         nonlocal connects
@@ -38,9 +39,13 @@ async def test_a_silent_stream_is_dropped_and_reconnected() -> None:
     def on_event() -> None:
         nonlocal events
         events += 1
+        if events >= 3 and len(subscribed) >= 3:
+            landed.set()
 
     async def subscribe(client_id: str) -> None:
         subscribed.append(client_id)
+        if events >= 3 and len(subscribed) >= 3:
+            landed.set()
 
     listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
     port = listener.extra(anyio.abc.SocketAttribute.local_port)  # noqa: S610 - anyio, not Django
@@ -53,7 +58,7 @@ async def test_a_silent_stream_is_dropped_and_reconnected() -> None:
         )
         with anyio.fail_after(10):
             await third.wait()
-            await anyio.sleep(0.2)  # the third connect's subscription lands
+            await landed.wait()
         tg.cancel_scope.cancel()
     assert subscribed[:3] == ["c1", "c1", "c1"]
     assert events >= 3  # one per (re)connect, none for the heartbeat

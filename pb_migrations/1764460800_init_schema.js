@@ -1,6 +1,8 @@
 /// <reference path="../pb_data/types.d.ts" />
-// The whole data model (SPEC §2) in one step. An applied migration is never
-// edited: later changes are new files.
+// The first step of the data model (SPEC §2): the collections it started with.
+// The model today is this file and the newer files beside it, applied in order
+// (new collections, fields, indexes, rules, help texts). An applied migration is
+// never edited: every change is a new file.
 //
 // Conventions that the claim and the fenced writes rely on:
 // - every time the claim compares is a number of unix milliseconds;

@@ -66,10 +66,6 @@ class Outage:
         self._turn = 0
 
     @property
-    def ongoing(self) -> bool:
-        return self._since is not None
-
-    @property
     def turn(self) -> int:
         return self._turn
 

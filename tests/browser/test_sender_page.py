@@ -553,6 +553,7 @@ def test_a_change_made_while_the_page_opens_its_live_stream_is_shown(pb: PocketB
     browser.sign_in(sender.email, PASSWORD)
     row = browser.row(rid)
     expect(row.locator(".badge")).to_have_text("Queued")
+    # (the route handler runs only while Playwright is called: the evaluate lets it)
     eventually_sync(lambda: browser.page.evaluate("1") == 1 and bool(held), within=15, what="the subscription")
     halt(service, rid, "attempts_exhausted")  # the list was read; the page hears of nothing yet
     for route in held:

@@ -16,7 +16,7 @@ from sidecar.providers.instant import InstantProvider
 from sidecar.service import default_steps
 from testkit.audio import SAMPLE, decode_info, reencode, speech_wav_bytes, write_audio
 from testkit.media import wav_bytes
-from testkit.pocketbase import Caller, PocketBaseServer
+from testkit.pocketbase import Caller, PocketBaseServer, now_ms
 from tests.support.sidecar import pool_running, running_sidecar
 from tests.support.waiting import eventually
 
@@ -157,3 +157,26 @@ def test_only_the_pipeline_writes_a_copy_and_never_an_original(sender: Caller, s
         url, data={"token": token, "role": "playable", "format": "ogg_opus"}, files={"blob": ("p.ogg", b"OggS")}
     )
     assert made.status_code == 200 and made.json()["role"] == "playable", made.text
+
+
+def test_a_recording_normalized_before_copies_were_made_says_it_has_none(
+    pb: PocketBaseServer, sender: Caller, service: Caller, tmp_path: Path
+) -> None:
+    """An AMR normalized with no copy (as before this release): the poll says `none`; the route still gives
+    the upload. One stored before intake's verdict existed is served as uploaded (`original`), as before."""
+    rid = sender.upload(amr(tmp_path / "note.amr"))
+    token = service.claim(rid)["token"]
+    resp = service.http.post(
+        f"/api/pipeline/records/{rid}/settle",
+        json={"outcome": "advanced", "token": token, "now": now_ms(), "to": "normalized"},
+    )
+    assert resp.status_code == 200, resp.text
+    assert sender.poll(rid)["playback"] == "none"
+    assert sender.http.get(f"/api/transcriber/records/{rid}/audio").content[:6] == b"#!AMR\n"
+    pb.sql("UPDATE files SET browser_plays = '' WHERE record = ?", rid)
+    assert sender.poll(rid)["playback"] == "original"
+    halted = sender.upload(amr(tmp_path / "other.amr"))
+    pb.sql(
+        "UPDATE audio_records SET halted_at = '2026-01-01 00:00:00.000Z', halt_code = 'too_long' WHERE id = ?", halted
+    )
+    assert sender.poll(halted)["playback"] == "none"  # normalize will not run again: no copy is coming

@@ -97,7 +97,9 @@ routerAdd("POST", "/api/pipeline/insights/{id}/events", (e) => {
   });
 }, $apis.requireAuth("services"));
 
-// A file of the record (normalized audio), attached under the fence. A piece
+// A file of the record, attached under the fence: a piece of normalized audio
+// (role `normalized`), or the copy a browser plays of an original it cannot
+// (role `playable`); never an original, which only intake stores. A piece
 // without speech (a silent recording) is a row without a blob: nothing in it
 // is ever sent anywhere, so nothing of it is kept but its place and length.
 routerAdd("POST", "/api/pipeline/records/{id}/files", (e) => {
@@ -106,10 +108,12 @@ routerAdd("POST", "/api/pipeline/records/{id}/files", (e) => {
   const id = e.request.pathValue("id");
   return routes.handle(e, (body) => {
     const token = queue.strArg(body, "token", 100);
+    const role = queue.strArg(body, "role", 50);
+    if (["normalized", "playable"].indexOf(role) < 0) throw new queue.Invalid("'role' must be normalized or playable");
     const multipart = String(e.request.header.get("Content-Type") || "").indexOf("multipart/form-data") === 0;
     const blobs = multipart ? e.findUploadedFiles("blob") || [] : [];
     const silent = body.speech_ms !== undefined && body.speech_ms !== "" && routes.num(body, "speech_ms") === 0;
-    if (blobs.length > 1 || (blobs.length === 0 && !silent)) {
+    if (blobs.length > 1 || (blobs.length === 0 && (!silent || role === "playable"))) {
       throw new queue.Invalid("exactly one 'blob' file is required (none only for a piece without speech)");
     }
     const row = queue.underFence($app, id, token, (tx) => {
@@ -119,7 +123,7 @@ routerAdd("POST", "/api/pipeline/records/{id}/files", (e) => {
       const r = new Record(tx.findCollectionByNameOrId("files"));
       r.set("record", id);
       r.set("write_key", key);
-      r.set("role", queue.strArg(body, "role", 50));
+      r.set("role", role);
       r.set("format", routes.optStr(body, "format", 50) || "");
       r.set("name", blobs.length ? blobs[0].originalName : "");
       r.set("size", blobs.length ? blobs[0].size : 0);
@@ -310,7 +314,7 @@ routerAdd("POST", "/api/pipeline/attempts/{aid}/copies", (e) => {
 // the journal says so once. Not fenced (a done record has no claim), and
 // guarded here rather than by the caller: a record that is not done (the
 // owner set its stage back), halted, or done later is left as it is. The
-// original and the transcript are never touched.
+// original, the playable copy and the transcript are never touched.
 routerAdd("POST", "/api/pipeline/records/{id}/normalized/remove", (e) => {
   const routes = require(`${__hooks}/lib/routes.js`);
   const queue = require(`${__hooks}/lib/queue.js`);

@@ -218,6 +218,36 @@ def compose_wav(parts: list[Path | float], dst: Path, *, noise: float = 0.0, see
     return dst
 
 
+def reencode(
+    src: Path,
+    dst: Path,
+    *,
+    codec: str,
+    container: str | None = None,
+    rate: int = 16000,
+    channels: int = 1,
+    bit_rate: int | None = None,
+) -> Path:
+    """``src``'s audio in ``codec`` inside ``dst``'s container (or ``container``), at ``rate`` and
+    ``channels``: e.g. a spoken clip as AMR-NB (``libopencore_amrnb``, 8 kHz mono, in ``amr``)."""
+    with av.open(str(dst), mode="w", format=container) as out:
+        stream = out.add_stream(codec, rate=rate)
+        assert isinstance(stream, AudioStream)
+        stream.layout = _LAYOUTS[channels]
+        if bit_rate is not None:
+            stream.bit_rate = bit_rate
+        resampler = av.AudioResampler(format=stream.format.name, layout=_LAYOUTS[channels], rate=rate)
+        with av.open(str(src)) as inp:
+            for decoded in inp.decode(audio=0):
+                decoded.pts = None
+                for frame in resampler.resample(decoded):
+                    out.mux(stream.encode(frame))
+        for frame in resampler.resample(None):
+            out.mux(stream.encode(frame))
+        out.mux(stream.encode(None))
+    return dst
+
+
 # --- the committed speech ------------------------------------------------------
 
 CLIPS: dict[str, str] = {

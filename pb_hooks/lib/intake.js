@@ -123,6 +123,9 @@ function accept(e, upload) {
   const owner = e.auth.id;
   const now = respond.nowMs();
   const length = lengthOf(file, container);
+  // Whether the sender's page can play it as it is, decided once, here: if not, normalize makes a playable copy.
+  const codec = media.codecOf(file, container);
+  const plays = media.browserPlays(container, codec);
   let created = null;
   let over = null;
   $app.runInTransaction((tx) => {
@@ -133,6 +136,7 @@ function accept(e, upload) {
     if (over) return;
     const rec = new Record(tx.findCollectionByNameOrId("audio_records"));
     rec.set("quota_ms", admitted.reserveMs);
+    rec.set("quota_at", now);
     rec.set("owner", owner);
     rec.set("title", title);
     rec.set("state", stages.UPLOADED);
@@ -146,12 +150,15 @@ function accept(e, upload) {
     row.set("record", rec.id);
     row.set("role", "original");
     row.set("format", container);
+    row.set("codec", codec);
+    row.set("browser_plays", plays ? "yes" : "no");
     row.set("name", String(file.originalName || file.name).slice(0, 300));
     row.set("size", file.size);
     row.set("blob", file);
     tx.save(row);
 
-    records.journal(tx, rec.id, stages.UPLOADED, "accepted", "accepted " + file.size + " bytes (" + container + "), " +
+    records.journal(tx, rec.id, stages.UPLOADED, "accepted", "accepted " + file.size + " bytes (" + container + (codec ? "/" + codec : "") + (plays ? "" :
+      ", which a browser does not play: a playable copy comes with normalize") + "), " +
       (admitted.reserveMs / 1000).toFixed(1) + " s of audio reserved (" + (length.declared ? "the length its header declares" :
         "its header declares no length: a guess from its size") + ")", "intake");
     live.publish(tx, rec);

@@ -357,4 +357,224 @@ function declaredMs(file, container) {
   }
 }
 
-module.exports = { sniff: sniff, declaredMs: declaredMs };
+
+// ---------------------------------------------------------------------------
+// What a browser plays. The sender's page plays the audio beside its
+// transcript; an original a browser cannot play gets a playable copy at
+// normalize (Ogg/Opus, files role `playable`). The verdict is intake's, from
+// the container and, where the container alone does not decide (WAV, Ogg,
+// MP3, MP4/MOV, Matroska/WebM), the codec inside it, read from the header.
+// Measured in Chromium 156 (an <audio> element's play() on files of each
+// kind): these play; AIFF, AU, AMR, CAF, WavPack, APE, FLV, ASF, MPEG-PS/TS,
+// ALAC, AMR in 3GP, AC-3, MP2, ADPCM, 64-bit float PCM and Speex do not. A
+// codec that could not be read counts as not playable: a wrong "no" costs a
+// small copy, a wrong "yes" leaves the sender nothing to play.
+const PLAYS = {
+  riff: ["pcm_u8", "pcm_s16le", "pcm_s24le", "pcm_s32le", "pcm_f32le", "pcm_alaw", "pcm_mulaw", "mp3"],
+  wav64: ["pcm_u8", "pcm_s16le", "pcm_s24le", "pcm_s32le", "pcm_f32le", "pcm_alaw", "pcm_mulaw", "mp3"],
+  flac: ["flac"],
+  adts: ["aac"],
+  mp3: ["mp3"],
+  "mpeg-audio": ["mp3"],
+  ogg: ["opus", "vorbis", "flac"],
+  mp4: ["mp4a", "opus", "flac", ".mp3", "sowt", "twos", "alaw", "ulaw"],
+};
+// Matroska and WebM name their codecs by CodecID (lowercased here); these prefixes play.
+const MATROSKA_PLAYS = ["a_opus", "a_vorbis", "a_aac", "a_flac", "a_mpeg/l3", "a_pcm/int/lit", "a_pcm/float/ieee"];
+
+// Whether a browser plays a file of `container` (sniff()'s name) holding `codec` (codecOf()'s).
+function browserPlays(container, codec) {
+  if (codec === "") return false;
+  if (container === "matroska") return MATROSKA_PLAYS.some((p) => codec.indexOf(p) === 0);
+  return (PLAYS[container] || []).indexOf(codec) >= 0;
+}
+
+// WAVE's format tags (the fmt chunk; WAVE_FORMAT_EXTENSIBLE's sub-format alike).
+const WAV_TAGS = { 2: "adpcm_ms", 6: "pcm_alaw", 7: "pcm_mulaw", 0x11: "adpcm_ima_wav", 0x31: "gsm_ms", 0x50: "mp2", 0x55: "mp3" };
+
+function wavCodec(reader, size) {
+  let at = 12;
+  for (let i = 0; i < 64 && at + 8 <= size; i++) {
+    const h = bytesAt(reader, at, 8 + 40);
+    const id = ascii(h, 0, 4);
+    const len = u32le(h, 4);
+    if (id === "fmt " && h.length >= 8 + 16) {
+      let tag = u16le(h, 8);
+      const bits = u16le(h, 8 + 14);
+      if (tag === 0xfffe && h.length >= 8 + 26) tag = u16le(h, 8 + 24);
+      if (tag === 1) return bits === 8 ? "pcm_u8" : "pcm_s" + bits + "le";
+      if (tag === 3) return "pcm_f" + bits + "le";
+      return WAV_TAGS[tag] || "wav_0x" + tag.toString(16);
+    }
+    if (id === "data") return "";
+    at += 8 + len + (len % 2);
+  }
+  return "";
+}
+
+// Ogg: the first stream's first packet names its codec.
+function oggCodec(b) {
+  if (b.length < 28) return "";
+  const p = 27 + b[26];
+  if (ascii(b, p, 8) === "OpusHead") return "opus";
+  if (b[p] === 1 && ascii(b, p + 1, 6) === "vorbis") return "vorbis";
+  if (b[p] === 0x7f && ascii(b, p + 1, 4) === "FLAC") return "flac";
+  if (ascii(b, p, 8) === "Speex   ") return "speex";
+  if (b[p] === 0x80 && ascii(b, p + 1, 6) === "theora") return "theora";
+  return "";
+}
+
+// MPEG audio: the first frame's layer (after an ID3 tag, which may outgrow the head).
+function mpegCodec(reader, b) {
+  let start = 0;
+  if (ascii(b, 0, 3) === "ID3" && b.length >= 10) {
+    start = 10 + ((b[6] & 0x7f) << 21 | (b[7] & 0x7f) << 14 | (b[8] & 0x7f) << 7 | (b[9] & 0x7f)) + (b[5] & 0x10 ? 10 : 0);
+  }
+  const f = bytesAt(reader, start, 4096);
+  for (let i = 0; i + 4 <= f.length; i++) {
+    if (f[i] !== 0xff || (f[i + 1] & 0xe0) !== 0xe0) continue;
+    const version = (f[i + 1] >> 3) & 3;
+    const layer = (f[i + 1] >> 1) & 3;
+    const kbpsIndex = f[i + 2] >> 4;
+    if (version === 1 || layer === 0 || kbpsIndex === 15 || ((f[i + 2] >> 2) & 3) === 3) continue;
+    return ["", "mp3", "mp2", "mp1"][layer];
+  }
+  return "";
+}
+
+// An ISO BMFF box at `at` (not past `end`): {type, body, end}, or null.
+function boxAt(reader, at, end) {
+  const h = bytesAt(reader, at, 16);
+  if (h.length < 8) return null;
+  let len = u32be(h, 0);
+  let head = 8;
+  if (len === 1) {
+    if (h.length < 16) return null;
+    len = u64be(h, 8);
+    head = 16;
+  } else if (len === 0) {
+    len = end - at;
+  }
+  if (len < head) return null;
+  return { type: ascii(h, 4, 4), body: at + head, end: Math.min(end, at + len) };
+}
+
+function childBox(reader, from, end, type) {
+  for (let at = from, i = 0; i < 256 && at + 8 <= end; i++) {
+    const box = boxAt(reader, at, end);
+    if (!box) return null;
+    if (box.type === type) return box;
+    at = box.end;
+  }
+  return null;
+}
+
+// MP4/M4A/MOV/3GP: the sample entry of the first sound track (moov/trak/mdia/minf/stbl/stsd),
+// its four letters lowercased: mp4a (AAC, or MP3), opus, flac, alac, samr (AMR), sowt (PCM), …
+function mp4Codec(reader, size) {
+  const moov = childBox(reader, 0, size, "moov");
+  if (!moov) return "";
+  for (let at = moov.body, i = 0; i < 64 && at + 8 <= moov.end; i++) {
+    const trak = boxAt(reader, at, moov.end);
+    if (!trak) return "";
+    if (trak.type === "trak") {
+      const mdia = childBox(reader, trak.body, trak.end, "mdia");
+      const hdlr = mdia && childBox(reader, mdia.body, mdia.end, "hdlr");
+      if (hdlr && ascii(bytesAt(reader, hdlr.body + 8, 4), 0, 4) === "soun") {
+        const minf = childBox(reader, mdia.body, mdia.end, "minf");
+        const stbl = minf && childBox(reader, minf.body, minf.end, "stbl");
+        const stsd = stbl && childBox(reader, stbl.body, stbl.end, "stsd");
+        return stsd ? ascii(bytesAt(reader, stsd.body + 8, 8), 4, 4).trim().toLowerCase() : "";
+      }
+    }
+    at = trak.end;
+  }
+  return "";
+}
+
+// Matroska/WebM: the first audio track's CodecID (Segment/Tracks/TrackEntry), lowercased.
+function matroskaCodec(b) {
+  let i = 0;
+  let inSegment = false;
+  for (let guard = 0; guard < 256 && i < b.length; guard++) {
+    const id = ebmlVint(b, i, true);
+    const len = id && ebmlVint(b, i + id.width, false);
+    if (!id || !len) return "";
+    const body = i + id.width + len.width;
+    if (id.value === 0x18538067) {
+      inSegment = true;
+      i = body;
+      continue;
+    }
+    if (inSegment && id.value === 0x1654ae6b) {
+      return tracksCodec(b, body, len.unknown ? b.length : Math.min(b.length, body + len.value));
+    }
+    if (id.value === 0x1f43b675 || len.unknown) return ""; // a Cluster before any Tracks
+    i = body + len.value;
+  }
+  return "";
+}
+
+function tracksCodec(b, from, to) {
+  for (let i = from; i < to;) {
+    const id = ebmlVint(b, i, true);
+    const len = id && ebmlVint(b, i + id.width, false);
+    if (!id || !len) return "";
+    const body = i + id.width + len.width;
+    if (id.value === 0xae) { // TrackEntry: its TrackType (2: audio) and CodecID
+      let type = 0;
+      let codec = "";
+      for (let k = body; k < Math.min(to, body + len.value);) {
+        const cid = ebmlVint(b, k, true);
+        const clen = cid && ebmlVint(b, k + cid.width, false);
+        if (!cid || !clen) return "";
+        const cbody = k + cid.width + clen.width;
+        if (cid.value === 0x83) type = b[cbody + clen.value - 1];
+        if (cid.value === 0x86) codec = ascii(b, cbody, Math.min(clen.value, 64)).toLowerCase();
+        k = cbody + clen.value;
+      }
+      if (type === 2) return codec;
+    }
+    i = body + len.value;
+  }
+  return "";
+}
+
+// The audio codec inside `file` (a short name, see above), "" when the header
+// does not say or the container alone decides. `container` is sniff()'s answer.
+function codecOf(file, container) {
+  const reader = file.reader.open();
+  try {
+    const size = file.size;
+    const head = bytesAt(reader, 0, HEAD);
+    switch (container) {
+      case "riff":
+        return ascii(head, 8, 4) === "WAVE" ? wavCodec(reader, size) : "";
+      case "wav64":
+        return wavCodec(reader, size);
+      case "flac":
+        return "flac";
+      case "adts":
+        return "aac";
+      case "ogg":
+        return oggCodec(head);
+      case "mp3":
+      case "mpeg-audio":
+        return mpegCodec(reader, head);
+      case "mp4":
+        return mp4Codec(reader, size);
+      case "matroska":
+        return matroskaCodec(head);
+      case "amr":
+        return ascii(head, 0, 9) === "#!AMR-WB\n" ? "amr_wb" : "amr_nb";
+      default:
+        return "";
+    }
+  } catch (_) {
+    return ""; // a header too broken to read: not playable as it is; normalize will tell the rest
+  } finally {
+    reader.close();
+  }
+}
+
+module.exports = { sniff: sniff, declaredMs: declaredMs, codecOf: codecOf, browserPlays: browserPlays };

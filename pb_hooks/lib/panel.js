@@ -14,7 +14,7 @@ const stages = require(`${__hooks}/lib/stages.js`);
 const QUEUE_FIELDS = [
   "state", "state_entered_at", "halted_at", "halt_code", "halt_reason", "attempts",
   "claim_token", "claim_expires_at", "paused_until", "available_at", "queue_rev", "language", "progress",
-  "progress_at", "activity", "quota_ms", "lease_ended_at", "duration_ms",
+  "progress_at", "activity", "quota_ms", "quota_at", "lease_ended_at", "duration_ms",
 ];
 
 // Applies a queue transition of lib/queue.js to the record being saved.

@@ -496,7 +496,8 @@ function settle(app, table, id, token, now, outcome, body) {
 // the owner's resume (ST6) and nothing else, in one transaction — claim released, attempts
 // afresh, the recognitions already started kept (a lost one was marked failed when the
 // record halted, so only that piece is recognized again: nothing is paid for twice),
-// journalled as done by the sender. `check(tx, rec)` returns a refusal, or null to go on.
+// journalled as done by the sender. `check(tx, rec)` returns a refusal, or null to go on
+// (having written what else the resume needs, in the same transaction: its quota's charge).
 // Returns {refused} or {record}.
 function resumeBySender(app, id, ownerId, now, check) {
   let out = null;

@@ -15,6 +15,13 @@
 // recording `over_quota` when its true length breaks the quota, before any
 // recognition. A recording halted before normalize finished (stage
 // `uploaded`) holds nothing: resumed, it is measured and checked again.
+//
+// The day's audio is the audio charged in the last 24 hours, each recording
+// counted at `quota_at`: its upload, or the moment its sender resumed it from
+// a halt before normalize (so a recording uploaded last week and resumed today
+// counts today). A sender resumes an over_quota halt only when its measured
+// length fits what is left of the day (`resumeExceeded`), and the resume
+// reserves that length at once, so a burst of resumes cannot all fit.
 const respond = require(`${__hooks}/lib/respond.js`);
 // PocketBase's stored datetime form, which sorts and compares as text.
 const dbTime = require(`${__hooks}/lib/queue.js`).dbTime;
@@ -34,11 +41,15 @@ function limits() {
   };
 }
 
-// When an upload made at `createdText` leaves a window of `windowMs`: at most
+// When something counted at `atMs` leaves a window of `windowMs`: at most
 // the window (a record stamped a moment after `now` was read is not later).
-function secondsUntil(createdText, windowMs, now) {
-  const created = Date.parse(String(createdText).replace(" ", "T"));
-  return Math.min(windowMs / 1000, Math.max(1, Math.ceil((created + windowMs - now) / 1000)));
+function secondsUntil(atMs, windowMs, now) {
+  return Math.min(windowMs / 1000, Math.max(1, Math.ceil((atMs + windowMs - now) / 1000)));
+}
+
+// A stored datetime ("2026-01-02 03:04:05.678Z") in unix ms.
+function msOf(text) {
+  return Date.parse(String(text).replace(" ", "T"));
 }
 
 // A length in the largest unit that reads well: "2.5 hours", "40 minutes", "12 seconds".
@@ -73,7 +84,7 @@ function countExceeded(tx, owner, now, q) {
         code: "too_many_uploads",
         message: "You have sent " + plural(q.uploadsPerHour, "recording") + " in the last hour, the most allowed; " +
           "try again later.",
-        retryAfter: secondsUntil(recent[0].getString("created"), HOUR_MS, now),
+        retryAfter: secondsUntil(msOf(recent[0].getString("created")), HOUR_MS, now),
       };
     }
   }
@@ -119,32 +130,77 @@ function audio(tx, owner, now, length, q) {
   }
   const need = length.declared ? length.ms : 1;
   if (need <= room) return { reserveMs: length.ms };
-  // Space returns as the oldest recordings leave the 24-hour window.
-  let freed = 0;
-  let wait = DAY_MS / 1000;
-  for (const r of rows) {
-    freed += r.ms;
-    wait = secondsUntil(r.created, DAY_MS, now);
-    if (room + freed >= need) break;
-  }
   return { over: {
     code: "too_much_audio",
     message: "You have sent " + spell(total) + " of audio in the last 24 hours" +
       (length.declared ? " and this recording is " + spell(length.ms) + " long" : "") +
       "; the limit is " + spell(q.audioMsPerDay) + ".",
-    retryAfter: wait,
+    retryAfter: waitFor(rows, room, need, now),
   } };
 }
 
-// The audio charged to `owner`'s recordings made since 24 hours before `now`
-// (oldest first), but `except`'s: [{created, ms}]. A recording halted before
-// its normalize finished holds nothing (it is measured again when resumed).
+// Seconds until `need` fits: room returns as the oldest of `rows` (oldest
+// first) leave the 24-hour window.
+function waitFor(rows, room, need, now) {
+  let freed = 0;
+  let wait = DAY_MS / 1000;
+  for (const r of rows) {
+    freed += r.ms;
+    wait = secondsUntil(r.at, DAY_MS, now);
+    if (room + freed >= need) break;
+  }
+  return wait;
+}
+
+// The audio charged to `owner`'s recordings in the 24 hours before `now`
+// (oldest first), but `except`'s: [{at, ms}]. A recording halted before its
+// normalize finished holds nothing (it is measured again when resumed).
 function charged(tx, owner, now, except) {
-  const rows = arrayOf(new DynamicModel({ created: "", ms: 0 }));
-  tx.db().newQuery("SELECT created, quota_ms AS ms FROM audio_records WHERE owner = {:owner} AND created >= {:since} " +
-    "AND id != {:except} AND NOT (halted_at != '' AND state = {:uploaded}) ORDER BY created").bind(
-    { owner: owner, since: dbTime(now - DAY_MS), except: except, uploaded: stages.UPLOADED }).all(rows);
+  const rows = arrayOf(new DynamicModel({ at: 0, ms: 0 }));
+  tx.db().newQuery("SELECT quota_at AS at, quota_ms AS ms FROM audio_records WHERE owner = {:owner} " +
+    "AND quota_at >= {:since} AND id != {:except} AND NOT (halted_at != '' AND state = {:uploaded}) " +
+    "ORDER BY quota_at").bind(
+    { owner: owner, since: now - DAY_MS, except: except, uploaded: stages.UPLOADED }).all(rows);
   return rows;
+}
+
+// Whether `rec`, halted over_quota, fits its sender's day now: null when it
+// does, else why not ({code, message, retryAfter, never}). Its length is the
+// one normalize measured (the halt came after that); `never`: it is longer
+// than a whole day's quota, and no wait will make it fit.
+function resumeExceeded(tx, rec, now) {
+  const q = limits();
+  if (q.audioMsPerDay <= 0) return null;
+  const need = Math.max(rec.getInt("duration_ms"), 1);
+  if (need > q.audioMsPerDay) {
+    return {
+      code: "too_much_audio",
+      message: "This recording is " + spell(need) + " long; the limit is " + spell(q.audioMsPerDay) +
+        " of audio in 24 hours, so it cannot be resumed unless the owner of the service raises it.",
+      retryAfter: DAY_MS / 1000,
+      never: true,
+    };
+  }
+  const rows = charged(tx, rec.getString("owner"), now, rec.id);
+  let total = 0;
+  for (const r of rows) total += r.ms;
+  const room = q.audioMsPerDay - total;
+  if (need <= room) return null;
+  return {
+    code: "too_much_audio",
+    message: "You have sent " + spell(total) + " of audio in the last 24 hours and this recording is " +
+      spell(need) + " long; the limit is " + spell(q.audioMsPerDay) + ".",
+    retryAfter: waitFor(rows, room, need, now),
+    never: false,
+  };
+}
+
+// A sender resumes `rec`, halted before its normalize finished: its audio is
+// charged to the day of the resume, holding `reserveMs` until normalize
+// measures it again (null: what it held before).
+function rechargedAt(tx, rec, now, reserveMs) {
+  tx.db().newQuery("UPDATE audio_records SET quota_at = {:at}, quota_ms = {:ms} WHERE id = {:id}").bind(
+    { id: rec.id, at: now, ms: reserveMs === null ? rec.getInt("quota_ms") : reserveMs }).execute();
 }
 
 // Normalize measured `rec`'s decoded length: charged in place of its
@@ -171,4 +227,7 @@ function refuse(e, over) {
   return respond.fail(e, 429, over.code, over.message);
 }
 
-module.exports = { admit: admit, measured: measured, refuse: refuse, waitingExceeded: waitingExceeded };
+module.exports = {
+  admit: admit, measured: measured, refuse: refuse, waitingExceeded: waitingExceeded,
+  resumeExceeded: resumeExceeded, rechargedAt: rechargedAt,
+};

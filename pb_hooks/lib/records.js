@@ -50,18 +50,19 @@ function topicNames(app, rec) {
 }
 
 // The halts a sender may clear on their own (POST …/resume): those another try
-// can cure. Not the recording's own faults (too_long, unsupported_media), not
-// a quota (over_quota: upload again when it allows), not what the owner must
-// look at (provider_rejected: the provider refused our request; unclaimable:
-// a field to fix) or decided (halted_by_owner).
-const SENDER_RESUMABLE = ["attempts_exhausted", "stalled", "provider_failed", "results_expired"];
+// can cure, and over_quota once the day's audio quota allows it (checked at the
+// resume: lib/quotas.js resumeExceeded). Not the recording's own faults
+// (too_long, unsupported_media), not what the owner must look at
+// (provider_rejected: the provider refused our request; unclaimable: a field
+// to fix) or decided (halted_by_owner).
+const SENDER_RESUMABLE = ["attempts_exhausted", "stalled", "provider_failed", "results_expired", "over_quota"];
+const OVER_QUOTA = "over_quota";
 // A sender resumes one recording at most this many times; then it waits for
 // the owner (each resume may start a paid recognition of a lost piece).
 const MAX_SENDER_RESUMES = 3;
 const NOT_RESUMABLE_WHY = {
   too_long: "another try would end the same way, the recording being too long",
   unsupported_media: "another try would end the same way, the file not being readable audio",
-  over_quota: "upload it again when your daily audio quota allows",
   halted_by_owner: "the owner of the service stopped it",
 };
 
@@ -86,6 +87,44 @@ function resumeRefusal(app, rec) {
   return null;
 }
 
+// A recording halted over_quota: whether the day's audio quota lets its sender
+// resume it now, and if not, when it will (ms; null: never under this quota).
+function quotaResume(app, rec, now) {
+  const over = require(`${__hooks}/lib/quotas.js`).resumeExceeded(app, rec, now);
+  if (!over) return { now: true, at: null };
+  return { now: false, at: over.never ? null : now + over.retryAfter * 1000 };
+}
+
+// The files the sender's page plays: the original and the playable copy (a
+// copy normalize made of an original a browser cannot play), or null for each.
+function audioFiles(app, recordId) {
+  const rows = app.findRecordsByFilter("files", "record = {:id} && (role = 'original' || role = 'playable')",
+    "created,id", 0, 0, { id: recordId });
+  return {
+    original: rows.find((r) => r.getString("role") === "original") || null,
+    copy: rows.find((r) => r.getString("role") === "playable" && r.getString("blob") !== "") || null,
+  };
+}
+
+// Halts after which normalize will not run again without the owner: no copy comes.
+const NO_COPY_COMING = ["too_long", "unsupported_media"];
+
+// What GET …/audio plays (the poll's `playback`): `original` (a browser plays
+// it as uploaded; or it was stored before that was known, and is served as
+// before), `copy` (the playable copy), `pending` (a browser cannot play the
+// original and normalize has yet to make the copy), `none` (a browser cannot
+// play the original and no copy is coming: normalized before copies were
+// made, or halted where normalize will not run again). Decided from intake's
+// verdict on the original (files.browser_plays), never by trying.
+function playbackOf(rec, files) {
+  const plays = files.original ? files.original.getString("browser_plays") : "";
+  if (plays === "yes") return "original";
+  if (files.copy) return "copy";
+  if (plays === "") return "original";
+  const halt = rec.getString("halted_at") !== "" ? rec.getString("halt_code") : "";
+  return rec.getString("state") === stages.UPLOADED && NO_COPY_COMING.indexOf(halt) < 0 ? "pending" : "none";
+}
+
 // I2 (and, without `text`, each item of the list, O12). `brief` and `topics`
 // (names) once the insights step (or the owner) wrote them: null and [] before.
 function pollBody(app, rec, withText) {
@@ -96,10 +135,18 @@ function pollBody(app, rec, withText) {
     const t = transcriptOf(app, rec.id);
     text = t ? t.getString("content") : "";
   }
+  const now = Date.now();
+  let resumable = halted && resumeRefusal(app, rec) === null;
+  let resumableAt = null;
+  if (resumable && rec.getString("halt_code") === OVER_QUOTA) {
+    const quota = quotaResume(app, rec, now);
+    resumable = quota.now;
+    resumableAt = quota.at === null ? null : new Date(quota.at).toISOString();
+  }
   const body = {
     id: rec.id,
     status: rec.getString("state"),
-    activity: activityOf(rec, Date.now()),
+    activity: activityOf(rec, now),
     halted: halted,
     halted_at: respond.iso(rec.getString("halted_at")),
     halt_code: halted && rec.getString("halt_code") !== "" ? rec.getString("halt_code") : null,
@@ -111,7 +158,11 @@ function pollBody(app, rec, withText) {
     brief: rec.getString("brief") || null,
     topics: topicNames(app, rec),
     // Whether the sender may resume it now (POST /api/transcriber/records/{id}/resume).
-    resumable: halted && resumeRefusal(app, rec) === null,
+    resumable: resumable,
+    // Halted over_quota: when the daily audio quota lets the sender resume it (null: now, or never).
+    resumable_at: resumableAt,
+    // What the sender's page can play (GET …/audio): original, copy, pending or none.
+    playback: playbackOf(rec, audioFiles(app, rec.id)),
     text: text,
   };
   if (withText === false) delete body.text;
@@ -159,4 +210,5 @@ module.exports = {
   pollBody: pollBody, findOwned: findOwned, journal: journal, transcriptOf: transcriptOf, languages: languages,
   activities: activities, activityOf: activityOf, DERIVED_ONLY: DERIVED_ONLY, topicNames: topicNames,
   SENDER_RESUMABLE: SENDER_RESUMABLE, MAX_SENDER_RESUMES: MAX_SENDER_RESUMES, resumeRefusal: resumeRefusal,
+  OVER_QUOTA: OVER_QUOTA, audioFiles: audioFiles, playbackOf: playbackOf,
 };

@@ -8,6 +8,7 @@ const records = require(`${__hooks}/lib/records.js`);
 const queue = require(`${__hooks}/lib/queue.js`);
 const quotas = require(`${__hooks}/lib/quotas.js`);
 const live = require(`${__hooks}/lib/live.js`);
+const stages = require(`${__hooks}/lib/stages.js`);
 
 const MAX_TITLE = 500;
 const MAX_TITLE_BYTES = 4 * MAX_TITLE;
@@ -36,19 +37,31 @@ function sender(e) {
   }
 }
 
-// GET /api/transcriber/records/{id}/audio: the original as uploaded, with
-// HTTP range requests (206 and Content-Range), so a player can seek.
+// GET /api/transcriber/records/{id}/audio: what a browser can play of the
+// recording — the original as uploaded, or, where a browser cannot play that,
+// its playable copy once normalize made it (the poll's `playback`) — with HTTP
+// range requests (206 and Content-Range), so a player can seek. `?file=original`
+// or `?file=playable` asks for one of the two.
 function audio(e) {
   if (e.auth && e.auth.collection().name !== "users") {
     return respond.fail(e, 403, "forbidden", "Only the sender of a recording can listen to it here.");
   }
   const user = sender(e);
   if (!user) return respond.fail(e, 401, "unauthorized", "Sign in as the sender of this recording.");
+  const which = String(e.request.url.query().get("file") || "");
+  if (["", "original", "playable"].indexOf(which) < 0) {
+    return respond.fail(e, 400, "bad_file", "Unknown file '" + which.slice(0, 20) + "': use original or playable, or leave it out.");
+  }
   const rec = records.findOwned($app, e.request.pathValue("id"), user.id);
   if (!rec) return notFound(e);
-  const rows = $app.findRecordsByFilter("files", "record = {:id} && role = 'original'", "created", 1, 0, { id: rec.id });
-  const row = rows.length > 0 ? rows[0] : null;
+  const files = records.audioFiles($app, rec.id);
+  let row = files.original;
+  if (which === "playable" || (which === "" && records.playbackOf(rec, files) === "copy")) row = files.copy;
   const name = row ? row.getString("blob") : "";
+  if (name === "" && which === "playable") {
+    return respond.fail(e, 404, "not_found", "This recording has no playable copy: its original plays as it is, " +
+      "or the copy is not made yet.");
+  }
   if (name === "") return notFound(e);
   const header = e.response.header();
   // The sender's alone: no shared cache keeps it.
@@ -69,11 +82,20 @@ function resume(e) {
   const out = queue.resumeBySender($app, e.request.pathValue("id"), e.auth.id, now, (tx, rec) => {
     const why = records.resumeRefusal(tx, rec);
     if (why) return { status: 409, code: why.code, message: why.message };
+    // Halted over_quota: only when its measured length fits what is left of the day.
+    const overQuota = rec.getString("halt_code") === records.OVER_QUOTA;
+    const tooMuch = overQuota ? quotas.resumeExceeded(tx, rec, now) : null;
+    if (tooMuch) return { status: 429, code: tooMuch.code, retryAfter: tooMuch.retryAfter, message: tooMuch.message };
     // Resumed, it waits again: the quota of recordings waiting at once holds.
     const over = quotas.waitingExceeded(tx, rec.getString("owner"));
     if (over) {
       return { status: 429, code: over.code, retryAfter: over.retryAfter,
         message: over.message.replace("upload more", "resume it") };
+    }
+    // Not normalized yet: its audio counts on the day of the resume; an over_quota
+    // halt holds its measured length from now on (normalize measures it again).
+    if (rec.getString("state") === stages.UPLOADED) {
+      quotas.rechargedAt(tx, rec, now, overQuota ? rec.getInt("duration_ms") : null);
     }
     return null;
   });

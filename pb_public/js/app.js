@@ -83,6 +83,27 @@ function haltWords(code) {
   return i18n.DICTS.en["halt." + code] ? t("halt." + code) : t("halt.other", { code });
 }
 
+// A halt in words, and for over_quota what to do: resume now, from when the day's audio allows it, or never.
+function haltText(poll) {
+  const words = haltWords(poll.halt_code);
+  if (poll.halt_code !== "over_quota") return words;
+  if (poll.resumable) return words + " " + t("quota.resumeNow");
+  if (poll.resumable_at) return words + " " + t("quota.resumeAt", { when: i18n.dateTime(poll.resumable_at) });
+  return words + " " + t("quota.never");
+}
+
+// A halt that becomes resumable when the day's audio quota allows it: the view is read again then
+// (the earliest such time among the recordings on screen), so its Resume button appears.
+let resumableTimer = 0;
+function watchResumable(polls) {
+  clearTimeout(resumableTimer);
+  const times = polls.filter((p) => p && p.halted && !p.resumable && p.resumable_at)
+    .map((p) => Date.parse(p.resumable_at)).filter((at) => Number.isFinite(at));
+  if (!times.length) return;
+  const wait = Math.min(Math.max(Math.min(...times) - Date.now() + 1000, 1000), 24 * 3600 * 1000 + 60000);
+  resumableTimer = setTimeout(refreshView, wait);
+}
+
 function refusalWords(err, name) {
   const code = err && err.code;
   if (code === "network") return t("error.network");
@@ -552,6 +573,7 @@ async function loadList() {
   list.setAttribute("aria-busy", "false");
   if (page.items.length === 0) list.append(h("li", { class: "empty" }, t("list.empty")));
   drawPager(page);
+  watchResumable(page.items);
 }
 
 function drawPager(page) {
@@ -619,7 +641,7 @@ function recordRow(poll) {
       h("span", { class: "meta" }, meta.join(" · "))),
     h("div", { class: "record-state" }, statusBadge(poll), progressBar(poll)),
     poll.halted
-      ? h("div", { class: "halt" }, h("span", {}, haltWords(poll.halt_code)), resumeButton(poll))
+      ? h("div", { class: "halt" }, h("span", {}, haltText(poll)), resumeButton(poll))
       : null,
   );
 }
@@ -633,6 +655,7 @@ async function renderRecord(id) {
     h("p", {}, h("a", { href: "#/", class: "back" }, "← " + t("record.back"))),
     h("div", { id: "record-head" }),
     h("div", { id: "record-status" }),
+    h("div", { id: "record-audio" }),
     h("div", { id: "record-body" }),
   );
   await refreshRecord(id);
@@ -718,12 +741,43 @@ function showRecordStatus() {
   }
   const parts = [h("div", { class: "record-state" }, statusBadge(poll), progressBar(poll))];
   if (poll.halted) {
-    parts.push(h("p", { class: "halt" }, haltWords(poll.halt_code), poll.resumable ? " " + t("halt.canResume") : ""));
+    const more = poll.resumable && poll.halt_code !== "over_quota" ? " " + t("halt.canResume") : "";
+    parts.push(h("p", { class: "halt" }, haltText(poll), more));
     parts.push(resumeButton(poll));
   } else {
     parts.push(h("p", { class: "hint" }, t("record.waitingText")));
   }
   box.replaceChildren(h("div", { class: "card", id: "status-card" }, ...parts));
+  watchResumable([poll]);
+  showRecordAudio();
+}
+
+// --- the audio of one recording (the poll's `playback`) -------------------------------------
+
+// What the page shows of the audio: "player" (the original plays, or its playable copy is made),
+// or, where a browser cannot play the upload and there is no copy, the words for why.
+function audioKind(poll) {
+  if (poll.playback === "pending") return poll.halted ? "audio.pendingHalted" : "audio.pending";
+  if (poll.playback === "none") return "audio.none";
+  return "player";
+}
+
+// While the recording is being transcribed: its audio, or why it cannot be played yet. Drawn again
+// only when that changes, so a status update never interrupts what is playing; the transcript's
+// view takes the player over (loadTranscript → drawTranscript).
+function showRecordAudio() {
+  const rec = state.record;
+  const box = document.getElementById("record-audio");
+  if (!box || !rec || !rec.poll || (rec.poll.status === "done" && !rec.poll.halted)) return;
+  const kind = audioKind(rec.poll);
+  if (rec.audioShown === kind) return;
+  rec.audioShown = kind;
+  const parts = kind === "player" ? playerOf(rec) : [audioNote(kind)];
+  box.replaceChildren(h("section", { class: "card audio-card", id: "audio-card", "aria-label": t("player.label") }, ...parts));
+}
+
+function audioNote(kind) {
+  return h("p", { class: "hint", id: "audio-note", role: "status" }, t(kind));
 }
 
 // The open recording's JSON export, or null (a refusal said in words unless `quiet`, or the
@@ -787,18 +841,8 @@ function drawTranscript() {
   const rec = state.record;
   const body = document.getElementById("record-body");
   if (!body) return;
-  const audio = h("audio", { id: "player", controls: true, preload: "metadata", "aria-label": t("player.label") });
-  const playerNote = h("p", { class: "hint", id: "player-note", role: "status" });
-  rec.audio = audio;
-  setAudioSource(audio, rec.id, 0, false);
-  audio.addEventListener("error", () => audioFailed(audio, rec.id, playerNote));
-  // Played again after a long pause: a fresh token first, or the player's next request is refused.
-  audio.addEventListener("play", () => {
-    if (rec.tokenAt && Date.now() - rec.tokenAt > TOKEN_FRESH_MS && state.record === rec) {
-      setAudioSource(audio, rec.id, audio.currentTime, true);
-    }
-  });
-  audio.addEventListener("timeupdate", () => followPlayback(audio.currentTime));
+  const kind = audioKind(rec.poll);
+  const player = kind === "player" ? playerOf(rec) : [audioNote(kind)];
 
   const speakers = [];
   const lines = rec.segments.map((seg, i) => {
@@ -839,7 +883,7 @@ function drawTranscript() {
       "div",
       { class: "transcript-layout" },
       h("div", { class: "left" },
-        h("aside", { class: "side card", "aria-label": t("player.label") }, audio, playerNote),
+        h("aside", { class: "side card", "aria-label": t("player.label") }, ...player),
         h("div", { class: "tools card" }, downloads, rec.segments.length ? search : null, count)),
       h("div", { class: "right" },
         briefCard(rec),
@@ -847,6 +891,27 @@ function drawTranscript() {
           h("h2", { id: "transcript-heading" }, t("transcript.title")), list)),
     ),
   );
+  document.getElementById("record-audio")?.replaceChildren(); // its player, if any, moved into the aside
+}
+
+// The recording's player and its note, made once for the recording on screen (kept while its page is,
+// so the transcript's view takes over the one the sender may be listening to).
+function playerOf(rec) {
+  if (rec.player) return rec.player;
+  const audio = h("audio", { id: "player", controls: true, preload: "metadata", "aria-label": t("player.label") });
+  const note = h("p", { class: "hint", id: "player-note", role: "status" });
+  rec.audio = audio;
+  rec.player = [audio, note];
+  setAudioSource(audio, rec.id, 0, false);
+  audio.addEventListener("error", () => audioFailed(audio, rec.id, note));
+  // Played again after a long pause: a fresh token first, or the player's next request is refused.
+  audio.addEventListener("play", () => {
+    if (rec.tokenAt && Date.now() - rec.tokenAt > TOKEN_FRESH_MS && state.record === rec) {
+      setAudioSource(audio, rec.id, audio.currentTime, true);
+    }
+  });
+  audio.addEventListener("timeupdate", () => followPlayback(audio.currentTime));
+  return rec.player;
 }
 
 // The brief and topics, when the service wrote them: each sentence with the quote

@@ -83,7 +83,7 @@ const en = {
   "halt.results_expired": "The recognition result expired before it was collected.",
   "halt.halted_by_owner": "The owner of this service stopped it.",
   "halt.unclaimable": "It could not be processed; the owner of this service has to look at it.",
-  "halt.over_quota": "It is over your daily amount of audio. Upload it again later.",
+  "halt.over_quota": "It was stopped before being transcribed: it goes over your daily amount of audio (the audio of the last 24 hours counts).",
   "halt.unparsable_answer": "The brief could not be written: the language model's answers could not be read.",
   "halt.other": "It stopped ({code}).",
   "halt.canResume": "Another try may help.",
@@ -105,6 +105,13 @@ const en = {
   "error.other": "The server refused it: {message}",
   "when.inSeconds": "in {n} seconds",
   "when.at": "at {time}",
+  // The recording's audio where a browser cannot play the upload, and the way on from over_quota.
+  "audio.pending": "The audio will be playable here shortly: it is being converted into a format your browser plays.",
+  "audio.pendingHalted": "The audio can be played here once the recording has been prepared: a browser cannot play its format as it was uploaded.",
+  "audio.none": "The audio cannot be played here: a browser cannot play its format, and it was prepared before this service made playable copies. The owner of this service can make one.",
+  "quota.resumeNow": "There is room for it now: resume it.",
+  "quota.resumeAt": "You can resume it from {when}, when your daily amount allows it.",
+  "quota.never": "It is longer than your whole daily amount of audio, so it cannot be resumed; the owner of this service can raise the amount.",
 };
 
 const ru = {
@@ -186,7 +193,7 @@ const ru = {
   "halt.results_expired": "Результат распознавания устарел, прежде чем его забрали.",
   "halt.halted_by_owner": "Владелец сервиса остановил обработку.",
   "halt.unclaimable": "Запись не удалось обработать; нужен владелец этого сервиса.",
-  "halt.over_quota": "Запись превышает ваш дневной объём аудио. Загрузите её позже.",
+  "halt.over_quota": "Обработка остановлена до расшифровки: запись превышает ваш дневной объём аудио (считается звук за последние 24 часа).",
   "halt.unparsable_answer": "Краткое содержание не написано: ответы языковой модели не удалось прочитать.",
   "halt.other": "Обработка остановлена ({code}).",
   "halt.canResume": "Ещё одна попытка может помочь.",
@@ -208,6 +215,13 @@ const ru = {
   "error.other": "Сервер отказал: {message}",
   "when.inSeconds": "через {n} с",
   "when.at": "в {time}",
+  // The recording's audio where a browser cannot play the upload, and the way on from over_quota.
+  "audio.pending": "Звук скоро можно будет прослушать здесь: он переводится в формат, который воспроизводит браузер.",
+  "audio.pendingHalted": "Звук можно будет прослушать здесь, когда запись подготовят: браузер не воспроизводит её формат в том виде, в каком она загружена.",
+  "audio.none": "Звук нельзя прослушать здесь: браузер не воспроизводит его формат, а запись подготовили до того, как сервис начал делать копии для прослушивания. Владелец сервиса может сделать такую копию.",
+  "quota.resumeNow": "Теперь для неё есть место: возобновите её.",
+  "quota.resumeAt": "Возобновить её можно будет с {when}, когда это позволит дневной объём.",
+  "quota.never": "Запись длиннее всего вашего дневного объёма аудио, поэтому её нельзя возобновить; владелец сервиса может увеличить объём.",
 };
 
 export const DICTS = { en, ru };

@@ -235,6 +235,7 @@ def encode_pcm(
                 converted.pts, converted.time_base = written, time_base
                 written += converted.samples
                 out.mux(stream.encode(converted))
+            out.start_encoding()  # a file of no samples is still a file: its headers
             out.mux(stream.encode(None))
         finally:
             out.close()

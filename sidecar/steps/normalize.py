@@ -19,6 +19,13 @@ speech (silence, noise, a file of no samples) keeps no normalized copy: its
 row says how long it is and that nothing in it is to be recognized (L5).
 The original is never replaced. A retry finds the pieces already stored and
 adds only the missing ones (the plan comes out the same on the same audio).
+
+An original a browser cannot play (intake's verdict, ``browser_plays``: AMR,
+AIFF, AU, Ogg/Speex, …; or unknown, stored before that was decided) gets a
+playable copy here, once the quota has let the recording through: Ogg/Opus
+made from the 16 kHz audio just decoded, stored as its own ``files`` row (role
+``playable``) for the sender's page, and kept for good (the sweep of
+normalized copies never takes it). A retry that finds it stored makes none.
 """
 
 from __future__ import annotations
@@ -42,6 +49,9 @@ from sidecar.storage.model import FileRole, FileRow, PiecePlace
 from sidecar.threads import run_in_thread
 
 _PCM = AudioSpec(format="wav_pcm16", sample_rate=16000, channels=1, bitrate=None)
+# The copy a browser plays: Opus (tuned for speech) in Ogg, mono, from the 16 kHz audio decoded
+# here anyway, so it costs only the encoding (README, "The sender's page": its time and size an hour).
+PLAYABLE = AudioSpec(format="ogg_opus", sample_rate=16000, channels=1, bitrate=16000)
 
 
 @dataclass(frozen=True)
@@ -56,12 +66,14 @@ class Cut:
 
 
 async def run(ctx: StepContext) -> StepResult:
-    stored = await ctx.session.files(FileRole.NORMALIZED)  # the rows are read once: ORIGINAL below is free
-    if stored and _complete(stored):
+    stored = await ctx.session.files(FileRole.NORMALIZED)  # the rows are read once: the others below are free
+    originals = await ctx.session.files(FileRole.ORIGINAL)
+    copy_wanted = _copy_wanted(originals, await ctx.session.files(FileRole.PLAYABLE))
+    complete = bool(stored) and _complete(stored)
+    if complete and not copy_wanted:
         # A previous attempt stored every piece and died before advancing.
         return Advance(f"normalized audio already stored ({len(stored)} piece(s), {stored[0].format})")
 
-    originals = await ctx.session.files(FileRole.ORIGINAL)
     if not originals or not originals[0].blob:
         raise PermanentError(HaltCode.UNSUPPORTED_MEDIA, "the record has no original file")
     src = ctx.workdir / "original"
@@ -75,6 +87,15 @@ async def run(ctx: StepContext) -> StepResult:
     over = await ctx.session.charge_audio(full.duration_ms)
     if over is not None:
         raise PermanentError(HaltCode.OVER_QUOTA, over)
+    made = ""
+    if copy_wanted:
+        copy = await run_in_thread(lambda cancel: playable_copy(full, ctx.workdir, cancel))
+        await ctx.session.attach_file(
+            copy.path, role=FileRole.PLAYABLE, format=copy.format, duration_ms=copy.duration_ms
+        )
+        made = f"; a copy a browser plays made ({copy.format}, {copy.size / 1000:.0f} kB)"
+    if complete:
+        return Advance(f"normalized audio already stored ({len(stored)} piece(s), {stored[0].format}){made}")
     cuts = await run_in_thread(lambda cancel: split(full, ctx.workdir, spec, cancel))
     have = {f.piece for f in stored}
     for c in cuts:
@@ -88,11 +109,23 @@ async def run(ctx: StepContext) -> StepResult:
     mixed = f" ({channels} channels mixed into one)" if channels > 2 else ""
     if cuts[0].path is None:
         held = "the audio track holds no samples" if total_ms == 0 else f"{total_ms / 1000:.1f} s"
-        return Advance(f"no speech found in {held}{mixed}: nothing to recognize, no normalized copy kept")
+        return Advance(f"no speech found in {held}{mixed}: nothing to recognize, no normalized copy kept{made}")
     return Advance(
         f"normalized to {cuts[0].format}: {total_ms / 1000:.1f} s in {len(cuts)} piece(s), "
-        f"{speech_s:.1f} s of speech{mixed}"
+        f"{speech_s:.1f} s of speech{mixed}{made}"
     )
+
+
+def _copy_wanted(originals: list[FileRow], playable: list[FileRow]) -> bool:
+    """Whether this recording needs a playable copy: its original is not known to play in a browser
+    (intake said no, or it was stored before intake said), and no copy is stored yet."""
+    return bool(originals) and originals[0].browser_plays != "yes" and not playable
+
+
+def playable_copy(full: audio.Normalized, workdir: Path, cancel: threading.Event) -> audio.Normalized:
+    """The decoded recording as the copy a browser plays (``PLAYABLE``'s form; blocking)."""
+    with PcmReader(full.path) as pcm:
+        return audio.encode_pcm(pcm, 0, pcm.frames, workdir / "playable.ogg", PLAYABLE, cancel=cancel)
 
 
 def cut(src: Path, workdir: Path, spec: AudioSpec, limit: timedelta, cancel: threading.Event) -> list[Cut]:

@@ -193,13 +193,23 @@ class InMemoryStorage:
 
     # -- outside the pipeline: the sender and the owner --------------------------------
 
-    def add_record(self, owner: str = "sender", *, title: str = "", audio: bytes = b"RIFF", hint: str = "") -> str:
-        """A sender's upload: the record in ``uploaded`` and its original file (as intake makes them)."""
+    def add_record(
+        self,
+        owner: str = "sender",
+        *,
+        title: str = "",
+        audio: bytes = b"RIFF",
+        hint: str = "",
+        browser_plays: str = "yes",
+    ) -> str:
+        """A sender's upload: the record in ``uploaded`` and its original file (as intake makes them;
+        ``browser_plays``: intake's verdict on it, a WAV's by default)."""
         now = self.clock.now_ms()
         row = Row(id=_id(), owner=owner, created_ms=now, title=title, state_entered_at=now, language_hint=hint)
         row.available_at = row.created_ms
         self.records[row.id] = row
-        self._store_file(row.id, FileRole.ORIGINAL, "upload", audio, format="riff", duration_ms=0)
+        original = self._store_file(row.id, FileRole.ORIGINAL, "upload", audio, format="riff", duration_ms=0)
+        original.browser_plays = browser_plays
         self._journal(row, "accepted", f"accepted {len(audio)} bytes", "intake")
         return row.id
 
@@ -450,6 +460,8 @@ class InMemoryStorage:
     ) -> FileRow:
         await anyio.lowlevel.checkpoint()
         place = place or PiecePlace.whole(duration_ms)
+        if role not in (FileRole.NORMALIZED, FileRole.PLAYABLE):  # an original is intake's alone
+            raise StorageError("'role' must be normalized or playable", status=400)
         if path is None and place.speech_ms > 0:
             raise StorageError("a file with speech needs its blob", status=400)
         data = await anyio.Path(path).read_bytes() if path is not None else None

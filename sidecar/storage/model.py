@@ -49,6 +49,7 @@ class FileRole(StrEnum):
 
     ORIGINAL = "original"  # as the sender uploaded it, never replaced
     NORMALIZED = "normalized"  # the provider's input, made by normalize
+    PLAYABLE = "playable"  # a copy a browser plays of an original it cannot, made by normalize; kept for good
 
 
 # The two queues a claim may come from: a recording's stages, and the insights of a finished one.
@@ -136,6 +137,7 @@ class FileRow(BaseModel):
     speech_ms: int = 0  # how much speech it holds; 0: never sent to be recognized
     removed_at: int = 0  # when its blob was removed, its recording long done (ms); 0: kept
     speech: Speech | None = None  # where the speech is (normalize's detection); None: not stored (older pieces)
+    browser_plays: str = ""  # an original: "yes" a browser plays it as uploaded, "no" not (copy made), "": unknown
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ from sidecar.storage.model import (
     AttemptStatus,
     AudioRecord,
     Claim,
+    FileRole,
     FileRow,
     PiecePlace,
     RecordRows,
@@ -114,7 +115,7 @@ class ClaimSession:
         row = await self._storage.attach_file(
             self.claim, path, role=role, format=format, duration_ms=duration_ms, place=place
         )
-        if path is not None:  # the next step here sends it: no need to fetch it back
+        if path is not None and role == FileRole.NORMALIZED:  # the next step here sends it: no need to fetch it back
             key = LocalCopies.key("files", row.id, row.blob)
             await anyio.to_thread.run_sync(self._copies.put, self.record.id, key, path)
         if self._rows is not None:

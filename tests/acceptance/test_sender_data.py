@@ -17,7 +17,7 @@ import pytest
 from sidecar.providers.instant import InstantProvider
 from sidecar.sender_data import Holdings, remove_provider_copies
 from sidecar.service import default_steps
-from testkit.audio import speech_wav_bytes
+from testkit.audio import SAMPLE, reencode, speech_wav_bytes
 from testkit.pocketbase import PASSWORD, Caller, PocketBaseServer
 from tests.support.operator import CLI, clean_env
 from tests.support.sidecar import pool_running, running_sidecar
@@ -41,8 +41,10 @@ def _stored(data: Path) -> set[str]:
     return {str(p.relative_to(data / "storage")) for p in (data / "storage").rglob("*") if p.is_file()}
 
 
-async def _recordings(pb: PocketBaseServer, su: Caller, plan: list[tuple[Caller, int]]) -> None:
-    ids = [who.upload(speech_wav_bytes(1.0)) for who, n in plan for _ in range(n)]
+async def _recordings(
+    pb: PocketBaseServer, su: Caller, plan: list[tuple[Caller, int]], extra: list[str] | None = None
+) -> None:
+    ids = [who.upload(speech_wav_bytes(1.0)) for who, n in plan for _ in range(n)] + (extra or [])
     async with running_sidecar(pb, default_steps(), provider=InstantProvider(), workers=2) as pool:
         async with pool_running(pool):
             await eventually(
@@ -71,7 +73,9 @@ async def test_export_and_erase_one_sender_leave_the_others_untouched(
     pb: PocketBaseServer, superuser: Caller, tmp_path: Path
 ) -> None:
     ann, bob = pb.new_sender(), pb.new_sender()
-    await _recordings(pb, superuser, [(ann, 2), (bob, 1)])
+    # One of hers is a phone's AMR note: a browser cannot play it, so it has a playable copy too.
+    note = reencode(SAMPLE, tmp_path / "note.amr", codec="libopencore_amrnb", container="amr", rate=8000)
+    await _recordings(pb, superuser, [(ann, 1), (bob, 1)], [ann.upload(note)])
     data = pb.settings.pocketbase.data_dir
     ann_before, bob_before = _counts(data, ann.id), _counts(data, bob.id)
     assert ann_before["audio_records"] == 2 and bob_before["audio_records"] == 1
@@ -88,6 +92,8 @@ async def test_export_and_erase_one_sender_leave_the_others_untouched(
     assert len(manifest["journal"]) == ann_before["record_events"]
     originals = [f for f in manifest["files"] if f["role"] == "original"]
     assert all(f"files/{f['record']}/files/{f['id']}/{f['blob']}" in names for f in originals) and len(originals) == 2
+    (copy,) = [f for f in manifest["files"] if f["role"] == "playable"]
+    assert copy["format"] == "ogg_opus" and f"files/{copy['record']}/files/{copy['id']}/{copy['blob']}" in names
     assert not any(bob.id in json.dumps(r) for r in manifest["recordings"])
 
     # Erase asks first: a wrong answer erases nothing.
@@ -111,6 +117,7 @@ async def test_export_and_erase_one_sender_leave_the_others_untouched(
     assert [row["owner"] for row in statuses] == [bob.id]  # hers went with her recordings
     gone = stored_before - _stored(data)
     assert gone and all(any(row in path for row in gone) for path in gone)
+    assert any(path.endswith(f"{copy['id']}/{copy['blob']}") for path in gone)  # the playable copy too
     assert not any(ann_file in _stored(data) for ann_file in gone)
     # The audit outlives the rows, and cannot be removed.
     audit = superuser.http.get("/api/collections/erasures/records").json()["items"]

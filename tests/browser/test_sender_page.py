@@ -23,11 +23,12 @@ from typing import Any
 import pytest
 
 from sidecar.providers.instant import InstantProvider
+from testkit.audio import reencode
 from testkit.media import wav_bytes
 from testkit.pocketbase import PASSWORD, Caller, PocketBaseServer, running_pocketbase
 from tests.browser.panel import Screenshots, chromium_page, missing_browser
 from tests.browser.pipeline import pipeline_in_background
-from tests.browser.sender_page import FAKE_MICROPHONE, PacedProvider, SenderPage
+from tests.browser.sender_page import FAKE_MICROPHONE, TEXT, PacedProvider, SenderPage
 from tests.support.tools import require
 from tests.support.waiting import eventually_sync
 
@@ -313,6 +314,112 @@ def test_a_halted_recording_is_resumed_from_the_page(pb: PocketBaseServer, brows
         # (the provider holds halfway; that it got so far is the resume working)
         expect(browser.page.locator("#status-card .badge")).to_have_text("Recognizing speech", timeout=60_000)
         provider.release.set()  # or the held step outlasts the pool's stop
+
+
+def test_an_amr_voice_note_plays_on_its_page(pb: PocketBaseServer, browser: SenderPage, tmp_path: Path) -> None:
+    """A phone's AMR note, which no browser plays: uploaded from the page, its page says the audio will be
+    playable shortly; the real pipeline makes the playable copy while it transcribes, and the page's
+    player really plays it (play() resolves, the time moves, no error)."""
+    from playwright.sync_api import expect
+
+    note = reencode(SAMPLE, tmp_path / "note.amr", codec="libopencore_amrnb", container="amr", rate=8000)
+    sender = pb.new_sender()
+    page = browser.page
+    browser.open()
+    browser.sign_in(sender.email, PASSWORD)
+    browser.upload(note)
+    expect(browser.uploads().filter(has_text="note.amr")).to_have_attribute("data-phase", "done")
+    (rid,) = [item["id"] for item in sender.http.get("/api/transcriber/records").json()["items"]]
+    browser.row(rid).locator(".record-title").click()
+    expect(page.locator("#audio-note")).to_have_text(
+        "The audio will be playable here shortly: it is being converted into a format your browser plays."
+    )
+    expect(page.locator("#player")).to_have_count(0)  # no player for what it cannot play
+    browser.shot("amr-before-its-copy")
+    browser.accessible("audio not playable yet")
+
+    with pipeline_in_background(pb, InstantProvider(TEXT, language="en"), workers=1):
+        expect(page.locator("#lines li.line").first).to_be_visible(timeout=60_000)  # done, live
+    assert sender.poll(rid)["playback"] == "copy"
+    served = sender.http.get(f"/api/transcriber/records/{rid}/audio")
+    assert served.headers["Content-Type"] == "audio/ogg" and served.content[:4] == b"OggS"
+    player = page.locator("#player")
+    expect(player).to_have_attribute("src", re.compile(rf"/api/transcriber/records/{rid}/audio\?token="))
+    expect(page.locator("#audio-note")).to_have_count(0)
+    page.evaluate(
+        """() => {
+            window.__heard = {errors: 0};
+            document.querySelector('#player').addEventListener('error', () => window.__heard.errors++);
+        }"""
+    )
+    played = page.evaluate(
+        """async () => {
+            const audio = document.querySelector('#player');
+            try { await audio.play(); return 'playing'; } catch (e) { return e.name + ': ' + e.message; }
+        }"""
+    )
+    assert played == "playing"
+    eventually_sync(
+        lambda: page.evaluate("() => document.querySelector('#player').currentTime") > 1.0,
+        within=15,
+        what="the player's time moving",
+    )
+    state = page.evaluate(
+        """() => {
+            const a = document.querySelector('#player');
+            return {error: a.error && a.error.code, duration: a.duration, paused: a.paused,
+                errors: window.__heard.errors};
+        }"""
+    )
+    assert state["error"] is None and state["errors"] == 0 and not state["paused"], state
+    assert abs(state["duration"] - 5.8) < 0.2, state
+    browser.shot("amr-playing")
+    browser.accessible("an amr note playing")
+
+
+def test_an_over_quota_halt_says_what_to_do_and_is_resumed_once_the_day_allows(
+    tmp_path: Path, shots: Screenshots
+) -> None:
+    from playwright.sync_api import expect
+
+    from sidecar.settings import QuotaSettings
+
+    quotas = QuotaSettings(uploads_per_hour=0, waiting=0, audio_hours_per_day=10 / 3600)
+    with running_pocketbase(tmp_path / "pb", quotas=quotas) as pb:
+        sender, service, su = pb.new_sender(), pb.service(), pb.superuser()
+        over = sender.upload(HALF_SECOND, title="Six seconds over")
+        huge = sender.upload(HALF_SECOND, title="Longer than a day's audio")
+        held = sender.upload(wav_bytes(6.0), title="Six seconds today")  # reserved at intake
+        for rid, measured in ((over, 6000), (huge, 11_000)):  # as normalize measures and halts them
+            halt(service, rid, "over_quota")
+            pb.sql("UPDATE audio_records SET duration_ms = ?, quota_ms = 0 WHERE id = ?", measured, rid)
+        with page_for(pb, tmp_path, shots) as browser:
+            browser.open()
+            browser.sign_in(sender.email, PASSWORD)
+            row = browser.row(over)
+            expect(row.locator(".halt")).to_contain_text(
+                "It was stopped before being transcribed: it goes over your daily amount of audio"
+            )
+            expect(row.locator(".halt")).to_contain_text(re.compile(r"You can resume it from .*2\d\d\d"))
+            expect(row.get_by_role("button", name="Resume")).to_have_count(0)
+            expect(browser.row(huge).locator(".halt")).to_contain_text(
+                "It is longer than your whole daily amount of audio, so it cannot be resumed"
+            )
+            browser.shot("over-quota")
+            browser.accessible("over quota")
+            row.locator(".record-title").click()
+            expect(browser.page.locator("#status-card")).to_contain_text("You can resume it from")
+            expect(browser.page.locator("#player")).to_be_visible()  # a WAV: its audio plays as it is
+            browser.accessible("over quota, its page")
+
+            # A day later the six seconds held today have left the window: the page offers Resume.
+            pb.sql("UPDATE audio_records SET quota_at = quota_at - 90000000 WHERE id = ?", held)
+            browser.page.reload()
+            card = browser.page.locator("#status-card")
+            expect(card).to_contain_text("There is room for it now: resume it.")
+            card.get_by_role("button", name="Resume").click()
+            expect(card.locator(".badge")).to_have_text("Queued")
+            assert su.record(over)["quota_ms"] == 6000 and su.record(over)["halted_at"] == ""
 
 
 def test_the_brief_and_topics_beside_the_transcript(pb: PocketBaseServer, browser: SenderPage) -> None:

@@ -556,6 +556,20 @@ async def test_attempts_with_copies_are_listed_until_removed(backend: Backend) -
     assert await backend.storage.attempts_to_sweep() == []
 
 
+async def test_a_step_stores_normalized_pieces_and_playable_copies_never_an_original(
+    backend: Backend, tmp_path: Path
+) -> None:
+    audio = tmp_path / "p.ogg"
+    audio.write_bytes(wav_bytes(0.2))
+    rid = await backend.add()
+    got = await claim(backend)
+    with pytest.raises(StorageError):
+        await backend.storage.attach_file(got.claim, audio, role="original", format="riff", duration_ms=200)
+    made = await backend.storage.attach_file(got.claim, audio, role="playable", format="ogg_opus", duration_ms=200)
+    assert [f.id for f in await backend.storage.files_of(rid, FileRole.PLAYABLE)] == [made.id]
+    assert len(await backend.storage.files_of(rid, FileRole.ORIGINAL)) == 1
+
+
 async def test_a_piece_without_speech_is_a_row_without_a_blob(backend: Backend, tmp_path: Path) -> None:
     rid = await backend.add()
     got = await claim(backend)
@@ -580,6 +594,8 @@ async def test_normalized_copies_of_a_recording_done_long_enough_are_removed_onc
     for _ in range(2):
         got = await claim(backend)
         await backend.storage.attach_file(got.claim, audio, role="normalized", format="wav_pcm16", duration_ms=200)
+        # A copy a browser plays (of an original it cannot): kept for good, whatever the sweep removes.
+        await backend.storage.attach_file(got.claim, audio, role="playable", format="ogg_opus", duration_ms=200)
         await backend.storage.settle(got.claim, Advanced("done" if got.claim.id == done else "normalized"))
     done_at = backend.clock.now_ms()
     assert await backend.storage.records_with_normalized_copies(done_at - 1000) == []  # done only just now
@@ -592,6 +608,8 @@ async def test_normalized_copies_of_a_recording_done_long_enough_are_removed_onc
     [row] = await backend.storage.files_of(done, FileRole.NORMALIZED)
     assert (row.blob, row.removed_at, row.size) == ("", backend.clock.now_ms(), audio.stat().st_size)
     assert len((await backend.storage.files_of(done, FileRole.ORIGINAL))[0].blob) > 0
+    [copy] = await backend.storage.files_of(done, FileRole.PLAYABLE)
+    assert len(copy.blob) > 0 and copy.removed_at == 0
     assert await backend.storage.records_with_normalized_copies(done_at + 1000) == []
     assert await backend.storage.remove_normalized(done, done_at + 1000) == (0, 0)
     notes = [t for k, t in await backend.journal(done) if k == "note"]

@@ -39,6 +39,8 @@ def test_upload_creates_record_and_original_and_answers_the_poll_body(
         "language",
         "progress",
         "resumable",
+        "resumable_at",
+        "playback",
         "created",
         "updated",
         "brief",
@@ -46,6 +48,7 @@ def test_upload_creates_record_and_original_and_answers_the_poll_body(
         "text",
     }
     assert body["language"] is None
+    assert (body["resumable_at"], body["playback"]) == (None, "original")  # a WAV plays as it is
     assert (body["brief"], body["topics"]) == (None, [])
     assert (body["status"], body["activity"]) == ("uploaded", "queued")
     assert body["halted"] is False and body["halted_at"] is None and body["halt_code"] is None
@@ -200,6 +203,8 @@ def test_a_sender_lists_their_own_recordings_newest_first_and_never_anothers(
     assert set(item) == {"id", "status", "activity", "halted", "halted_at", "halt_code", "title", "language"} | {
         "progress",
         "resumable",
+        "resumable_at",
+        "playback",
         "created",
         "updated",
         "brief",

@@ -161,7 +161,7 @@ def test_resuming_keeps_the_recognitions_already_paid_for(
 
 
 @pytest.mark.parametrize(
-    "code", ["too_long", "unsupported_media", "over_quota", "halted_by_owner", "unclaimable", "provider_rejected"]
+    "code", ["too_long", "unsupported_media", "halted_by_owner", "unclaimable", "provider_rejected"]
 )
 def test_halts_a_retry_cannot_cure_are_not_the_senders_to_resume(
     pb: PocketBaseServer, sender: Caller, service: Caller, code: str
@@ -195,6 +195,43 @@ def test_resume_is_refused_when_not_halted_for_someone_else_and_after_three_time
     resp = sender.http.post(f"/api/transcriber/records/{rid}/resume")
     assert resp.status_code == 409 and resp.json()["code"] == "resume_limit"
     assert sender.http.get(f"/api/transcriber/records/{rid}").json()["halted"] is True
+
+
+def test_an_over_quota_halt_resumes_only_within_the_days_audio(tmp_path: Any) -> None:
+    """The length normalize measured (kept when it halted) against what is left of the sender's day:
+    429 too_much_audio with Retry-After while it does not fit, nothing changed; a recording longer than
+    the whole day's quota never fits (the poll says no time); with room, resumed and its audio reserved."""
+    from sidecar.settings import QuotaSettings
+    from testkit.pocketbase import running_pocketbase
+
+    quotas = QuotaSettings(uploads_per_hour=0, waiting=0, audio_hours_per_day=10 / 3600)
+    with running_pocketbase(tmp_path, quotas=quotas) as pb:
+        sender, service, su = pb.new_sender(), pb.service(), pb.superuser()
+        rid, huge = sender.upload(wav_bytes(0.5)), sender.upload(wav_bytes(0.5))
+        held = sender.upload(wav_bytes(6.0))  # 6 s of the day's 10 reserved at intake
+        for one, measured in ((rid, 6000), (huge, 11_000)):
+            halt(service, one, "over_quota")
+            pb.sql("UPDATE audio_records SET duration_ms = ?, quota_ms = 0 WHERE id = ?", measured, one)
+        polled = sender.poll(rid)
+        assert (polled["halt_code"], polled["resumable"]) == ("over_quota", False)
+        assert polled["resumable_at"] is not None
+        before = su.record(rid)
+        resp = sender.http.post(f"/api/transcriber/records/{rid}/resume")
+        assert resp.status_code == 429 and resp.json()["code"] == "too_much_audio", resp.text
+        assert 86000 < int(resp.headers["Retry-After"]) <= 86400
+        assert su.record(rid) == before and not [e for e in events(pb, rid) if e["kind"] == "resumed"]
+        # Longer than the day's whole quota: no wait helps, the poll names no time.
+        never = sender.poll(huge)
+        assert (never["resumable"], never["resumable_at"]) == (False, None)
+        resp = sender.http.post(f"/api/transcriber/records/{huge}/resume")
+        assert resp.status_code == 429 and "raises it" in resp.json()["message"]
+        # The 6 seconds reserved go (halted by the owner before normalize: held no more): it fits now.
+        halt(service, held, "halted_by_owner")
+        assert sender.poll(rid)["resumable"] is True
+        resp = sender.http.post(f"/api/transcriber/records/{rid}/resume")
+        assert resp.status_code == 200, resp.text
+        assert su.record(rid)["quota_ms"] == 6000  # held from now on, until normalize measures it again
+        assert [e["actor"] for e in events(pb, rid) if e["kind"] == "resumed"] == ["sender"]
 
 
 def test_resume_counts_against_the_waiting_quota(tmp_path: Any) -> None:
@@ -244,7 +281,13 @@ def test_the_upload_options_name_the_intakes_languages(pb: PocketBaseServer) -> 
     (language,) = [f for f in schema["fields"] if f["name"] == "language"]
     assert body["languages"] == language["values"] and "ru" in body["languages"]
     assert body["max_upload_bytes"] == 1024 * 1024 * 1024
-    assert body["resumable_halt_codes"] == ["attempts_exhausted", "stalled", "provider_failed", "results_expired"]
+    assert body["resumable_halt_codes"] == [
+        "attempts_exhausted",
+        "stalled",
+        "provider_failed",
+        "results_expired",
+        "over_quota",
+    ]
 
 
 # --- realtime status --------------------------------------------------------------------------

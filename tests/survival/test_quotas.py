@@ -17,7 +17,7 @@ from sidecar.service import default_steps
 from sidecar.settings import QuotaSettings
 from testkit.audio import SPEECH_DIR, long_recording
 from testkit.media import wav_bytes
-from testkit.pocketbase import PocketBaseServer, running_pocketbase
+from testkit.pocketbase import PocketBaseServer, created_ms, now_ms, running_pocketbase
 from tests.support.sidecar import pool_running, running_sidecar
 from tests.support.waiting import eventually
 
@@ -232,3 +232,67 @@ def test_the_decoded_length_replaces_what_the_header_declared(tmp_path: Path) ->
         assert sender.http.post(INTAKE, files={"file": ("a.wav", wav_bytes(4.0))}).status_code == 201
         refused = sender.http.post(INTAKE, files={"file": ("a.wav", wav_bytes(0.5))})
         assert refused.json()["message"].startswith("You have sent 10 seconds of audio")
+
+
+def aged(pb: PocketBaseServer, owner: str, hours: float) -> None:
+    """The sender's recordings as if uploaded (and charged) ``hours`` earlier: the day's window moved on."""
+    shift = round(hours * 3_600_000)
+    pb.sql(
+        "UPDATE audio_records SET quota_at = quota_at - ?, "
+        "created = strftime('%Y-%m-%d %H:%M:%f', julianday(created) - ? / 86400000.0) || 'Z' WHERE owner = ?",
+        shift,
+        shift,
+        owner,
+    )
+
+
+def test_an_over_quota_halt_is_resumed_by_its_sender_once_the_days_audio_allows_it(tmp_path: Path) -> None:
+    """Two recordings whose headers say 2 s and hold 6 halt over_quota beside a 6-second one (10 s a day).
+    Their sender's resume is refused with 429 and the time it will fit while the day is full, changing
+    nothing; once the window has moved on it is taken, and it holds its 6 s from that moment: the other
+    one, resumed next, no longer fits, however long ago it was uploaded."""
+    quotas = QuotaSettings(uploads_per_hour=0, waiting=0, audio_hours_per_day=10 / 3600)
+    short = tmp_path / "short.flac"
+    long_recording(short, 6, [(0.5, SPEECH_DIR / "fox.ogg")])
+    liar = flac_declaring(short, 2)
+    with running_pocketbase(tmp_path / "pb", quotas=quotas) as pb:
+        sender, su = pb.new_sender(), pb.superuser()
+        first, second = sender.upload(liar, name="liar.flac"), sender.upload(liar, name="liar2.flac")
+        honest = sender.upload(short)
+        rows = {r["id"]: r for r in run_until_settled(pb, sender.id, 3, workers=1)}
+        assert [rows[i]["halt_code"] for i in (first, second)] == ["over_quota", "over_quota"]
+        assert rows[honest]["state"] == "done" and rows[first]["duration_ms"] == 6000
+
+        # The day is full: the poll says when it will fit, and a resume is refused, changing nothing.
+        polled = sender.poll(first)
+        assert polled["resumable"] is False
+        fits_at = created_ms({"created": polled["resumable_at"]})
+        assert abs(fits_at - (rows[honest]["quota_at"] + 86_400_000)) < 2000
+        refused = sender.http.post(f"{INTAKE}/{first}/resume")
+        retry = assert_refused(refused, "too_much_audio", most=86400)
+        assert abs(retry - (fits_at - now_ms()) / 1000) < 5
+        assert refused.json()["message"] == (
+            "You have sent 6 seconds of audio in the last 24 hours and this recording is 6 seconds long; "
+            "the limit is 10 seconds."
+        )
+        assert su.record(first) == rows[first] | {"updated": su.record(first)["updated"]}
+        assert sender.poll(first)["halted"] is True
+        journal = su.http.get("/api/collections/record_events/records", params={"filter": f"record='{first}'"})
+        assert not [e for e in journal.json()["items"] if e["kind"] == "resumed"]
+
+        # A day later (all three uploaded 25 hours ago): it fits, and is taken.
+        aged(pb, sender.id, 25)
+        assert sender.poll(first)["resumable"] is True and sender.poll(first)["resumable_at"] is None
+        taken = sender.http.post(f"{INTAKE}/{first}/resume")
+        assert taken.status_code == 200, taken.text
+        assert taken.json()["halted"] is False and taken.json()["activity"] == "queued"
+        resumed = su.record(first)
+        assert resumed["quota_ms"] == 6000 and abs(resumed["quota_at"] - now_ms()) < 5000
+        # It counts today, not on the day it was uploaded: the other no longer fits.
+        assert sender.poll(second)["resumable"] is False
+        assert assert_refused(sender.http.post(f"{INTAKE}/{second}/resume"), "too_much_audio", most=86400) > 86000
+
+        # Measured and checked again at normalize: within the quota, it is done.
+        rows = {r["id"]: r for r in run_until_settled(pb, sender.id, 3, workers=1)}
+        assert (rows[first]["state"], rows[first]["halted_at"], rows[first]["quota_ms"]) == ("done", "", 6000)
+        assert rows[second]["halt_code"] == "over_quota"

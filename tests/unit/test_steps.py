@@ -323,3 +323,47 @@ async def test_normalize_charges_the_decoded_length_and_halts_a_recording_over_t
     ]
     assert await storage.files_of(rows[1].id, "normalized") == []
     assert storage.row(elsewhere).quota_ms == 6000  # another sender's day is their own
+
+
+async def test_normalize_makes_a_playable_copy_only_of_an_original_a_browser_cannot_play(
+    storage: InMemoryStorage,
+) -> None:
+    """Intake's verdict decides: "no" (an AMR, say) and "" (stored before it was decided) get an Ogg/Opus
+    copy of the decoded audio, as long as the recording; "yes" gets none; normalized again, a recording
+    keeps the copy it has; a recording over the quota gets none."""
+    from sidecar.steps.normalize import PLAYABLE
+    from testkit.audio import decode_info, speech_wav_bytes
+
+    audio = speech_wav_bytes(3.0)
+    storage.audio_ms_per_day = 10_000
+    unplayable = storage.add_record("alice", audio=audio, browser_plays="no")
+    unknown = storage.add_record("alice", audio=audio, browser_plays="")
+    plays = storage.add_record("bob", audio=audio, browser_plays="yes")
+    over = storage.add_record("carol", audio=speech_wav_bytes(11.0), browser_plays="no")
+    async with twin_sidecar(storage, default_steps(), provider=StubProvider()) as pool:
+        for _ in range(4):
+            got = await storage.claim({"uploaded": timedelta(minutes=5)})
+            assert isinstance(got, Claimed)
+            await pool.runner.run(got)
+        for rid in (unplayable, unknown):
+            (copy,) = await storage.files_of(rid, "playable")
+            assert (copy.format, copy.speech_ms) == (PLAYABLE.format, copy.duration_ms)
+            assert abs(copy.duration_ms - 3000) <= 20 and storage.row(rid).state == "normalized"
+            with tempfile.TemporaryDirectory() as tmp:
+                path = Path(tmp) / "copy.ogg"
+                await storage.download(copy, path)
+                heard = decode_info(path)
+            assert (heard.container, heard.codec, heard.channels) == ("ogg", "opus", 1)
+            assert abs(heard.seconds - 3.0) < 0.05
+            assert any("a copy a browser plays made (ogg_opus" in e.text for e in storage.events if e.record == rid)
+        assert await storage.files_of(plays, "playable") == []
+        assert storage.row(over).halt_code == "over_quota" and await storage.files_of(over, "playable") == []
+
+        # Normalized again (the owner set the stage back): the copy is kept, not made twice.
+        storage.owner_set_stage(unplayable, "uploaded")
+        before = await storage.files_of(unplayable, "playable")
+        got = await storage.claim({"uploaded": timedelta(minutes=5)})
+        assert isinstance(got, Claimed) and got.claim.id == unplayable
+        await pool.runner.run(got)
+        assert await storage.files_of(unplayable, "playable") == before  # kept, not made again
+        assert len(await storage.files_of(unplayable, "normalized")) == 1  # the earlier pieces superseded

@@ -98,37 +98,35 @@ def five_addresses(group: int) -> list[str]:
 
 
 def test_wrong_passwords_for_one_account_are_limited_whatever_the_address(tmp_path: Path) -> None:
-    """H2, second pass: 100 wrong passwords for one account from five addresses drew no 429 (PocketBase
-    counts per address). Now ten wrong passwords in 15 minutes lock the account, the right one included."""
+    """H2, second pass: 100 wrong passwords for one account from five addresses drew no 429 (PocketBase counts
+    per address). Now 20 from addresses the account never signed in from make an attack: until the window ends
+    such addresses wait, the right password included, while the holder's own address does not (third pass: a
+    stranger could lock the holder out; tests/survival/test_logins.py has the rest)."""
     with running_pocketbase(tmp_path) as pb:
-        alice, bob = pb.new_sender(), pb.new_sender()
+        alice, bob = pb.new_sender(), pb.new_sender()  # each signed in from 127.0.0.1: their own address
         five = five_addresses(1)
         answers = [login_from(five[i % 5], pb.url, "users", alice.email, f"guess-{i}") for i in range(100)]
         codes = [a.status_code for a in answers]
-        assert codes == [400] * 10 + [429] * 90, codes
+        assert codes == [400] * 20 + [429] * 80, codes
         locked = answers[-1]
         assert locked.json()["code"] == "too_many_failed_logins" and "15 minutes" in locked.json()["message"]
         assert 800 < int(locked.headers["Retry-After"]) <= 900
         # the right password waits too: a lock that let it through would tell a guesser when they hit it
         right = login_from("127.0.9.9", pb.url, "users", alice.email, PASSWORD)
         assert (right.status_code, right.json()["code"]) == (429, "too_many_failed_logins")
+        # ... but not from her own address
+        assert login_from("127.0.0.1", pb.url, "users", alice.email, PASSWORD).status_code == 200
         # another account is not touched
         five = five_addresses(2)
         assert login_from(five[0], pb.url, "users", bob.email, PASSWORD).status_code == 200
-        # a right password before the lock clears the count
-        for i in range(9):
-            assert login_from(five[i % 5], pb.url, "users", bob.email, "wrong").status_code == 400
-        assert login_from(five[0], pb.url, "users", bob.email, PASSWORD).status_code == 200
-        for i in range(9):
-            assert login_from(five[i % 5], pb.url, "users", bob.email, "wrong").status_code == 400
-        # an identity no account has is answered alike (the lock tells nobody which accounts exist)
+        # an identity no account has is answered alike (the limit tells nobody which accounts exist)
         five = five_addresses(3)
-        nobody = [login_from(five[i % 5], pb.url, "users", "nobody@example.com", "x") for i in range(11)]
-        assert [a.status_code for a in nobody] == [400] * 10 + [429]
+        nobody = [login_from(five[i % 5], pb.url, "users", "nobody@example.com", "x") for i in range(21)]
+        assert [a.status_code for a in nobody] == [400] * 20 + [429]
         # the owner's login is counted the same way
         five = five_addresses(4)
-        su = [login_from(five[i % 5], pb.url, "_superusers", pb.superuser_email, "x") for i in range(11)]
-        assert [a.status_code for a in su] == [400] * 10 + [429]
+        su = [login_from(five[i % 5], pb.url, "_superusers", pb.superuser_email, "x") for i in range(21)]
+        assert [a.status_code for a in su] == [400] * 20 + [429]
 
 
 def test_the_service_account_cannot_be_locked_out_by_a_stranger(tmp_path: Path) -> None:

@@ -294,10 +294,20 @@ function refused(c) {
   if (attacked) addToAlert(store, c.who, { failures: 0, refused: 1, addrs: 0, first: c.now }, c.now);
 }
 
-// A wrong password: its slots stay taken.
+// A wrong password: its slots stay taken, and the pair's wait runs from now (the check took a while).
 function failed(c) {
   const store = c.store;
   bump(store, "failed");
+  if (c.pair) {
+    const at = Date.now();
+    store.setFunc(c.pairKey, (old) => {
+      const s = readPair(old, at);
+      if (!s) return old || "";
+      s.last = Math.max(s.last, at);
+      s.until = Math.max(s.until, at + waitAfter(s.n));
+      return writePair(s);
+    });
+  }
   if (c.windowTaken === false) return;
   const fresh = c.before === 0 ? 1 : 0; // the pair's first failure: an address new to this account's count
   let crossed = false;

@@ -81,6 +81,32 @@ $app.rootCmd.addCommand(new Command({
   },
 }));
 
+// A sender's new password, set by the owner on the host (a sender who forgot theirs, where no mail is set
+// up for the reset). Saving a new password refreshes the account's token key: every session of theirs ends.
+$app.rootCmd.addCommand(new Command({
+  use: "user-password EMAIL",
+  short: "Set a sender's password (from TRANSCRIBER_ACCOUNT_PASSWORD); their sessions end",
+  run: (cmd, args) => {
+    const account = emailAndPassword("user-password EMAIL", args);
+    let rec;
+    try {
+      rec = $app.findAuthRecordByEmail("users", account.email);
+    } catch (_) {
+      console.error("no sender with email " + account.email);
+      $os.exit(1);
+    }
+    rec.setPassword(account.password);
+    rec.refreshTokenKey();
+    try {
+      $app.save(rec);
+    } catch (err) {
+      console.error("the password was refused: " + err);
+      $os.exit(1);
+    }
+    console.log("password set for " + account.email);
+  },
+}));
+
 $app.rootCmd.addCommand(new Command({
   use: "owner-upsert EMAIL",
   short: "Create or update the owner's superuser account (password from TRANSCRIBER_ACCOUNT_PASSWORD)",

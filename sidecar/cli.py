@@ -1,4 +1,4 @@
-"""The ``transcriber`` command: serve · pocketbase · worker · user add · transcribe · demo."""
+"""The ``transcriber`` command: serve · pocketbase · worker · user add/password · transcribe · demo."""
 
 from __future__ import annotations
 
@@ -157,6 +157,26 @@ def user_add(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from exc
     typer.echo(f"sender {email} created" + (f"; password: {pw}" if generated else ""))
+
+
+@user_app.command("password")
+def user_password(
+    email: str,
+    password: Annotated[str | None, typer.Option("--password", help="Generated and printed when omitted.")] = None,
+    config: ConfigOpt = None,
+    data_dir: DataDirOpt = None,
+) -> None:
+    """Set a sender's password (one who forgot theirs where no mail is set up); their sessions end."""
+    settings = _settings(config, data_dir)
+    generated = password is None
+    pw = password or secrets.token_urlsafe(12)
+    try:
+        process.prepare(settings)
+        process.set_password(settings, email, pw)
+    except RuntimeError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from exc
+    typer.echo(f"password of {email} set" + (f": {pw}" if generated else "") + "; their other sessions are signed out")
 
 
 @user_app.command("export")

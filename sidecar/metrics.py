@@ -1,4 +1,5 @@
-"""Prometheus metrics (P20): step runs by stage and outcome; records per stage."""
+"""Prometheus metrics (P20): step runs by stage and outcome; records per stage; what PocketBase's login
+guard saw (read from it now and then: PocketBase exports no metrics of its own)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from prometheus_client.exposition import ThreadingWSGIServer
 
 from sidecar.clock import Clock
 from sidecar.outcome import Verdict
+from sidecar.storage.model import LoginFigures
 from sidecar.storage.protocol import Storage
 
 log = logging.getLogger("transcriber.metrics")
@@ -78,6 +80,20 @@ class Metrics:
             registry=self.registry,
         )
 
+        self.failed_logins = Counter(
+            "transcriber_failed_logins",
+            "Wrong passwords PocketBase's login guard counted (senders and the owner; the service account is "
+            "left to the per-address limit). Every worker reports the same figures: take the max, not the sum.",
+            registry=self.registry,
+        )
+        self.accounts_under_attack = Gauge(
+            "transcriber_accounts_under_attack",
+            "Accounts whose wrong passwords from addresses they never signed in from make an attack now "
+            "(identities no account has count as one); the panel's login_alerts has the rows.",
+            registry=self.registry,
+        )
+        self._failed_logins_seen = 0
+
     def audio_sent(self, provider: str, seconds: float) -> None:
         self.audio_seconds.labels(provider=provider).inc(max(seconds, 0.0))
 
@@ -114,13 +130,27 @@ class Metrics:
         for (stage, halted), n in counts.items():
             self.records.labels(stage=stage, halted=str(halted).lower()).set(n)
 
-    async def keep_records_fresh(
-        self, storage: Storage, stages: Iterable[str], clock: Clock, every: float = 15.0
-    ) -> None:
+    def logins_seen(self, figures: LoginFigures) -> None:
+        """Takes in the login guard's figures: its count since PocketBase started grows the counter by what
+        is new (a smaller count: PocketBase restarted, and all of it is new)."""
+        seen = figures.failed_logins
+        self.failed_logins.inc(seen - self._failed_logins_seen if seen >= self._failed_logins_seen else seen)
+        self._failed_logins_seen = seen
+        self.accounts_under_attack.set(figures.accounts_under_attack)
+
+    async def refresh_logins(self, storage: Storage) -> None:
+        self.logins_seen(await storage.login_figures())
+
+    async def keep_fresh(self, storage: Storage, stages: Iterable[str], clock: Clock, every: float = 15.0) -> None:
+        """The records gauge and the login figures, read every ``every`` seconds until cancelled."""
         names = list(stages)
         while True:
             try:
                 await self.refresh_records(storage, names)
             except Exception as exc:  # metrics must never take the workers down
                 log.debug("records gauge refresh failed: %s", type(exc).__name__)
+            try:
+                await self.refresh_logins(storage)
+            except Exception as exc:
+                log.debug("login figures refresh failed: %s", type(exc).__name__)
             await clock.sleep(every)

@@ -183,7 +183,7 @@ async def _run_pool(
             return 0
         if settings.metrics.port:
             side.start_soon(
-                prepared.metrics.keep_records_fresh, pool.runner.storage, pool.runner.table.stages, pool.runner.clock
+                prepared.metrics.keep_fresh, pool.runner.storage, pool.runner.table.stages, pool.runner.clock
             )
         async with anyio.create_task_group() as workers:
             await workers.start(pool.run, stop)

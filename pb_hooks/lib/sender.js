@@ -143,12 +143,17 @@ function rename(e) {
   return e.json(200, records.pollBody($app, saved));
 }
 
-// GET /api/transcriber/options: what the upload form offers (no sign-in: nothing here is private).
+// GET /api/transcriber/options: what the upload form offers, whether a forgotten password can be reset
+// by mail (the owner set up SMTP in the panel: Settings → Mail), and how long a password may be. No
+// sign-in: nothing here is private.
 function options(e) {
+  const smtp = $app.settings().smtp;
   return e.json(200, {
     languages: records.languages($app),
     max_upload_bytes: require(`${__hooks}/lib/intake.js`).maxUploadBytes(),
     resumable_halt_codes: records.SENDER_RESUMABLE,
+    password_reset: Boolean(smtp.enabled && String(smtp.host || "") !== ""),
+    password_length: require(`${__hooks}/lib/password.js`).lengthLimits($app.findCollectionByNameOrId("users")),
   });
 }
 

@@ -10,13 +10,14 @@ pb.autoCancellation(false);
 
 const BASE = "/api/transcriber";
 
-// A refusal in the shape every 4xx has: {status, code, message}, plus Retry-After.
+// A refusal in the shape every 4xx has: {status, code, message, data}, plus Retry-After.
 export class Refused extends Error {
-  constructor(status, code, message, retryAfter) {
+  constructor(status, code, message, retryAfter, data) {
     super(message || code);
     this.status = status;
     this.code = code;
     this.retryAfter = retryAfter;
+    this.data = data || {};
   }
 }
 
@@ -25,7 +26,7 @@ function refusedFrom(err) {
   const status = err && typeof err.status === "number" ? err.status : 0;
   const data = (err && err.response) || {};
   if (status === 0) return new Refused(0, "network", String(err && err.message));
-  return new Refused(status, data.code || "error", data.message || String(err.message || ""));
+  return new Refused(status, data.code || "error", data.message || String(err.message || ""), undefined, data.data);
 }
 
 async function call(path, options) {
@@ -36,26 +37,43 @@ async function call(path, options) {
   }
 }
 
-// PocketBase's standard sign-in (a plain request: a refusal's Retry-After is read from its headers).
-export async function signIn(email, password) {
+// A JSON POST as a plain request (a refusal's Retry-After is read from its headers); the answer's body,
+// or {} for an answer without one.
+async function post(path, body, signedIn) {
+  const headers = { "Content-Type": "application/json" };
+  if (signedIn) headers.Authorization = pb.authStore.token;
   let resp;
   try {
-    resp = await fetch("/api/collections/users/auth-with-password", {
-      method: "POST",
-      headers: { "Content-Type": "application/json" },
-      body: JSON.stringify({ identity: email, password }),
-    });
+    resp = await fetch(path, { method: "POST", headers, body: JSON.stringify(body) });
   } catch (err) {
     throw new Refused(0, "network", String(err));
   }
-  const body = await resp.json().catch(() => ({}));
+  const answer = await resp.json().catch(() => ({}));
   if (!resp.ok) {
     const wait = Number(resp.headers.get("Retry-After") || 0);
-    throw new Refused(resp.status, body.code || "error", body.message || "", wait || undefined);
+    throw new Refused(resp.status, answer.code || "error", answer.message || "", wait || undefined, answer.data);
   }
+  return answer;
+}
+
+// PocketBase's standard sign-in.
+export async function signIn(email, password) {
+  const body = await post("/api/collections/users/auth-with-password", { identity: email, password });
   pb.authStore.save(body.token, body.record);
   return body.record;
 }
+
+// A signed-in sender's new password: every other session ends; this one goes on with the fresh token.
+export async function changePassword(oldPassword, password) {
+  const body = await post(BASE + "/password", { old_password: oldPassword, password }, true);
+  pb.authStore.save(body.token, body.record);
+  return body.record;
+}
+
+// PocketBase's own password reset: a mail with a link to this page (#/reset/TOKEN), then the new password.
+export const requestReset = (email) => post("/api/collections/users/request-password-reset", { email });
+export const confirmReset = (token, password) =>
+  post("/api/collections/users/confirm-password-reset", { token, password, passwordConfirm: password });
 
 export const options = () => call("/options");
 export const list = (page, perPage) => call("/records", { query: { page, perPage } });

@@ -1,7 +1,9 @@
 // The sender's page: sign in, upload (files or a voice note), the live list of
-// their recordings, and each recording with its transcript beside the audio.
-// Plain modules, no build step; the only dependency is PocketBase's JS SDK
-// (vendor/, see scripts/vendor-sdk). Routes: #/ (the list), #/r/{id} (one recording).
+// their recordings, and each recording with its transcript beside the audio;
+// the password changed, or reset by mail. Plain modules, no build step; the
+// only dependency is PocketBase's JS SDK (vendor/, see scripts/vendor-sdk).
+// Routes: #/ (the list), #/r/{id} (one recording), #/password (a new one),
+// #/forgot (ask for a reset mail), #/reset/{token} (the mail's link).
 import * as api from "./api.js";
 import * as i18n from "./i18n.js";
 import { createLatest } from "./latest.js";
@@ -28,6 +30,7 @@ const state = {
   view: "", // "signin" | "home" | "record"
   record: null, // the recording on screen: {id, poll, segments, ...}
   recording: null, // a voice note being recorded
+  notice: "", // said once on the next sign-in screen (a password just reset)
 };
 
 // The newest heard of each recording, from realtime events and reads (latest.js).
@@ -114,6 +117,7 @@ function refusalWords(err, name) {
   if (code === "too_large") {
     return t("error.too_large", { name, limit: i18n.bytes(state.options ? state.options.max_upload_bytes : 0) });
   }
+  if (code === "weak_password") return t("error.weak_password", passwordLength());
   if (i18n.DICTS.en["error." + code]) return t("error." + code, { name });
   return t("error.other", { message: (err && err.message) || code });
 }
@@ -137,7 +141,11 @@ function signedIn() {
 let refreshed = false;
 function route() {
   renderHeader();
-  if (!signedIn()) return renderSignIn();
+  const hash = window.location.hash;
+  // The reset mail's link works signed in or not (the token says whose password it is).
+  const reset = /^#\/reset\/([A-Za-z0-9._-]+)$/.exec(hash);
+  if (reset) return renderReset(reset[1]);
+  if (!signedIn()) return hash === "#/forgot" ? renderForgot() : renderSignIn();
   if (!refreshed) {
     // Once a visit: a fresh token (the session goes on), or, for an account gone or changed, the sign-in.
     refreshed = true;
@@ -146,7 +154,8 @@ function route() {
     });
   }
   ensureLive();
-  const m = /^#\/r\/([A-Za-z0-9]+)$/.exec(window.location.hash);
+  if (hash === "#/password") return renderPassword();
+  const m = /^#\/r\/([A-Za-z0-9]+)$/.exec(hash);
   if (m) return renderRecord(m[1]);
   return renderHome();
 }
@@ -160,6 +169,9 @@ function renderHeader() {
   const out = document.getElementById("sign-out");
   out.textContent = t("signout");
   out.hidden = !signedIn();
+  const password = document.getElementById("password-link");
+  password.textContent = t("password.link");
+  password.hidden = !signedIn();
   document.getElementById("who").textContent = signedIn() ? api.pb.authStore.record.email || "" : "";
 }
 
@@ -221,6 +233,14 @@ async function ensureLive() {
   }
 }
 
+// The stream again under the current token (a password change voids the one it was opened with).
+async function restartLive() {
+  const end = state.live;
+  state.live = null;
+  if (typeof end === "function") await Promise.resolve(end()).catch(() => {});
+  ensureLive();
+}
+
 function showLive() {
   const mark = document.getElementById("live");
   if (!mark) return;
@@ -258,20 +278,30 @@ function onStatus(poll) {
 
 function renderSignIn() {
   state.view = "signin";
+  const notice = state.notice;
+  state.notice = "";
   const error = h("p", { class: "error", role: "alert", id: "signin-error" });
   const submit = h("button", { type: "submit", class: "primary" }, t("signin.submit"));
+  // A forgotten password: reset by mail where the owner set mail up, else the owner sets a new one.
+  const forgot = h("p", { class: "hint", id: "forgot" });
   const form = h(
     "form",
     { class: "card narrow", "aria-labelledby": "signin-title", novalidate: false },
     h("h1", { id: "signin-title" }, t("signin.title")),
     h("p", { class: "lead" }, t("signin.lead")),
+    notice ? h("p", { class: "notice", role: "status", id: "signin-notice" }, notice) : null,
     h("label", { for: "email" }, t("signin.email")),
     h("input", { id: "email", name: "email", type: "email", autocomplete: "username", required: true }),
     h("label", { for: "password" }, t("signin.password")),
     h("input", { id: "password", name: "password", type: "password", autocomplete: "current-password", required: true }),
     error,
     submit,
+    forgot,
   );
+  loadOptions()
+    .then((options) => forgot.replaceChildren(
+      options.password_reset ? h("a", { href: "#/forgot", id: "forgot-link" }, t("signin.forgot")) : t("signin.askOwner")))
+    .catch(() => {});
   form.addEventListener("submit", async (ev) => {
     ev.preventDefault();
     error.textContent = "";
@@ -287,6 +317,174 @@ function renderSignIn() {
     }
   });
   main().replaceChildren(form);
+}
+
+// --- a password forgotten, reset, changed ---------------------------------------------------
+
+// How long a password may be (the options say; PocketBase's defaults until they are read).
+function passwordLength() {
+  const limits = (state.options && state.options.password_length) || {};
+  return { min: limits.min || 8, max: limits.max || 71 };
+}
+
+// The fields of a new password, twice; `value()` is it, or "" (and the error said) when the two differ
+// or its length is not one the server takes.
+function newPasswordFields(error) {
+  const hint = h("p", { class: "hint", id: "new-password-hint" }, t("password.hint", passwordLength()));
+  loadOptions().then(() => (hint.textContent = t("password.hint", passwordLength()))).catch(() => {});
+  const fresh = h("input", { id: "new-password", type: "password", autocomplete: "new-password", required: true,
+    "aria-describedby": "new-password-hint" });
+  const again = h("input", { id: "repeat-password", type: "password", autocomplete: "new-password", required: true });
+  return {
+    nodes: [
+      h("label", { for: "new-password" }, t("password.new")),
+      fresh,
+      hint,
+      h("label", { for: "repeat-password" }, t("password.repeat")),
+      again,
+    ],
+    value() {
+      if (fresh.value !== again.value) {
+        error.textContent = t("password.mismatch");
+        again.focus();
+        return "";
+      }
+      const limits = passwordLength();
+      const chars = Array.from(fresh.value).length;
+      if (chars < limits.min || chars > limits.max) {
+        error.textContent = t("error.weak_password", limits);
+        fresh.focus();
+        return "";
+      }
+      return fresh.value;
+    },
+  };
+}
+
+function busy(button, words) {
+  const before = button.textContent;
+  button.disabled = true;
+  button.textContent = words;
+  return () => {
+    button.disabled = false;
+    button.textContent = before;
+  };
+}
+
+function renderForgot() {
+  state.view = "forgot";
+  const error = h("p", { class: "error", role: "alert", id: "forgot-error" });
+  const submit = h("button", { type: "submit", class: "primary" }, t("forgot.submit"));
+  const back = h("p", {}, h("a", { href: "#/" }, t("forgot.back")));
+  const form = h(
+    "form",
+    { class: "card narrow", "aria-labelledby": "forgot-title" },
+    h("h1", { id: "forgot-title" }, t("forgot.title")),
+    h("p", { class: "lead" }, t("forgot.lead")),
+    h("label", { for: "forgot-email" }, t("signin.email")),
+    h("input", { id: "forgot-email", name: "email", type: "email", autocomplete: "username", required: true }),
+    error,
+    submit,
+    back,
+  );
+  form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    error.textContent = "";
+    const done = busy(submit, t("forgot.busy"));
+    try {
+      await api.requestReset(form.email.value.trim());
+      // The same words whether or not an account has the address: the page tells nobody which exist.
+      form.replaceChildren(form.firstChild, h("p", { class: "notice", role: "status", id: "forgot-sent" }, t("forgot.sent")), back);
+    } catch (err) {
+      error.textContent = refusalWords(err, "");
+      done();
+    }
+  });
+  main().replaceChildren(form);
+}
+
+function renderReset(token) {
+  state.view = "reset";
+  const error = h("p", { class: "error", role: "alert", id: "reset-error" });
+  const again = h("p", { hidden: true, id: "reset-again" }, h("a", { href: "#/forgot" }, t("reset.again")));
+  const fields = newPasswordFields(error);
+  const submit = h("button", { type: "submit", class: "primary" }, t("reset.submit"));
+  const form = h(
+    "form",
+    { class: "card narrow", "aria-labelledby": "reset-title" },
+    h("h1", { id: "reset-title" }, t("reset.title")),
+    h("p", { class: "lead" }, t("reset.lead")),
+    fields.nodes,
+    error,
+    again,
+    submit,
+  );
+  form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    error.textContent = "";
+    const password = fields.value();
+    if (!password) return;
+    const done = busy(submit, t("password.busy"));
+    try {
+      await api.confirmReset(token, password);
+    } catch (err) {
+      const data = err.data || {};
+      if (data.password) error.textContent = t("error.weak_password", passwordLength());
+      else if (data.token || err.status === 400) {
+        error.textContent = t("reset.expired");
+        again.hidden = signedIn();
+      } else error.textContent = refusalWords(err, "");
+      done();
+      return;
+    }
+    // Every session of the account ended with the old password, this browser's too.
+    state.notice = t("reset.done");
+    if (signedIn()) return signOut();
+    window.history.replaceState(null, "", "#/");
+    route();
+  });
+  main().replaceChildren(form);
+}
+
+function renderPassword() {
+  state.view = "password";
+  state.record = null;
+  const error = h("p", { class: "error", role: "alert", id: "password-error" });
+  const fields = newPasswordFields(error);
+  const current = h("input", { id: "current-password", type: "password", autocomplete: "current-password", required: true });
+  const submit = h("button", { type: "submit", class: "primary" }, t("password.submit"));
+  const form = h(
+    "form",
+    { class: "card narrow", "aria-labelledby": "password-title" },
+    h("h1", { id: "password-title" }, t("password.title")),
+    h("label", { for: "current-password" }, t("password.current")),
+    current,
+    fields.nodes,
+    error,
+    h("div", { class: "form-actions" }, submit, h("a", { href: "#/", class: "button" }, t("password.cancel"))),
+  );
+  form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    error.textContent = "";
+    const password = fields.value();
+    if (!password) return;
+    const done = busy(submit, t("password.busy"));
+    try {
+      await api.changePassword(current.value, password);
+    } catch (err) {
+      const words = handleRefusal(err, "");
+      if (words !== null) {
+        error.textContent = words;
+        done();
+      }
+      return;
+    }
+    restartLive();
+    window.location.hash = "#/";
+    toast(t("password.done"));
+  });
+  main().replaceChildren(form);
+  current.focus();
 }
 
 // --- the list and the uploads --------------------------------------------------------------

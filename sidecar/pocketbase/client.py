@@ -30,6 +30,7 @@ from sidecar.storage.model import (
     Claim,
     Claimed,
     FileRow,
+    LoginFigures,
     NoWork,
     PiecePlace,
     RecordRows,
@@ -254,6 +255,10 @@ class PocketBaseClient:
                 )
                 counts[(stage, halted)] = int(resp.json()["totalItems"])
         return counts
+
+    async def login_figures(self) -> LoginFigures:
+        resp = await self.request("GET", "/api/pipeline/logins")
+        return LoginFigures.model_validate(resp.json())
 
     async def watch(self, on_change: Callable[[], None]) -> None:
         async def subscribe(client_id: str) -> None:

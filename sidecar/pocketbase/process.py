@@ -197,6 +197,11 @@ def add_user(settings: Settings, email: str, password: str) -> None:
     _run(settings, "user-add", "--", email, password=password)
 
 
+def set_password(settings: Settings, email: str, password: str) -> None:
+    """A sender's new password; their sessions end (PocketBase's token key is renewed)."""
+    _run(settings, "user-password", "--", email, password=password)
+
+
 def private_dir(path: Path) -> None:
     """The data directory, created (or narrowed) to this user only: 0700."""
     path.mkdir(parents=True, exist_ok=True, mode=0o700)

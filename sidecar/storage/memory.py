@@ -39,6 +39,7 @@ from sidecar.storage.model import (
     Claimed,
     FileRole,
     FileRow,
+    LoginFigures,
     NoWork,
     PiecePlace,
     RecordRows,
@@ -186,6 +187,7 @@ class InMemoryStorage:
     insights: dict[str, InsightsRow] = field(default_factory=dict)
     dictionaries: dict[str, list[str]] = field(default_factory=dict)  # owner → topic names
     sources_read: list[str] = field(default_factory=list)  # owners whose dictionary an insights step read
+    logins: LoginFigures = field(default_factory=LoginFigures)  # what a test says the login guard saw
     _files: dict[str, tuple[FileRow, bytes]] = field(default_factory=dict)
     _attempts: dict[str, _Attempt] = field(default_factory=dict)
     _order: int = 0
@@ -439,6 +441,10 @@ class InMemoryStorage:
             if key in counts:
                 counts[key] += 1
         return counts
+
+    async def login_figures(self) -> LoginFigures:
+        await anyio.lowlevel.checkpoint()
+        return self.logins.model_copy()
 
     async def watch(self, on_change: Callable[[], None]) -> None:
         on_change()  # as a (re)connect does: whatever happened before is news

@@ -22,6 +22,7 @@ __all__ = [
     "Claimed",
     "FileRole",
     "FileRow",
+    "LoginFigures",
     "NoWork",
     "PiecePlace",
     "RecordRows",
@@ -201,3 +202,14 @@ class SweepItem:
     attempt: AttemptRow
     record_state: str
     record_halted_at: str  # "" when not halted
+
+
+class LoginFigures(BaseModel):
+    """What PocketBase's login guard has seen (pb_hooks/lib/logins.js), for the metrics: wrong passwords
+    and tries turned away since PocketBase started, and the accounts under attack now."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    failed_logins: int = 0
+    refused_logins: int = 0
+    accounts_under_attack: int = 0

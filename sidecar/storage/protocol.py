@@ -29,6 +29,7 @@ from sidecar.storage.model import (
     Claim,
     Claimed,
     FileRow,
+    LoginFigures,
     NoWork,
     PiecePlace,
     RecordRows,
@@ -81,6 +82,10 @@ class Storage(Protocol):
 
     async def count_records(self, stages: Sequence[str]) -> dict[tuple[str, bool], int]:
         """How many records are in each (stage, halted) pair (for the metrics)."""
+        ...
+
+    async def login_figures(self) -> LoginFigures:
+        """What the login guard has seen: failed and refused logins, accounts under attack (for the metrics)."""
         ...
 
     async def watch(self, on_change: Callable[[], None]) -> None:

@@ -122,6 +122,38 @@ def test_user_add_creates_a_sender_who_can_sign_in(tmp_path: Path) -> None:
         proc.wait(10)
 
 
+def test_user_password_sets_a_senders_password_and_ends_their_sessions(tmp_path: Path) -> None:
+    """Where no mail is set up for the reset, the owner sets a forgetful sender's password on the host."""
+    data = tmp_path / "data"
+    added = run_cli("user", "add", "frank@example.com", "--password", "frank-old-pw", "--data-dir", str(data))
+    assert added.returncode == 0, added.stderr
+    port = free_port()
+    proc = subprocess.Popen(
+        [*CLI, "pocketbase", "--data-dir", str(data), "--http", f"127.0.0.1:{port}"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_healthy(url, timeout=60)
+        session = {"Authorization": login(url, "users", "frank@example.com", "frank-old-pw")}
+        assert httpx.get(f"{url}/api/transcriber/records", headers=session).status_code == 200
+        done = run_cli("user", "password", "frank@example.com", "--password", "frank-new-pw", "--data-dir", str(data))
+        assert done.returncode == 0, done.stderr
+        assert "password of frank@example.com set; their other sessions are signed out" in done.stdout
+        assert httpx.get(f"{url}/api/transcriber/records", headers=session).status_code == 401
+        assert login(url, "users", "frank@example.com", "frank-new-pw")
+        generated = run_cli("user", "password", "frank@example.com", "--data-dir", str(data))
+        assert generated.returncode == 0, generated.stderr
+        password = generated.stdout.split("set: ", 1)[1].split(";", 1)[0]
+        assert login(url, "users", "frank@example.com", password)
+        missing = run_cli("user", "password", "nobody@example.com", "--password", "whatever12", "--data-dir", str(data))
+        assert missing.returncode == 1 and "no sender with email nobody@example.com" in missing.stderr
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
 def test_a_bad_config_file_is_a_clear_error(tmp_path: Path) -> None:
     cfg = tmp_path / "t.toml"
     cfg.write_text("[pipeline]\nworkers = -1\n")

@@ -29,12 +29,14 @@ from testkit.pocketbase import PASSWORD, Caller, PocketBaseServer, running_pocke
 from tests.browser.panel import Screenshots, chromium_page, missing_browser
 from tests.browser.pipeline import pipeline_in_background
 from tests.browser.sender_page import FAKE_MICROPHONE, TEXT, PacedProvider, SenderPage
+from tests.support.mail import configure_mail, link_in, mail_sink
 from tests.support.tools import require
 from tests.support.waiting import eventually_sync
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "samples" / "sample.ogg"
 HALF_SECOND = wav_bytes(0.5)  # what most of these uploads hold: their titles are what the tests read
+NEW_PASSWORD = "a-brand-new-secret-7"
 STAGES = ("uploaded", "normalized", "submitted", "transcribed")
 
 pytestmark = pytest.mark.timeout(240)
@@ -420,6 +422,95 @@ def test_an_over_quota_halt_says_what_to_do_and_is_resumed_once_the_day_allows(
             card.get_by_role("button", name="Resume").click()
             expect(card.locator(".badge")).to_have_text("Queued")
             assert su.record(over)["quota_ms"] == 6000 and su.record(over)["halted_at"] == ""
+
+
+def test_a_sender_changes_their_password_on_the_page(pb: PocketBaseServer, browser: SenderPage) -> None:
+    """Signed in: the old password and the new one twice; every other session ends, the page goes on (its
+    live list included) with the fresh token; a wrong old password is said in words."""
+    from playwright.sync_api import expect
+
+    sender = pb.new_sender()  # a session elsewhere (the sender's command, another device)
+    page = browser.page
+    browser.open()
+    browser.sign_in(sender.email, PASSWORD)
+    page.get_by_role("link", name="Change password").click()
+    expect(page.get_by_role("heading", name="Change your password")).to_be_visible()
+    browser.accessible("change password")
+    browser.shot("change-password")
+    page.get_by_label("Current password").fill("not-my-password")
+    page.get_by_label("New password", exact=True).fill(NEW_PASSWORD)
+    page.get_by_label("New password again").fill(NEW_PASSWORD + "x")
+    page.get_by_role("button", name="Change the password").click()
+    expect(page.locator("#password-error")).to_have_text("The two new passwords are not the same.")
+    page.get_by_label("New password again").fill(NEW_PASSWORD)
+    page.get_by_role("button", name="Change the password").click()
+    expect(page.locator("#password-error")).to_have_text("The current password is wrong.")
+    browser.accessible("change password refused")
+    page.get_by_label("Current password").fill(PASSWORD)
+    page.get_by_role("button", name="Change the password").click()
+    expect(page.locator("#toast")).to_have_text("Your password is changed; your other devices are signed out.")
+    browser.listed()
+    browser.mark_loaded()
+    # Every other session ended; this page goes on, live.
+    assert sender.http.get("/api/transcriber/records").status_code == 401
+    elsewhere = pb.caller("sender", "users", sender.email, NEW_PASSWORD)
+    rid = elsewhere.upload(HALF_SECOND, title="After the change")
+    expect(browser.row(rid)).to_be_visible()
+    assert browser.still_same_load()
+    page.reload()
+    expect(browser.row(rid)).to_be_visible()  # the fresh token was kept
+    page.get_by_role("button", name="Sign out").click()
+    browser.sign_in(sender.email, NEW_PASSWORD)
+    expect(browser.row(rid)).to_be_visible()
+
+
+def test_a_forgotten_password_is_reset_by_mail_from_the_page(
+    pb: PocketBaseServer, browser: SenderPage, tmp_path: Path
+) -> None:
+    """Without mail set up the page says to ask the owner; with it, "Forgot your password?" sends PocketBase's
+    reset mail, whose link opens this page's form; the new password signs in, the link serves once."""
+    from playwright.sync_api import expect
+
+    sender = pb.new_sender()
+    page = browser.page
+    browser.open()
+    expect(page.locator("#forgot")).to_have_text(
+        "Forgot your password? Ask the owner of this service to set a new one."
+    )
+    expect(page.get_by_role("link", name="Forgot your password?")).to_have_count(0)
+    with mail_sink() as sink:
+        configure_mail(pb, sink)
+        page.reload()
+        page.get_by_role("link", name="Forgot your password?").click()
+        expect(page.get_by_role("heading", name="Forgot your password?")).to_be_visible()
+        browser.accessible("forgot password")
+        page.get_by_label("Email").fill(sender.email)
+        page.get_by_role("button", name="Send the link").click()
+        expect(page.locator("#forgot-sent")).to_contain_text("If an account has this email")
+        browser.shot("reset-link-sent")
+        mail = sink.wait_for(sender.email, "new password")
+    link = link_in(mail, f"{pb.url}/#/reset/")
+    page.goto(link)
+    expect(page.get_by_role("heading", name="Set a new password")).to_be_visible()
+    browser.accessible("set a new password")
+    browser.shot("set-a-new-password")
+    page.get_by_label("New password", exact=True).fill("short")
+    page.get_by_label("New password again").fill("short")
+    page.get_by_role("button", name="Set the password").click()
+    expect(page.locator("#reset-error")).to_have_text("The new password must be 8 to 71 characters long.")
+    page.get_by_label("New password", exact=True).fill(NEW_PASSWORD)
+    page.get_by_label("New password again").fill(NEW_PASSWORD)
+    page.get_by_role("button", name="Set the password").click()
+    expect(page.locator("#signin-notice")).to_have_text("Your new password is set. Sign in with it.")
+    browser.accessible("signed out after a reset")
+    browser.sign_in(sender.email, NEW_PASSWORD)
+    assert sender.http.get("/api/transcriber/records").status_code == 401  # the old sessions ended
+    # The link served once.
+    page.goto(link)
+    page.get_by_label("New password", exact=True).fill("yet-another-one-9")
+    page.get_by_label("New password again").fill("yet-another-one-9")
+    page.get_by_role("button", name="Set the password").click()
+    expect(page.locator("#reset-error")).to_have_text("This link is no longer valid. Ask for a new one.")
 
 
 def test_the_brief_and_topics_beside_the_transcript(pb: PocketBaseServer, browser: SenderPage) -> None:

@@ -22,7 +22,7 @@ from sidecar.clock import FakeClock
 from sidecar.outcome import HaltCode
 from sidecar.pocketbase.client import PocketBaseClient
 from sidecar.storage.errors import FencedOut, StorageError
-from sidecar.storage.model import AttemptChange, AttemptStatus, Claimed, FileRole, NoWork, PiecePlace
+from sidecar.storage.model import AttemptChange, AttemptStatus, Claimed, FileRole, LoginFigures, NoWork, PiecePlace
 from sidecar.storage.protocol import Storage
 from sidecar.storage.transitions import Advanced, Extended, Failed, Halted, Postponed, Progressed, Released, Transition
 from testkit.media import wav_bytes
@@ -508,6 +508,13 @@ async def test_records_are_counted_by_stage_and_halt(backend: Backend) -> None:
         ("normalized", False): 1,
         ("normalized", True): 0,
     }
+
+
+async def test_the_login_figures_start_at_nothing(backend: Backend) -> None:
+    """The metrics' read of the login guard: a fresh server has counted no failure and sees no attack."""
+    assert await backend.storage.login_figures() == LoginFigures(
+        failed_logins=0, refused_logins=0, accounts_under_attack=0
+    )
 
 
 async def test_changes_are_reported(backend: Backend) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import stat
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -76,11 +77,15 @@ def test_passwords_never_ride_on_a_command_line_and_the_data_is_private(
 def test_a_burst_of_wrong_passwords_is_refused_with_429(collection: str, tmp_path: Path) -> None:
     """H2: PocketBase's rate limiter is on for logins (by migration), the owner's login included:
     one address trying many accounts."""
-    with running_pocketbase(tmp_path) as pb:
+    with running_pocketbase(tmp_path) as pb, httpx.Client(timeout=60) as http:
         url = f"{pb.url}/api/collections/{collection}/auth-with-password"
-        answers = [httpx.post(url, json={"identity": f"guess{i}@example.com", "password": "x"}) for i in range(40)]
+        # At once (a burst): one after another, the owner's failed logins answer slowly enough on a busy
+        # machine that 40 of them outlast the rule's 10-second window.
+        with ThreadPoolExecutor(8) as pool:
+            guesses = [{"identity": f"guess{i}@example.com", "password": "x"} for i in range(40)]
+            answers = list(pool.map(lambda body: http.post(url, json=body), guesses))
     codes = [a.status_code for a in answers]
-    assert codes[0] == 400  # a wrong password, answered as such
+    assert 400 in codes  # a wrong password, answered as such
     assert 429 in codes and codes.count(400) <= 21, codes  # at most the rule's 20 per 10 s get through
     limited = answers[codes.index(429)]
     assert limited.json()["code"] == "too_many_requests" and limited.headers["Retry-After"] == "10"
@@ -98,37 +103,35 @@ def five_addresses(group: int) -> list[str]:
 
 
 def test_wrong_passwords_for_one_account_are_limited_whatever_the_address(tmp_path: Path) -> None:
-    """H2, second pass: 100 wrong passwords for one account from five addresses drew no 429 (PocketBase
-    counts per address). Now ten wrong passwords in 15 minutes lock the account, the right one included."""
+    """H2, second pass: 100 wrong passwords for one account from five addresses drew no 429 (PocketBase counts
+    per address). Now 20 from addresses the account never signed in from make an attack: until the window ends
+    such addresses wait, the right password included, while the holder's own address does not (third pass: a
+    stranger could lock the holder out; tests/survival/test_logins.py has the rest)."""
     with running_pocketbase(tmp_path) as pb:
-        alice, bob = pb.new_sender(), pb.new_sender()
+        alice, bob = pb.new_sender(), pb.new_sender()  # each signed in from 127.0.0.1: their own address
         five = five_addresses(1)
         answers = [login_from(five[i % 5], pb.url, "users", alice.email, f"guess-{i}") for i in range(100)]
         codes = [a.status_code for a in answers]
-        assert codes == [400] * 10 + [429] * 90, codes
+        assert codes == [400] * 20 + [429] * 80, codes
         locked = answers[-1]
         assert locked.json()["code"] == "too_many_failed_logins" and "15 minutes" in locked.json()["message"]
         assert 800 < int(locked.headers["Retry-After"]) <= 900
         # the right password waits too: a lock that let it through would tell a guesser when they hit it
         right = login_from("127.0.9.9", pb.url, "users", alice.email, PASSWORD)
         assert (right.status_code, right.json()["code"]) == (429, "too_many_failed_logins")
+        # ... but not from her own address
+        assert login_from("127.0.0.1", pb.url, "users", alice.email, PASSWORD).status_code == 200
         # another account is not touched
         five = five_addresses(2)
         assert login_from(five[0], pb.url, "users", bob.email, PASSWORD).status_code == 200
-        # a right password before the lock clears the count
-        for i in range(9):
-            assert login_from(five[i % 5], pb.url, "users", bob.email, "wrong").status_code == 400
-        assert login_from(five[0], pb.url, "users", bob.email, PASSWORD).status_code == 200
-        for i in range(9):
-            assert login_from(five[i % 5], pb.url, "users", bob.email, "wrong").status_code == 400
-        # an identity no account has is answered alike (the lock tells nobody which accounts exist)
+        # an identity no account has is answered alike (the limit tells nobody which accounts exist)
         five = five_addresses(3)
-        nobody = [login_from(five[i % 5], pb.url, "users", "nobody@example.com", "x") for i in range(11)]
-        assert [a.status_code for a in nobody] == [400] * 10 + [429]
+        nobody = [login_from(five[i % 5], pb.url, "users", "nobody@example.com", "x") for i in range(21)]
+        assert [a.status_code for a in nobody] == [400] * 20 + [429]
         # the owner's login is counted the same way
         five = five_addresses(4)
-        su = [login_from(five[i % 5], pb.url, "_superusers", pb.superuser_email, "x") for i in range(11)]
-        assert [a.status_code for a in su] == [400] * 10 + [429]
+        su = [login_from(five[i % 5], pb.url, "_superusers", pb.superuser_email, "x") for i in range(21)]
+        assert [a.status_code for a in su] == [400] * 20 + [429]
 
 
 def test_the_service_account_cannot_be_locked_out_by_a_stranger(tmp_path: Path) -> None:

@@ -63,12 +63,16 @@ def dropin(log: Path, port: int, *extra: str) -> str:
         "StandardError=inherit",
     ]
     if os.environ.get("PYTHONPATH"):
-        lines += ["# The code under test (a checkout run through another environment's interpreter).",
-                  f"Environment=PYTHONPATH={os.environ['PYTHONPATH']}"]  # fmt: skip
+        lines += [
+            "# The code under test (a checkout run through another environment's interpreter).",
+            f"Environment=PYTHONPATH={os.environ['PYTHONPATH']}",
+        ]
     hidden = sorted({str(p) for p in (Path(sys.prefix), Path(sys.base_prefix), ROOT) if p.is_relative_to("/tmp")})
     if hidden:
-        lines += ["# The checkout lies under /tmp, which PrivateTmp= replaces with an empty one: shown again.",
-                  f"BindReadOnlyPaths={' '.join(hidden)}"]  # fmt: skip
+        lines += [
+            "# The checkout lies under /tmp, which PrivateTmp= replaces with an empty one: shown again.",
+            f"BindReadOnlyPaths={' '.join(hidden)}",
+        ]
     return "\n".join([*lines, *extra, ""])
 
 
@@ -122,6 +126,7 @@ def test_the_unit_starts_without_a_settings_file_transcribes_and_stops_cleanly(
             return poll if poll["status"] == "done" else None
 
         poll = eventually_sync(done, within=300, every=0.5, what="the sample transcribed")
+        assert poll is not None
     finally:
         sender.http.close()
     assert "welcome" in str(poll["text"]).lower(), poll["text"]

@@ -79,7 +79,9 @@ def machine_lock() -> Iterator[None]:
 def ensure_base() -> str:
     """``python:3.11-slim`` present; what it took ("present", or the stand-in made and how long)."""
     if image_exists(BASE):
-        return "present"
+        made = CACHE / "standin.txt"
+        labels = docker("image", "inspect", "--format", "{{json .Config.Labels}}", BASE).stdout
+        return f"{made.read_text()}, kept" if STANDIN_LABEL in labels and made.is_file() else "present"
     started = time.monotonic()
     made_rootfs = False
     if not (ROOTFS / ".complete").exists():
@@ -93,22 +95,25 @@ def ensure_base() -> str:
         (ROOTFS / ".complete").touch()
         made_rootfs = True
     _adapt(ROOTFS)
-    tar = subprocess.Popen(
+    with subprocess.Popen(
         ["tar", "-C", str(ROOTFS), "--exclude=./.complete", "--exclude=./var/cache/apt/archives/*.deb", "-c", "."],
         stdout=subprocess.PIPE,
-    )
-    docker(
-        "import",
-        "--change", "ENV LANG=C.UTF-8",
-        "--change", "ENV PATH=/usr/local/bin:/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin",
-        "--change", f"LABEL {STANDIN_LABEL}=debian-12-python3.11",
-        "--change", 'CMD ["python3"]',
-        "-", BASE,
-        stdin=tar.stdout, timeout=600,
-    )  # fmt: skip
-    assert tar.wait() == 0
+    ) as tar:
+        docker(
+            "import",
+            "--change", "ENV LANG=C.UTF-8",
+            "--change", "ENV PATH=/usr/local/bin:/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin",
+            "--change", f"LABEL {STANDIN_LABEL}=debian-12-python3.11",
+            "--change", 'CMD ["python3"]',
+            "-", BASE,
+            stdin=tar.stdout, timeout=600,
+        )  # fmt: skip
+    assert tar.returncode == 0
     took = time.monotonic() - started
-    return f"stand-in made in {took:.0f} s ({'debootstrap and import' if made_rootfs else 'import of the kept rootfs'})"
+    how = "debootstrap and import" if made_rootfs else "import of the kept rootfs"
+    note = f"a stand-in, made in {took:.0f} s ({how}) on {time.strftime('%Y-%m-%d')}"
+    (CACHE / "standin.txt").write_text(note)
+    return note
 
 
 def _adapt(rootfs: Path) -> None:

@@ -3,9 +3,10 @@
 systemd's user manager (``systemd --user``) runs units exactly as the system manager does (the
 same ``[Service]`` semantics: sandboxing, restarts, stop signals, state directories), and runs as
 root once ``/run/systemd/system`` exists: that directory is only the "booted with systemd" marker,
-made here when missing and removed again by the last test that needed it. Each manager gets
-directories of its own (``XDG_RUNTIME_DIR`` for its sockets, ``XDG_CONFIG_HOME`` for unit files and,
-as ``%S``, state directories, ``XDG_CACHE_HOME`` as ``%C``), so tests on one host never meet.
+made here when missing and removed again after. One manager runs at a time on a machine (they
+would share control groups); each gets directories of its own (``XDG_RUNTIME_DIR`` for its
+sockets, ``XDG_CONFIG_HOME`` for unit files and, as ``%S``, state directories, ``XDG_CACHE_HOME``
+as ``%C``).
 """
 
 from __future__ import annotations
@@ -23,9 +24,7 @@ from tests.support.waiting import eventually_sync
 
 SYSTEMD = Path("/lib/systemd/systemd")
 BOOTED = Path("/run/systemd/system")
-# Held shared by every test that needs the marker; the last one out removes a marker the tests made.
-_HOLDERS = Path("/run/transcriber-tests-systemd.lock")
-_MADE_BY_TESTS = Path("/run/transcriber-tests-systemd.made-marker")
+_LOCK = Path("/run/transcriber-tests-systemd.lock")
 
 
 def missing() -> str | None:
@@ -38,24 +37,21 @@ def missing() -> str | None:
 
 
 @contextmanager
-def booted_marker() -> Iterator[None]:
-    """``/run/systemd/system`` present for the block (made if missing; removed by the last holder)."""
-    with _HOLDERS.open("a+") as lock:
-        fcntl.flock(lock, fcntl.LOCK_SH)
-        if not BOOTED.is_dir():
+def machine_turn() -> Iterator[None]:
+    """One user manager on the machine at a time, and ``/run/systemd/system`` present meanwhile (made
+    if missing, and then removed after). Two managers started in the same control group would both
+    put their units' processes in the same groups (``app.slice/transcriber.service``): one stopping
+    its unit would kill the other's."""
+    with _LOCK.open("a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        made = not BOOTED.is_dir()
+        if made:
             BOOTED.mkdir(parents=True)
-            _MADE_BY_TESTS.touch()
         try:
             yield
         finally:
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # no other test holds it
-            except BlockingIOError:
-                pass
-            else:
-                if _MADE_BY_TESTS.exists():
-                    BOOTED.rmdir()
-                    _MADE_BY_TESTS.unlink()
+            if made:
+                BOOTED.rmdir()
 
 
 @dataclass
@@ -124,7 +120,7 @@ def _environment(home: Path) -> dict[str, str]:
 @contextmanager
 def user_manager(home: Path) -> Iterator[UserManager]:
     """A ``systemd --user`` of its own under ``home``, exited at the end."""
-    with booted_marker():
+    with machine_turn():
         for sub in ("runtime", "config", "cache"):
             (home / sub).mkdir(parents=True, exist_ok=True, mode=0o700)
         with (home / "manager.log").open("ab") as log:

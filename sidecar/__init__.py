@@ -6,7 +6,10 @@ package runs the pipeline (claim → step → fenced outcome) and the CLI.
 
 from importlib.metadata import PackageNotFoundError, version
 
+# The version of a checkout run without being installed: no release to compare with another's.
+RELEASE_UNKNOWN = "0.0.0+unknown"
+
 try:
     __version__ = version("transcriber")
 except PackageNotFoundError:  # run from a checkout that was never installed
-    __version__ = "0.0.0+unknown"
+    __version__ = RELEASE_UNKNOWN

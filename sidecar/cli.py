@@ -130,11 +130,11 @@ def worker(config: ConfigOpt = None, verbose: VerboseOpt = False) -> None:
 def _started(run: Callable[[], int]) -> int:
     """Runs a command; a mistake found while starting is one line on stderr and exit 2, never a traceback."""
     from sidecar.startup import EXIT_STARTUP, StartupError
-    from sidecar.storage.errors import AuthFailed
+    from sidecar.storage.errors import AuthFailed, ReleaseMismatch
 
     try:
         return run()
-    except (StartupError, AuthFailed, FileNotFoundError) as exc:
+    except (StartupError, AuthFailed, ReleaseMismatch, FileNotFoundError) as exc:
         typer.echo("error: " + " ".join(str(exc).split()), err=True)  # one line, whatever a library said
         raise typer.Exit(EXIT_STARTUP) from None
 

@@ -12,6 +12,7 @@ from contextlib import asynccontextmanager
 
 import anyio
 
+from sidecar import RELEASE_UNKNOWN, __version__
 from sidecar.clock import Clock, SystemClock
 from sidecar.insights.engines import make_engine
 from sidecar.insights.gate import CpuGate
@@ -117,6 +118,8 @@ def pocketbase_storage(settings: Settings, clock: Clock) -> PocketBaseClient:
         clock=clock,
         timeout=settings.pocketbase.timeout,
         upload_timeout=settings.pocketbase.upload_timeout,
+        # A checkout run without being installed knows no release of its own: nothing to compare.
+        release=None if __version__ == RELEASE_UNKNOWN else __version__,
     )
 
 

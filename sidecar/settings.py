@@ -3,6 +3,11 @@
 Every key can be overridden from the environment with the prefix
 ``TRANSCRIBER_`` and sections nested with ``__``, e.g.
 ``TRANSCRIBER_PIPELINE__WORKERS=0``. No file is needed for a first run.
+
+A file named by ``--config`` or ``TRANSCRIBER_CONFIG`` must exist, except that
+``TRANSCRIBER_CONFIG=-PATH`` names one to read only if present (the leading
+``-`` as in systemd's ``EnvironmentFile=-``): the shipped unit names
+``/etc/transcriber/transcriber.toml`` so, and starts on a host without it.
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ from sidecar.transcript.languages import AUTO, code_of
 
 DEFAULT_CONFIG = "transcriber.toml"
 CONFIG_ENV = "TRANSCRIBER_CONFIG"
+# Before a path in CONFIG_ENV: read that file if it is there, start without it if not.
+OPTIONAL_MARK = "-"
 _PREFIX = "TRANSCRIBER_"
 
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400}
@@ -317,7 +324,7 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        path = Path(os.environ.get(CONFIG_ENV, DEFAULT_CONFIG))
+        path, _ = config_file()
         sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
         if path.is_file():
             sources.append(TomlConfigSettingsSource(settings_cls, toml_file=path))
@@ -348,6 +355,17 @@ def _unknown_environment() -> list[str]:
     return sorted(unknown)
 
 
+def config_file() -> tuple[Path, bool]:
+    """The settings file to read and whether it must exist: ``$TRANSCRIBER_CONFIG`` (optional when
+    marked ``-PATH``), else ./transcriber.toml, which may be missing."""
+    named = os.environ.get(CONFIG_ENV, "")
+    if not named:
+        return Path(DEFAULT_CONFIG), False
+    if named.startswith(OPTIONAL_MARK):
+        return Path(named.removeprefix(OPTIONAL_MARK)), False
+    return Path(named), True
+
+
 def load_settings(config: Path | None = None) -> Settings:
     """Settings from ``config`` (or ``$TRANSCRIBER_CONFIG``, or ./transcriber.toml) and the environment.
 
@@ -358,9 +376,12 @@ def load_settings(config: Path | None = None) -> Settings:
         if not config.is_file():
             raise FileNotFoundError(f"config file not found: {config} (--config)")
         os.environ[CONFIG_ENV] = str(config)
-    elif os.environ.get(CONFIG_ENV) and not Path(os.environ[CONFIG_ENV]).is_file():
-        # Named on purpose, so its absence is a mistake (only the default file may be missing).
-        raise FileNotFoundError(f"config file not found: {os.environ[CONFIG_ENV]} ({CONFIG_ENV})")
+    else:
+        path, required = config_file()
+        if required and not path.is_file():
+            # Named on purpose, so its absence is a mistake (only the default file, or one
+            # marked optional, may be missing).
+            raise FileNotFoundError(f"config file not found: {path} ({CONFIG_ENV})")
     problems = [f"unknown setting {name} (no such section or key)" for name in _unknown_environment()]
     try:
         settings = Settings()

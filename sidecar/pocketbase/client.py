@@ -21,7 +21,14 @@ import stamina
 
 from sidecar.clock import Clock, SystemClock
 from sidecar.pocketbase import realtime
-from sidecar.storage.errors import AuthFailed, FencedOut, LoginRateLimited, StorageError, StorageUnavailable
+from sidecar.storage.errors import (
+    AuthFailed,
+    FencedOut,
+    LoginRateLimited,
+    ReleaseMismatch,
+    StorageError,
+    StorageUnavailable,
+)
 from sidecar.storage.model import (
     RECORDS,
     AttemptChange,
@@ -75,8 +82,12 @@ class PocketBaseClient:
         timeout: timedelta = timedelta(seconds=30),
         upload_timeout: timedelta = timedelta(minutes=30),
         transport: httpx.AsyncBaseTransport | None = None,
+        release: str | None = None,
     ) -> None:
         self._email = email
+        # The project's release PocketBase must run (its hooks and migrations) for this client to
+        # start: checked by ``connect``. None: not checked.
+        self._release = release
         self._password = password
         self._token = ""
         self._login_lock = anyio.Lock()
@@ -158,7 +169,30 @@ class PocketBaseClient:
         raise StorageError(f"{where} answered {resp.status_code}: {_message(resp)}", status=resp.status_code)
 
     async def connect(self) -> None:
+        if self._release is not None:
+            await self._check_release(self._release)
         await self.login()
+
+    async def _check_release(self, ours: str) -> None:
+        """Refuses a PocketBase of another release (``GET /api/transcriber/version``, no sign-in needed)."""
+        try:
+            resp = await self._http.get("/api/transcriber/version")
+        except httpx.TransportError as exc:
+            raise StorageUnavailable(f"PocketBase unreachable: {type(exc).__name__}") from exc
+        if resp.status_code >= 500 or resp.status_code == 429:
+            raise StorageUnavailable(f"PocketBase answered {resp.status_code} to GET /api/transcriber/version")
+        theirs = ""
+        if resp.status_code == 200:
+            try:
+                theirs = str(resp.json().get("version") or "")
+            except (ValueError, AttributeError):
+                theirs = ""
+        if theirs != ours:
+            said = f"release {theirs}" if theirs and theirs != "unknown" else "a release it does not say"
+            raise ReleaseMismatch(
+                f"PocketBase at {self.base_url.rstrip('/')} runs {said}, this worker is release {ours}:"
+                " run both from one release (the same image, or the same installed package)"
+            )
 
     # -- the queue ------------------------------------------------------------------
 

@@ -61,6 +61,37 @@ def hooks_dir(settings: Settings) -> Path:
     return settings.pocketbase.hooks_dir or _project_dir("pb_hooks")
 
 
+# In the hooks' and the migrations' directory: the project's release they belong to (one line).
+RELEASE_FILE = "RELEASE"
+
+
+class HooksOfAnotherRelease(RuntimeError):
+    """The hooks or migrations PocketBase would run are of another release than this sidecar."""
+
+
+def check_release(settings: Settings) -> None:
+    """Refuses hooks or migrations of another release than this package's (a mount or a
+    ``[pocketbase] hooks_dir``/``migrations_dir`` naming an older copy): PocketBase would run one
+    release's routes over another's schema."""
+    from sidecar import RELEASE_UNKNOWN, __version__
+
+    if __version__ == RELEASE_UNKNOWN:  # a checkout never installed: no release to compare
+        return
+    for what, key, path in (
+        ("hooks", "hooks_dir", hooks_dir(settings)),
+        ("migrations", "migrations_dir", migrations_dir(settings)),
+    ):
+        mark = path / RELEASE_FILE
+        found = mark.read_text(encoding="utf-8").strip() if mark.is_file() else ""
+        if found != __version__:
+            unmarked = f"of no release (no {RELEASE_FILE} file: from before 0.2.0, or not this project's)"
+            said = f"release {found}" if found else unmarked
+            raise HooksOfAnotherRelease(
+                f"the {what} in {path} are {said}, this transcriber is release {__version__}:"
+                f" use the {what} of its own release (remove the mount or the [pocketbase] {key} that names them)"
+            )
+
+
 def public_dir(settings: Settings) -> Path:
     """The sender's page, served by PocketBase at ``/``."""
     return settings.pocketbase.public_dir or _project_dir("pb_public")
@@ -180,7 +211,8 @@ def _run(settings: Settings, *args: str, password: str | None = None, extra_env:
 
 def prepare(settings: Settings) -> ServiceAccount:
     """Applies migrations, sets the backup schedule and ensures the service user (and superuser, if
-    configured). Idempotent."""
+    configured). Idempotent. Refuses hooks or migrations of another release first."""
+    check_release(settings)
     private_dir(settings.pocketbase.data_dir)
     _run(settings, "migrate", "up")
     b = settings.backups

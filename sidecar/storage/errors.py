@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sidecar.outcome import RetryableError, TranscriberError
 
-__all__ = ["AuthFailed", "FencedOut", "LoginRateLimited", "StorageError", "StorageUnavailable"]
+__all__ = ["AuthFailed", "FencedOut", "LoginRateLimited", "ReleaseMismatch", "StorageError", "StorageUnavailable"]
 
 
 class StorageError(TranscriberError):
@@ -29,3 +29,8 @@ class FencedOut(TranscriberError):
 
 class AuthFailed(StorageError):
     """The service credentials were refused."""
+
+
+class ReleaseMismatch(StorageError):
+    """PocketBase runs another release of the project than this worker: their routes, rules and
+    collections are the other release's, so nothing is claimed (a start-up mistake)."""

@@ -25,9 +25,12 @@ def test_the_version_is_one_everywhere(pb: PocketBaseServer) -> None:
     assert printed.strip() == f"transcriber {declared}" == f"transcriber {__version__}"
     served = httpx.get(f"{pb.url}/api/transcriber/version", timeout=10)
     assert served.status_code == 200 and served.json() == {"version": declared}
+    for which in ("pb_hooks", "pb_migrations"):  # the release the hooks and migrations belong to
+        assert (ROOT / which / "RELEASE").read_text() == f"{declared}\n", which
     compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]
-    assert compose["pocketbase"]["image"] == f"transcriber:{declared}"
-    assert compose["sidecar"]["image"].startswith(f"transcriber:{declared}")
+    # One image for both services, tagged with the release.
+    assert compose["pocketbase"]["image"] == compose["sidecar"]["image"]
+    assert compose["pocketbase"]["image"].startswith(f"transcriber:{declared}-")
     assert f'org.opencontainers.image.version="{declared}"' in (ROOT / "Dockerfile").read_text()
     headings = [line for line in (ROOT / "CHANGELOG.md").read_text().splitlines() if line.startswith("## ")]
     assert any(re.search(rf"\b{re.escape(declared)}\b", h) for h in headings), headings

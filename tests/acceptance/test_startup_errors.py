@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import socket
 import subprocess
 import threading
@@ -16,6 +17,8 @@ import httpx
 import pytest
 import yaml
 
+from sidecar import __version__
+from sidecar.pocketbase import process
 from testkit.pocketbase import PocketBaseServer, free_port
 from tests.support.operator import CLI, ROOT, clean_env
 from tests.support.waiting import eventually_sync
@@ -208,3 +211,52 @@ def test_a_rate_limited_service_login_waits_and_the_worker_starts(pb: PocketBase
         worker.terminate()
         assert worker.wait(30) == 0
     assert account.password not in log.read_text()
+
+
+@pytest.mark.parametrize("command", ["pocketbase", "serve"])
+@pytest.mark.parametrize(("which", "mark"), [("hooks", "0.1.0"), ("hooks", None), ("migrations", "0.1.0")])
+def test_hooks_or_migrations_of_another_release(tmp_path: Path, command: str, which: str, mark: str | None) -> None:
+    """An older copy mounted or named over the package's own (an old compose file's mounts; no RELEASE
+    file before 0.2.0) is refused before PocketBase runs anything of it."""
+    old = tmp_path / f"old_pb_{which}"
+    shutil.copytree(ROOT / f"pb_{which}", old)
+    (old / "RELEASE").unlink()
+    if mark is not None:
+        (old / "RELEASE").write_text(f"{mark}\n")
+    env = {f"TRANSCRIBER_POCKETBASE__{which.upper()}_DIR": str(old)}
+    listen = ["--http", f"127.0.0.1:{free_port()}"] if command == "pocketbase" else []
+    err, port = start(tmp_path, *listen, command=command, **env)
+    said = f"release {mark}" if mark else "of no release (no RELEASE file"
+    refused(err, f"the {which} in {old} are {said}", f"this transcriber is release {__version__}", f"{which}_dir")
+    nothing_started(tmp_path, port)
+
+
+def test_a_worker_refuses_a_pocketbase_of_another_release(pb: PocketBaseServer, tmp_path: Path) -> None:
+    """The PocketBase a 0.1.9 sidecar started (it says its release to the hooks, which answer
+    ``GET /api/transcriber/version`` with it); this worker is another release: one line, exit 2."""
+    pb.proc.terminate()
+    pb.proc.wait(10)
+    env = {**process.environment(pb.settings), "TRANSCRIBER_VERSION": "0.1.9"}
+    with (tmp_path / "old-pocketbase.log").open("ab") as log:
+        pb.proc = subprocess.Popen(process.serve_args(pb.settings), env=env, stdout=log, stderr=subprocess.STDOUT)
+    process.wait_healthy(pb.url, pb.proc)
+    assert httpx.get(f"{pb.url}/api/transcriber/version", timeout=10).json() == {"version": "0.1.9"}
+    done = subprocess.run(
+        [*CLI, "worker"],
+        env=clean_env(
+            TRANSCRIBER_POCKETBASE__URL=pb.url,
+            TRANSCRIBER_POCKETBASE__DATA_DIR=str(pb.settings.pocketbase.data_dir),
+            TRANSCRIBER_PROVIDER__NAME="instant",
+        ),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr[-3000:]
+    refused(
+        done.stderr,
+        f"error: PocketBase at {pb.url} runs release 0.1.9, this worker is release {__version__}:",
+        "run both from one release",
+    )
+    assert "pool running" not in done.stderr

@@ -37,6 +37,22 @@ def test_a_missing_file_is_an_error(tmp_path: Path) -> None:
         load_settings(tmp_path / "nope.toml")
 
 
+def test_a_file_named_in_the_environment_must_exist_unless_marked_optional(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``TRANSCRIBER_CONFIG=-PATH`` (the shipped unit's way): read when there, no error when not."""
+    monkeypatch.chdir(tmp_path)  # no ./transcriber.toml to fall back on
+    missing = tmp_path / "etc" / "transcriber.toml"
+    monkeypatch.setenv(CONFIG_ENV, str(missing))
+    with pytest.raises(FileNotFoundError, match=f"config file not found: {missing} \\(TRANSCRIBER_CONFIG\\)"):
+        load_settings()
+    monkeypatch.setenv(CONFIG_ENV, f"-{missing}")
+    assert load_settings().pipeline.workers == 2  # the defaults
+    missing.parent.mkdir()
+    missing.write_text("[pipeline]\nworkers = 5\n")
+    assert load_settings().pipeline.workers == 5  # present: read like any other
+
+
 def test_a_lease_for_a_stage_the_table_does_not_claim_is_refused() -> None:
     settings = PipelineSettings(leases={"uplaoded": timedelta(minutes=5), "done": timedelta(minutes=1)})
     with pytest.raises(ValueError, match=r"names no claimable stage: done, uplaoded"):

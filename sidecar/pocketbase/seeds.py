@@ -136,9 +136,11 @@ def _log_superuser(entry: dict[str, Any]) -> None:
             )
         else:
             why = "set in the panel" if entry["first"] else "changed in the panel since the settings' was applied"
+            # Worded so that no "password" is followed by ":" or "=": the log's redaction would take the next word.
             log.warning(
-                "superuser %s: its password is kept (%s), not [pocketbase] superuser_password: edit that in the "
-                "settings to apply it at the next start (till then `transcriber backup` needs --password)",
+                "superuser %s: its password is kept (%s) over [pocketbase] superuser_password, which has not "
+                "changed since: edit superuser_password in the settings to apply it at the next start (till then "
+                "`transcriber backup` needs --password)",
                 email,
                 why,
             )

@@ -210,7 +210,8 @@ def test_a_superuser_password_changed_in_the_panel_survives_a_restart(tmp_path: 
             assert changed.status_code == 200, changed.text
 
         kept = one(pb.start(settings_file()), f"superuser {OWNER}")
-        assert "password is kept" in kept and "edit that in the settings" in kept and FIRST not in kept
+        assert "password is kept" in kept and "edit superuser_password in the settings" in kept and FIRST not in kept
+        assert "[redacted]" not in kept
         assert pb.signs_in(panels) and not pb.signs_in(FIRST)
 
         lines = pb.start(settings_file(password=edited))

@@ -260,14 +260,14 @@ def _older_backups(settings: Settings, sender_id: str, email: str, *, keep_accou
     from sidecar.sender_backups import PruneError, holding, holds, prune_backup, s3_bucket
 
     data = settings.pocketbase.data_dir
-    try:
-        found = holding(data, sender_id, account=not keep_account)
-    except PruneError as exc:
-        typer.echo(f"error: the backups could not be read: {exc}", err=True)
-        raise typer.Exit(1) from None
+    found = holding(data, sender_id, account=not keep_account)
     failed = False
     for held in found:
         when = datetime.fromtimestamp(held.path.stat().st_mtime, UTC).strftime("%Y-%m-%d %H:%M UTC")
+        if held.unreadable:
+            typer.echo(f"error: backup {held.path.name} ({when}) could not be read: {held.unreadable}", err=True)
+            failed = True
+            continue
         if not prune:
             typer.echo(f"backup {held.path.name} ({when}) still holds {holds(held)} of {email}")
             continue

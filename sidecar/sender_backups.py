@@ -42,10 +42,11 @@ class Held:
     path: Path
     recordings: int
     account: bool
+    unreadable: str = ""  # why it could not be read (then nothing is known of what it holds)
 
     @property
     def anything(self) -> bool:
-        return self.recordings > 0 or self.account
+        return self.recordings > 0 or self.account or bool(self.unreadable)
 
 
 @dataclass(frozen=True)
@@ -94,8 +95,11 @@ def holding(data_dir: Path, sender_id: str, *, account: bool) -> list[Held]:
     """Each local backup that holds anything of the sender: recordings, or (``account``) the account."""
     found = []
     for path in local_backups(data_dir):
-        with _unpacked(path) as copy:
-            found.append(_held(path, copy / _DATABASE, sender_id, account=account))
+        try:
+            with _unpacked(path) as copy:
+                found.append(_held(path, copy / _DATABASE, sender_id, account=account))
+        except (PruneError, sqlite3.Error) as exc:
+            found.append(Held(path, 0, False, unreadable=str(exc)))
     return [h for h in found if h.anything]
 
 

@@ -23,6 +23,7 @@ from sidecar.service import default_steps
 from testkit.audio import speech_wav_bytes
 from testkit.pocketbase import PASSWORD, Caller, PocketBaseServer, free_port, signed_in
 from testkit.pocketbase import test_settings as settings_on
+from testkit.s3 import ACCESS_KEY_ID, REGION, SECRET_ACCESS_KEY, S3Server
 from tests.support.operator import CLI, clean_env
 from tests.support.sidecar import pool_running, running_sidecar
 from tests.support.waiting import eventually
@@ -213,7 +214,7 @@ def _restored_serves(data: Path, backup: str, into: Path, sender: Caller, erased
 
 @pytest.mark.anyio
 async def test_erase_names_the_backups_holding_the_sender_and_rewrites_them_without_her(
-    pb: PocketBaseServer, superuser: Caller, tmp_path: Path
+    pb: PocketBaseServer, superuser: Caller, tmp_path: Path, s3: S3Server
 ) -> None:
     ann, bob, cat = pb.new_sender(), pb.new_sender(), pb.new_sender()
     marks = {who.id: f"title-of-{who.id}-{uuid.uuid4().hex}" for who in (ann, bob, cat)}
@@ -275,3 +276,11 @@ async def test_erase_names_the_backups_holding_the_sender_and_rewrites_them_with
 
     listed = await anyio.to_thread.run_sync(_restored_serves, data, "before.zip", tmp_path / "restored", bob, ann)
     assert listed["totalItems"] == 1 and listed["items"][0]["title"] == marks[bob.id]
+
+    # Backups sent to S3 (set in the panel) are not read: the erase says so.
+    bucket = s3.new_bucket()
+    to_s3 = {"enabled": True, "bucket": bucket, "endpoint": s3.endpoint_url, "region": REGION}
+    to_s3 |= {"accessKey": ACCESS_KEY_ID, "secret": SECRET_ACCESS_KEY, "forcePathStyle": True}
+    assert superuser.http.patch("/api/settings", json={"backups": {"s3": to_s3}}).status_code == 200
+    said = await anyio.to_thread.run_sync(erase, bob)
+    assert f"backups in the S3 bucket {bucket} were not examined" in said

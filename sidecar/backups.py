@@ -22,6 +22,7 @@ from pathlib import Path, PurePosixPath
 import httpx
 
 from sidecar.pocketbase.lock import LOCK_FILE
+from sidecar.pocketbase.process import SERVICE_FILE
 
 BACKUPS_DIR = "backups"  # inside the data directory, where PocketBase keeps local backups
 
@@ -119,7 +120,8 @@ def restore(archive: Path, target: Path) -> int:
             target.chmod(0o700)
             written = 0
             for member in zf.infolist():
-                if member.is_dir() or member.filename == LOCK_FILE:
+                # A backup made before the service password was left out holds it: the restored copy makes a new one.
+                if member.is_dir() or member.filename in (LOCK_FILE, SERVICE_FILE):
                     continue
                 out = target / member.filename
                 out.parent.mkdir(parents=True, exist_ok=True, mode=0o700)

@@ -107,56 +107,134 @@ $app.rootCmd.addCommand(new Command({
   },
 }));
 
+// The owner's superuser account from [pocketbase] superuser_email and
+// superuser_password (password from TRANSCRIBER_ACCOUNT_PASSWORD), seeded as
+// lib/seeds.js says: created when missing, its password set only when the
+// file's changed since it was last applied, so a password the owner changed
+// in the panel stays. Run by hand (no fingerprint), it sets the password.
 $app.rootCmd.addCommand(new Command({
   use: "owner-upsert EMAIL",
-  short: "Create or update the owner's superuser account (password from TRANSCRIBER_ACCOUNT_PASSWORD)",
+  short: "Create the owner's superuser account, or set its password where the settings changed it (password from TRANSCRIBER_ACCOUNT_PASSWORD)",
   run: (cmd, args) => {
     const account = emailAndPassword("owner-upsert EMAIL", args);
     const email = account.email;
     const password = account.password;
-    upsertAccount("_superusers", email, password, () => {});
-    console.log("superuser ready: " + email);
+    const seeds = require(`${__hooks}/lib/seeds.js`);
+    const name = "superuser:" + email.toLowerCase();
+    const fingerprint = (seeds.given() || {})[name];
+    let rec = null;
+    try {
+      rec = $app.findAuthRecordByEmail("_superusers", email);
+    } catch (_) { /* none yet */ }
+    const apply = () => upsertAccount("_superusers", email, password, () => {});
+    if (!fingerprint) {
+      apply();
+      console.log("superuser ready: " + email);
+      return;
+    }
+    const done = seeds.settle($app, name, fingerprint, {
+      inSync: () => rec !== null && rec.validatePassword(password),
+      isDefault: () => rec === null,
+      apply: apply,
+    });
+    if (done.outcome === "apply") seeds.remember($app, name, fingerprint);
+    const report = { key: "superuser", email: email, outcome: done.outcome, first: done.first, exists: rec !== null };
+    console.log(JSON.stringify({ seeds: [report] }));
   },
 }));
 
-// The backup schedule and where backups go, from the sidecar's [backups]
-// settings (run at every start; the S3 secret arrives in
-// TRANSCRIBER_ACCOUNT_PASSWORD like the account passwords, never on a
-// command line). PocketBase's own cron then makes and prunes them.
+// The [backups] keys the settings name, seeded into PocketBase's backup
+// settings as lib/seeds.js says: `cron`, `keep`, and `s3` (the S3 keys as one:
+// a bucket, its endpoint and its keys only make sense together). The S3
+// secret arrives in TRANSCRIBER_ACCOUNT_PASSWORD like the account passwords,
+// never on a command line. PocketBase's own cron then makes and prunes them.
 $app.rootCmd.addCommand(new Command({
-  use: "backups-configure",
-  short: "Apply [backups] (cron, keep, S3) to PocketBase's backup settings",
+  use: "backups-seed",
+  short: "Apply the [backups] keys the settings name (cron, keep, S3) to PocketBase's backup settings, keeping the owner's changes",
   run: () => {
     const ours = require(`${__hooks}/lib/settings.js`);
+    const seeds = require(`${__hooks}/lib/seeds.js`);
+    const named = seeds.given() || {};
     const env = (k) => ours.get("backups", k);
     const settings = $app.settings();
-    settings.backups.cron = env("cron");
-    settings.backups.cronMaxKeep = env("keep");
+    const backups = settings.backups;
     const bucket = env("s3_bucket");
-    settings.backups.s3.enabled = bucket !== "";
-    settings.backups.s3.bucket = bucket;
-    settings.backups.s3.endpoint = env("s3_endpoint");
-    settings.backups.s3.region = env("s3_region");
-    settings.backups.s3.accessKey = env("s3_access_key");
-    settings.backups.s3.forcePathStyle = env("s3_force_path_style");
-    if (bucket !== "") settings.backups.s3.secret = ours.processValue("accountPassword");
-    try {
-      $app.save(settings);
-    } catch (err) {
-      console.error("the [backups] settings were refused: " + err);
-      $os.exit(2);
+    // S3 as one value; off is off, whatever else the fields hold.
+    const s3Of = (s) => s.enabled
+      ? JSON.stringify([s.bucket, s.endpoint, s.region, s.accessKey, s.secret, s.forcePathStyle])
+      : "off";
+    const fileS3 = {
+      enabled: bucket !== "",
+      bucket: bucket,
+      endpoint: env("s3_endpoint"),
+      region: env("s3_region"),
+      accessKey: env("s3_access_key"),
+      secret: bucket !== "" ? ours.processValue("accountPassword") : "",
+      forcePathStyle: env("s3_force_path_style"),
+    };
+    const showS3 = (s) => s.enabled ? "s3://" + s.bucket + " at " + s.endpoint : "no S3 (<data_dir>/backups)";
+    const keys = {
+      cron: {
+        inSync: () => backups.cron === env("cron"),
+        isDefault: () => backups.cron === "",
+        apply: () => { backups.cron = env("cron"); },
+        shown: () => backups.cron ? "'" + backups.cron + "'" : "no schedule",
+        file: () => env("cron") ? "'" + env("cron") + "'" : "no schedule",
+      },
+      keep: {
+        inSync: () => backups.cronMaxKeep === env("keep"),
+        isDefault: () => backups.cronMaxKeep === 3,  // PocketBase's own default
+        apply: () => { backups.cronMaxKeep = env("keep"); },
+        shown: () => String(backups.cronMaxKeep),
+        file: () => String(env("keep")),
+      },
+      s3: {
+        inSync: () => s3Of(backups.s3) === s3Of(fileS3),
+        isDefault: () => !backups.s3.enabled,
+        apply: () => {
+          for (const field of ["enabled", "bucket", "endpoint", "region", "accessKey", "secret", "forcePathStyle"]) {
+            backups.s3[field] = fileS3[field];
+          }
+        },
+        shown: () => showS3(backups.s3),
+        file: () => showS3(fileS3),
+      },
+    };
+    const report = [];
+    for (const name of ["cron", "keep", "s3"]) {
+      if (!(name in named)) continue;  // not in the settings: the owner's alone
+      const key = keys[name];
+      const before = key.shown();
+      const done = seeds.settle($app, "backups." + name, named[name], key);
+      report.push({ key: name, outcome: done.outcome, first: done.first, panel: before, file: key.file() });
     }
-    console.log("backups: " + (settings.backups.cron ? "every '" + settings.backups.cron + "', keeping " + settings.backups.cronMaxKeep : "no schedule") + (bucket ? ", to s3://" + bucket : ", to <data_dir>/backups"));
+    if (report.some((r) => r.outcome === "apply")) {
+      try {
+        $app.save(settings);
+      } catch (err) {
+        console.error("the [backups] settings were refused: " + err);
+        $os.exit(2);
+      }
+      for (const r of report) {
+        if (r.outcome === "apply") seeds.remember($app, "backups." + r.key, named[r.key]);
+      }
+    }
+    console.log(JSON.stringify({ seeds: report }));
   },
 }));
 
 // Erases one sender's data on request: every recording of theirs with its
 // files (originals, normalized pieces, raw results), transcripts, journal and
-// attempts, insights, their topics, and (unless --keep-account) the account; then one
+// attempts, insights, their topics, and (unless --keep-account) the account
+// with its avatar and PocketBase's own rows about its sign-ins; then one
 // audit row. Recordings are otherwise never deleted (ST5): this command is the
-// one way, run by the owner on the host (`transcriber sender erase`, which
+// one way, run by the owner on the host (`transcriber user erase`, which
 // removes the provider-side copies first and asks for confirmation). Raw SQL
-// in one transaction: the model hooks refuse deletes on purpose.
+// in one transaction: the model hooks refuse deletes on purpose. With SQLite's
+// secure_delete the freed pages are zeroed, so the erased rows are not left
+// in the database file for a later backup to carry. It also runs on the
+// unpacked copy of an older backup (`--prune-backups`), whose schema may
+// predate some of these tables: a table it lacks holds nothing to erase.
 $app.rootCmd.addCommand(new Command({
   use: "sender-erase EMAIL BY [--keep-account]",
   short: "Erase one sender's recordings, files, transcripts and journal (and account), with an audit row",
@@ -174,6 +252,11 @@ $app.rootCmd.addCommand(new Command({
       console.error("no sender with email " + email);
       $os.exit(1);
     }
+    // Looked up before the transaction: inside it, only `tx` may touch the database.
+    const present = {};
+    for (const table of ["record_events", "texts", "insights", "record_status", "topics", "erasures",
+      "_authOrigins", "_externalAuths", "_mfas", "_otps"]) present[table] = $app.hasTable(table);
+    const has = (table) => present[table] !== false;
     const ids = arrayOf(new DynamicModel({ id: "" }));
     $app.db().newQuery("SELECT id FROM audio_records WHERE owner = {:owner}").bind({ owner: user.id }).all(ids);
     const recordIds = ids.map((r) => r.id);
@@ -199,17 +282,30 @@ $app.rootCmd.addCommand(new Command({
           }
         }
       }
+      if (!keepAccount) dirs.push(user.collection().id + "/" + user.id);  // an avatar the owner set
       $app.runInTransaction((tx) => {
+        tx.db().newQuery("PRAGMA secure_delete = ON").execute();
+        const byRecord = ["record_events", "texts", "files", "recognition_attempts", "insights"].filter(has);
         for (const rid of recordIds) {
-          for (const table of ["record_events", "texts", "files", "recognition_attempts", "insights"]) {
+          for (const table of byRecord) {
             tx.db().newQuery("DELETE FROM " + table + " WHERE record = {:r}").bind({ r: rid }).execute();
           }
-          tx.db().newQuery("DELETE FROM record_status WHERE id = {:r}").bind({ r: rid }).execute();
+          if (has("record_status")) tx.db().newQuery("DELETE FROM record_status WHERE id = {:r}").bind({ r: rid }).execute();
           tx.db().newQuery("DELETE FROM audio_records WHERE id = {:r}").bind({ r: rid }).execute();
         }
-        tx.db().newQuery("DELETE FROM record_status WHERE owner = {:o}").bind({ o: user.id }).execute();
-        tx.db().newQuery("DELETE FROM topics WHERE owner = {:o}").bind({ o: user.id }).execute();
-        if (!keepAccount) tx.db().newQuery("DELETE FROM users WHERE id = {:o}").bind({ o: user.id }).execute();
+        for (const table of ["record_status", "topics"].filter(has)) {
+          tx.db().newQuery("DELETE FROM " + table + " WHERE owner = {:o}").bind({ o: user.id }).execute();
+        }
+        if (!keepAccount) {
+          // PocketBase's rows about the account (sign-in origins, one-time passwords, MFA, OAuth2 links),
+          // which its own delete would remove with the record.
+          for (const table of ["_authOrigins", "_externalAuths", "_mfas", "_otps"].filter(has)) {
+            tx.db().newQuery("DELETE FROM " + table + " WHERE collectionRef = {:c} AND recordRef = {:o}")
+              .bind({ c: user.collection().id, o: user.id }).execute();
+          }
+          tx.db().newQuery("DELETE FROM users WHERE id = {:o}").bind({ o: user.id }).execute();
+        }
+        if (!has("erasures")) return;
         const audit = new Record(tx.findCollectionByNameOrId("erasures"));
         audit.set("sender_id", user.id);
         audit.set("email_sha256", $security.sha256(email.toLowerCase()));

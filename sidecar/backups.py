@@ -3,9 +3,11 @@
 A backup is made by the running server (``POST /api/backups`` as the owner):
 PocketBase zips its data directory — both databases and every stored file —
 inside a write transaction, so the copy is consistent while workers keep
-writing. Scheduled backups are PocketBase's cron (``[backups]``, applied at
-every start). Restoring unpacks a backup into a fresh data directory, which a
-server is then started on; records there carry on where they stood (an
+writing. The service account's password is left out (``pb_hooks/backups.pb.js``):
+the first start on a restored copy makes a new one. Scheduled backups are
+PocketBase's cron (set in the panel, or seeded from ``[backups]``:
+``pocketbase.seeds``). Restoring unpacks a backup into a fresh data directory,
+which a server is then started on; records there carry on where they stood (an
 in-flight one is claimed again when its lease has run out, and an operation
 already paid for is polled, not started again).
 """
@@ -20,6 +22,7 @@ from pathlib import Path, PurePosixPath
 import httpx
 
 from sidecar.pocketbase.lock import LOCK_FILE
+from sidecar.pocketbase.process import SERVICE_FILE
 
 BACKUPS_DIR = "backups"  # inside the data directory, where PocketBase keeps local backups
 
@@ -117,7 +120,8 @@ def restore(archive: Path, target: Path) -> int:
             target.chmod(0o700)
             written = 0
             for member in zf.infolist():
-                if member.is_dir() or member.filename == LOCK_FILE:
+                # A backup made before the service password was left out holds it: the restored copy makes a new one.
+                if member.is_dir() or member.filename in (LOCK_FILE, SERVICE_FILE):
                     continue
                 out = target / member.filename
                 out.parent.mkdir(parents=True, exist_ok=True, mode=0o700)

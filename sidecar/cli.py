@@ -203,11 +203,21 @@ def user_erase(
     email: str,
     yes: Annotated[bool, typer.Option("--yes", help="Do not ask for confirmation.")] = False,
     keep_account: Annotated[bool, typer.Option("--keep-account", help="Erase the data but keep the account.")] = False,
+    prune_backups: Annotated[
+        bool,
+        typer.Option(
+            "--prune-backups",
+            help="Also rewrite each local backup that holds this sender's data without it (same name, one rename).",
+        ),
+    ] = False,
     config: ConfigOpt = None,
     data_dir: DataDirOpt = None,
 ) -> None:
     """Erase one sender's data for good (recordings, files, provider-side copies, transcripts, journal,
-    and the account unless --keep-account); an audit row records that it happened."""
+    and the account unless --keep-account); an audit row records that it happened. Then says which
+    older backups still hold their data (--prune-backups rewrites those). A sender erased earlier is
+    found by the audit, for their backups."""
+    from sidecar.sender_backups import erased_sender
     from sidecar.sender_data import SenderDataError, erase_rows, read, remove_provider_copies
     from sidecar.service import make_provider
 
@@ -215,14 +225,17 @@ def user_erase(
     try:
         held = read(settings.pocketbase.data_dir, email)
     except SenderDataError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from None
+        earlier = erased_sender(settings.pocketbase.data_dir, email)
+        if earlier is None:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(1) from None
+        typer.echo(f"{email} was erased earlier (account id {earlier}); looking at the backups")
+        _confirm(yes, f"This rewrites the backups that hold data of {email}", email, asked=prune_backups)
+        _older_backups(settings, earlier, email, keep_account=keep_account, prune=prune_backups)
+        return
     what = f"{len(held.records)} recording(s), {len(held.files)} file row(s) and the journal of {held.email}"
-    if not yes:
-        typer.echo(f"This erases {what}{'' if keep_account else ', and the account'}, for good.")
-        if typer.prompt("Type the address to confirm").strip().lower() != held.email.lower():
-            typer.echo("not confirmed: nothing erased", err=True)
-            raise typer.Exit(1)
+    also = ", and the local backups that hold it" if prune_backups else ""
+    _confirm(yes, f"This erases {what}{'' if keep_account else ', and the account'}{also}, for good", held.email)
 
     async def cleanup(provider: str, operation_id: str, audio_uri: str) -> None:
         p = make_provider(settings, provider)
@@ -247,6 +260,61 @@ def user_erase(
         f" and {removed} provider-side cop{'y' if removed == 1 else 'ies'} of {held.email}"
         + ("" if keep_account else "; the account is gone")
     )
+    _older_backups(settings, held.sender_id, held.email, keep_account=keep_account, prune=prune_backups)
+
+
+def _confirm(yes: bool, what: str, email: str, *, asked: bool = True) -> None:
+    if yes or not asked:
+        return
+    typer.echo(f"{what}.")
+    if typer.prompt("Type the address to confirm").strip().lower() != email.lower():
+        typer.echo("not confirmed: nothing erased", err=True)
+        raise typer.Exit(1)
+
+
+def _older_backups(settings: Settings, sender_id: str, email: str, *, keep_account: bool, prune: bool) -> None:
+    """What the local backups still hold of the sender, each named; rewritten without it when ``prune``."""
+    import getpass
+    from datetime import UTC, datetime
+
+    from sidecar.sender_backups import PruneError, holding, holds, prune_backup, s3_bucket
+
+    data = settings.pocketbase.data_dir
+    found = holding(data, sender_id, account=not keep_account)
+    failed = False
+    for held in found:
+        when = datetime.fromtimestamp(held.path.stat().st_mtime, UTC).strftime("%Y-%m-%d %H:%M UTC")
+        if held.unreadable:
+            typer.echo(f"error: backup {held.path.name} ({when}) could not be read: {held.unreadable}", err=True)
+            failed = True
+            continue
+        if not prune:
+            typer.echo(f"backup {held.path.name} ({when}) still holds {holds(held)} of {email}")
+            continue
+        try:
+            done = prune_backup(
+                settings, held, sender_id, keep_account=keep_account, by=f"{getpass.getuser()} ({held.path.name})"
+            )
+        except PruneError as exc:
+            typer.echo(f"error: backup {exc}; it is left as it was", err=True)
+            failed = True
+            continue
+        typer.echo(
+            f"backup {held.path.name} ({when}) rewritten without {holds(held)} of {email}"
+            f" ({done.files} stored file(s)): {done.before:,} → {done.after:,} bytes"
+        )
+    if not found:
+        typer.echo(f"no local backup (in {data / 'backups'}) holds anything of {email}")
+    elif not prune:
+        typer.echo("to rewrite them without this sender (each keeps its name): the same command with --prune-backups")
+    bucket = s3_bucket(data)
+    if bucket:
+        typer.echo(
+            f"backups in the S3 bucket {bucket} were not examined: those made before this erase still hold"
+            f" {email}'s data until they are removed there"
+        )
+    if failed:
+        raise typer.Exit(1)
 
 
 OwnerEmailOpt = Annotated[

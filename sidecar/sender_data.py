@@ -58,19 +58,30 @@ class Holdings:
 
 def read(data_dir: Path, email: str) -> Holdings:
     """Everything of the sender ``email``, read in one transaction."""
+    return _read(data_dir, "lower(email) = lower(?)", email, f"no sender with email {email}")
+
+
+def read_sender(data_dir: Path, sender_id: str) -> Holdings:
+    """Everything of the sender whose account id is ``sender_id`` (in an older backup, say)."""
+    return _read(data_dir, "id = ?", sender_id, f"no sender {sender_id}")
+
+
+def _read(data_dir: Path, which: str, key: str, missing: str) -> Holdings:
     path = data_dir / "data.db"
     if not path.is_file():
         raise SenderDataError(f"no database in {data_dir}")
     with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)) as db:
         db.row_factory = sqlite3.Row
         db.execute("BEGIN")
+        # An older backup's schema may lack a later table: it holds nothing of anyone there.
+        tables = {str(r[0]) for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
 
-        def rows(sql: str, *args: object) -> list[dict[str, Any]]:
-            return [dict(r) for r in db.execute(sql, args)]
+        def rows(sql: str, *args: object, table: str = "") -> list[dict[str, Any]]:
+            return [dict(r) for r in db.execute(sql, args)] if not table or table in tables else []
 
-        users = rows("SELECT id, email FROM users WHERE lower(email) = lower(?)", email)
+        users = rows(f"SELECT id, email FROM users WHERE {which}", key)  # noqa: S608 (fixed conditions)
         if not users:
-            raise SenderDataError(f"no sender with email {email}")
+            raise SenderDataError(missing)
         uid = str(users[0]["id"])
         records = rows("SELECT * FROM audio_records WHERE owner = ? ORDER BY created, id", uid)
         of = "SELECT * FROM {} WHERE record IN (SELECT id FROM audio_records WHERE owner = ?) ORDER BY created, id"
@@ -82,8 +93,8 @@ def read(data_dir: Path, email: str) -> Holdings:
             rows(of.format("texts"), uid),
             rows(of.format("recognition_attempts"), uid),
             rows(of.format("record_events"), uid),
-            rows("SELECT * FROM topics WHERE owner = ?", uid),
-            rows(of.format("insights"), uid),
+            rows("SELECT * FROM topics WHERE owner = ?", uid, table="topics"),
+            rows(of.format("insights"), uid, table="insights"),
             collection_ids={str(r["name"]): str(r["id"]) for r in rows("SELECT id, name FROM _collections")},
         )
         db.execute("COMMIT")
@@ -138,9 +149,12 @@ async def remove_provider_copies(
     return removed, failed
 
 
-def erase_rows(settings: Settings, email: str, *, keep_account: bool, provider_copies: int) -> dict[str, Any]:
-    """Runs PocketBase's ``sender-erase``: the rows and files, and the audit row. Returns its summary."""
-    args = ["sender-erase", "--", email, getpass.getuser()]
+def erase_rows(
+    settings: Settings, email: str, *, keep_account: bool, provider_copies: int, by: str | None = None
+) -> dict[str, Any]:
+    """Runs PocketBase's ``sender-erase``: the rows and files, and the audit row (``by``: who, the host
+    user by default). Returns its summary."""
+    args = ["sender-erase", "--", email, by or getpass.getuser()]
     if keep_account:
         args.append("--keep-account")
     output = process.run_command(settings, *args, extra_env={"TRANSCRIBER_ERASE_PROVIDER_COPIES": str(provider_copies)})

@@ -149,11 +149,16 @@ class MetricsSettings(Section):
 
 
 class BackupSettings(Section):
-    """PocketBase's own scheduled backups of the data directory (records, files, settings)."""
+    """PocketBase's own scheduled backups of the data directory (records, files, settings).
+
+    These seed PocketBase's backup settings, which the owner also changes in the panel: only the
+    keys given here are applied, each when it changed since it was last applied (``pocketbase.seeds``).
+    The defaults are PocketBase's own.
+    """
 
     # A cron expression (UTC), e.g. "30 3 * * *" for 03:30 every day; "" turns the schedule off.
     cron: str = ""
-    keep: int = Field(default=7, ge=1)  # scheduled backups kept; older ones are removed
+    keep: int = Field(default=3, ge=1)  # scheduled backups kept; older ones are removed
     # Off-box storage (any S3-compatible service); unset: <data_dir>/backups.
     s3_bucket: OptionalText = None
     s3_endpoint: str = ""

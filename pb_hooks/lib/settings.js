@@ -25,7 +25,7 @@ const DECLARED = {
   },
   "backups": {
     "cron": ["text", ""],
-    "keep": ["int", 7],
+    "keep": ["int", 3],
     "s3_bucket": ["text", ""],
     "s3_endpoint": ["text", ""],
     "s3_region": ["text", ""],
@@ -49,6 +49,7 @@ const PROCESS = {
   version: "TRANSCRIBER_VERSION",  // the sidecar's version (GET /api/transcriber/version)
   accountPassword: "TRANSCRIBER_ACCOUNT_PASSWORD",  // H5: an account command's password, never on its command line
   eraseProviderCopies: "TRANSCRIBER_ERASE_PROVIDER_COPIES",  // sender-erase: provider copies removed first
+  seedFingerprints: "TRANSCRIBER_SEED_FINGERPRINTS",  // backups-seed, owner-upsert: the keys the settings name (lib/seeds.js)
 };
 
 const UNITS = { ms: 0.001, s: 1, m: 60, min: 60, h: 3600, d: 86400 };

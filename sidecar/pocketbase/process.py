@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+import logging
 import os
 import secrets
 import shutil
@@ -25,9 +26,12 @@ from typing import Any
 
 import httpx
 
+from sidecar.pocketbase import seeds
 from sidecar.settings import Settings
 
 SERVICE_FILE = "service-account.json"
+
+log = logging.getLogger("transcriber")
 
 
 def binary() -> Path:
@@ -122,6 +126,8 @@ def service_account(settings: Settings, *, create: bool) -> ServiceAccount:
             f"(TRANSCRIBER_POCKETBASE__SERVICE_EMAIL/..._PASSWORD) or run `transcriber serve` once to create {path}"
         )
     account = ServiceAccount("sidecar@transcriber.local", secrets.token_urlsafe(24))
+    # A new data directory, or a restored backup: backups never hold this file (pb_hooks/lib/private.js).
+    log.info("service account: new credentials made in %s", path)
     pb.data_dir.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as fh:
@@ -210,18 +216,26 @@ def _run(settings: Settings, *args: str, password: str | None = None, extra_env:
 
 
 def prepare(settings: Settings) -> ServiceAccount:
-    """Applies migrations, sets the backup schedule and ensures the service user (and superuser, if
-    configured). Idempotent. Refuses hooks or migrations of another release first."""
+    """Applies migrations, seeds the backup settings the settings name, ensures the service user (and the
+    superuser, if configured). Idempotent; what the owner changed in the panel stays (``seeds``). Refuses
+    hooks or migrations of another release first."""
     check_release(settings)
     private_dir(settings.pocketbase.data_dir)
     _run(settings, "migrate", "up")
     b = settings.backups
-    _run(settings, "backups-configure", password=b.s3_secret.get_secret_value() if b.s3_secret else "")
+    named = seeds.backup_fingerprints(b)
+    if named:
+        secret = b.s3_secret.get_secret_value() if b.s3_secret else ""
+        output = _run(settings, "backups-seed", password=secret, extra_env={seeds.SEEDS_ENV: json.dumps(named)})
+        seeds.log_report(output)
     account = service_account(settings, create=True)
     _run(settings, "service-upsert", "--", account.email, password=account.password)
     pb = settings.pocketbase
     if pb.superuser_email and pb.superuser_password:
-        _run(settings, "owner-upsert", "--", pb.superuser_email, password=pb.superuser_password.get_secret_value())
+        password = pb.superuser_password.get_secret_value()
+        seed = {seeds.SEEDS_ENV: json.dumps(seeds.superuser_fingerprint(pb.superuser_email, password))}
+        output = _run(settings, "owner-upsert", "--", pb.superuser_email, password=password, extra_env=seed)
+        seeds.log_report(output)
     return account
 
 

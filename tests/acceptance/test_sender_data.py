@@ -6,19 +6,24 @@ from __future__ import annotations
 import json
 import sqlite3
 import subprocess
+import uuid
 import zipfile
 from contextlib import closing
 from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 import pytest
 
+from sidecar.pocketbase import process
 from sidecar.providers.instant import InstantProvider
 from sidecar.sender_data import Holdings, remove_provider_copies
 from sidecar.service import default_steps
 from testkit.audio import SAMPLE, reencode, speech_wav_bytes
-from testkit.pocketbase import PASSWORD, Caller, PocketBaseServer
+from testkit.pocketbase import PASSWORD, Caller, PocketBaseServer, free_port, signed_in
+from testkit.pocketbase import test_settings as settings_on
+from testkit.s3 import ACCESS_KEY_ID, REGION, SECRET_ACCESS_KEY, S3Server
 from tests.support.operator import CLI, clean_env
 from tests.support.sidecar import pool_running, running_sidecar
 from tests.support.waiting import eventually
@@ -158,3 +163,131 @@ async def test_erase_removes_provider_copies_first_and_stops_when_one_cannot_be(
 
     removed, failed = await remove_provider_copies(held, refusing)
     assert removed == 0 and len(failed) == 1 and "a1" in failed[0]
+
+
+def _unpacked_db(archive: Path, into: Path) -> Path:
+    """A data directory holding only the backup's database, to be read."""
+    into.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(archive) as zf:
+        (into / "data.db").write_bytes(zf.read("data.db"))
+    return into
+
+
+def _members(archive: Path) -> dict[str, bytes]:
+    with zipfile.ZipFile(archive) as zf:
+        return {name: zf.read(name) for name in zf.namelist()}
+
+
+def _stored_by(data: Path, owner: str, members: dict[str, bytes]) -> dict[str, bytes]:
+    """The backup's stored files (and their .attrs) of the sender's rows, as the live database names them."""
+    with closing(sqlite3.connect(f"file:{data / 'data.db'}?mode=ro", uri=True)) as db:
+        rows = set()
+        for table in ("files", "recognition_attempts"):
+            sql = f"SELECT id FROM {table} WHERE record IN (SELECT id FROM audio_records WHERE owner = ?)"  # noqa: S608
+            rows |= {str(r[0]) for r in db.execute(sql, (owner,))}
+    return {n: b for n, b in members.items() if n.startswith("storage/") and n.split("/")[2] in rows}
+
+
+def _restored_serves(data: Path, backup: str, into: Path, sender: Caller, erased: Caller) -> dict[str, Any]:
+    """Restores ``backup`` as the README says and starts PocketBase on it; ``sender``'s list of recordings there."""
+    done = subprocess.run(
+        [*CLI, "backup", "restore", backup, "--into", str(into), "--data-dir", str(data)],
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    settings = settings_on(into, free_port())
+    process.prepare(settings)
+    server = process.start(settings, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        process.wait_healthy(settings.pocketbase.url, server)
+        refused = httpx.post(
+            f"{settings.pocketbase.url}/api/collections/users/auth-with-password",
+            json={"identity": erased.email, "password": PASSWORD},
+            timeout=30,
+        )
+        assert refused.status_code == 400
+        again = signed_in(settings.pocketbase.url, "sender", "users", sender.email)
+        with again.http:
+            listed: dict[str, Any] = again.http.get("/api/transcriber/records").json()
+        return listed
+    finally:
+        server.terminate()
+        server.wait(30)
+
+
+@pytest.mark.anyio
+async def test_erase_names_the_backups_holding_the_sender_and_rewrites_them_without_her(
+    pb: PocketBaseServer, superuser: Caller, tmp_path: Path, s3: S3Server
+) -> None:
+    ann, bob, cat = pb.new_sender(), pb.new_sender(), pb.new_sender()
+    marks = {who.id: f"title-of-{who.id}-{uuid.uuid4().hex}" for who in (ann, bob, cat)}
+    plan = [ann, ann, bob, cat]
+    ids = [who.upload(speech_wav_bytes(1.0), title=marks[who.id]) for who in plan]
+    async with running_sidecar(pb, default_steps(), provider=InstantProvider(), workers=2) as pool:
+        async with pool_running(pool):
+            await eventually(lambda: all(superuser.record(i)["state"] == "done" for i in ids), within=120)
+    ann.upload(speech_wav_bytes(1.0), title=marks[ann.id])  # and one still waiting
+    data = pb.settings.pocketbase.data_dir
+    assert superuser.http.post("/api/backups", json={"name": "before.zip"}).status_code == 204
+    archive = data / "backups" / "before.zip"
+    bob_rows = _counts(data, bob.id)
+    bob_files = _stored_by(data, bob.id, _members(archive))
+    assert bob_files and _stored_by(data, ann.id, _members(archive)) and _stored_by(data, cat.id, _members(archive))
+    untouched = archive.read_bytes()
+
+    def erase(who: Caller, *flags: str) -> str:
+        done = _cli(pb, "erase", who.email, "--yes", *flags)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    # Erased without --prune-backups: the backup is named with what it holds of her, and left as it was.
+    said = await anyio.to_thread.run_sync(erase, ann)
+    assert "backup before.zip (" in said and f"still holds 3 recording(s) and the account of {ann.email}" in said
+    assert "--prune-backups" in said and "S3" not in said
+    assert archive.read_bytes() == untouched
+    # Nothing of her is left in the database's file either: its freed pages were zeroed (secure_delete).
+    with closing(sqlite3.connect(data / "data.db", timeout=30)) as db:
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    assert not any(marks[ann.id].encode() in p.read_bytes() for p in data.glob("data.db*"))
+    # A backup made after the erase holds nothing of her.
+    assert superuser.http.post("/api/backups", json={"name": "after.zip"}).status_code == 204
+    assert marks[ann.id].encode() not in _members(data / "backups" / "after.zip")["data.db"]
+
+    # Erased with --prune-backups: each backup holding her is rewritten at once, under its name.
+    said = await anyio.to_thread.run_sync(erase, cat, "--prune-backups")
+    for name in ("before.zip", "after.zip"):
+        assert f"backup {name} (" in said
+    assert said.count(f"rewritten without 1 recording(s) and the account of {cat.email}") == 2
+    # Erased earlier: found by the audit, and the backup that still held her rewritten now.
+    said = await anyio.to_thread.run_sync(erase, ann, "--prune-backups")
+    assert "erased earlier" in said and "backup before.zip (" in said and "after.zip" not in said
+    assert "rewritten without 3 recording(s) and the account" in said and " → " in said
+
+    members = _members(archive)
+    copy = _unpacked_db(archive, tmp_path / "copy")
+    for gone in (ann, cat):
+        assert _counts(copy, gone.id) == dict.fromkeys(TABLES, 0)
+        for name, body in members.items():  # the request log (auxiliary.db) names no title and no address
+            assert marks[gone.id].encode() not in body and gone.email.encode() not in body, name
+    with closing(sqlite3.connect(copy / "data.db")) as db:
+        users = {r[0] for r in db.execute("SELECT id FROM users")}
+        audits = db.execute("SELECT COUNT(*) FROM erasures").fetchone()[0]
+    assert bob.id in users and not {ann.id, cat.id} & users
+    assert audits == 2  # each rewrite leaves its audit row in the backup
+    assert _counts(copy, bob.id) == bob_rows and marks[bob.id].encode() in members["data.db"]
+    assert {n: b for n, b in members.items() if n.startswith("storage/")} == bob_files  # hers gone, his intact
+
+    listed = await anyio.to_thread.run_sync(_restored_serves, data, "before.zip", tmp_path / "restored", bob, ann)
+    assert listed["totalItems"] == 1 and listed["items"][0]["title"] == marks[bob.id]
+
+    # Backups sent to S3 (set in the panel) are not read: the erase says so.
+    bucket = s3.new_bucket()
+    to_s3 = {"enabled": True, "bucket": bucket, "endpoint": s3.endpoint_url, "region": REGION}
+    to_s3 |= {"accessKey": ACCESS_KEY_ID, "secret": SECRET_ACCESS_KEY, "forcePathStyle": True}
+    assert superuser.http.patch("/api/settings", json={"backups": {"s3": to_s3}}).status_code == 200
+    said = await anyio.to_thread.run_sync(erase, bob)
+    assert f"backups in the S3 bucket {bucket} were not examined" in said

@@ -4,15 +4,20 @@ nothing finished is recognized again."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import subprocess
 import time
+import zipfile
 from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
+from testkit.audio import speech_wav_bytes
+from testkit.pocketbase import PASSWORD, signed_in
 from tests.support.operator import CLI, OWNER, db_row, meeting, served
 from tests.support.waiting import eventually_sync
 
@@ -113,3 +118,67 @@ def test_a_live_backup_restores_into_a_fresh_directory(tmp_path: Path, figures: 
         f"a live backup (records done, halted, in flight, queued) restored into a fresh directory: the in-flight"
         f" and the queued recordings done {took:.0f} s after the restored server started"
     )
+
+
+def _service_password(data: Path) -> str:
+    return str(json.loads((data / "service-account.json").read_text())["password"])
+
+
+def test_a_backup_holds_no_service_password_and_its_restored_copy_makes_a_new_one(tmp_path: Path) -> None:
+    quick = {"TRANSCRIBER_PIPELINE__WORKERS": "1", "TRANSCRIBER_PROVIDER__NAME": "instant"}
+    first = tmp_path / "first"
+    first.mkdir()
+    with served(first, **quick) as s:
+        s.start()
+        s.wait_ready()
+        s.wait_done(s.upload(meeting(tmp_path, rounds=1)), within=120)
+        old = _service_password(s.data)
+        made = subprocess.run(
+            [*CLI, "backup", "create", "--name", "nightly.zip"],
+            env={**s.env, "TRANSCRIBER_POCKETBASE__URL": s.url},
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        assert made.returncode == 0, made.stderr
+        s.close()
+
+    archive = s.data / "backups" / "nightly.zip"
+    with zipfile.ZipFile(archive) as zf:
+        names = zf.namelist()
+        assert "data.db" in names and "service-account.json" not in names
+        for name in names:  # neither the service's password nor the owner's, in any form that holds its bytes
+            body = zf.read(name)
+            assert old.encode() not in body and PASSWORD.encode() not in body, name
+
+    second = tmp_path / "second"
+    second.mkdir()
+    restored = subprocess.run(
+        [*CLI, "backup", "restore", "nightly.zip", "--into", str(second / "pb_data"), "--data-dir", str(s.data)],
+        env=s.env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert restored.returncode == 0, restored.stderr
+    assert not (second / "pb_data" / "service-account.json").exists()
+    with served(second, **quick) as r:
+        r.start()
+        r.wait_ready()  # the workers signed in
+        new = _service_password(r.data)
+        assert new != old
+        assert "service account: new credentials made" in r.log.read_text()
+        ann = signed_in(r.url, "sender", "users", "ann@example.com")  # the sender, from the backup
+        try:
+            rid = ann.upload(speech_wav_bytes(1.0))
+            r.wait_done(rid, within=120)
+        finally:
+            ann.http.close()
+        refused = httpx.post(
+            f"{r.url}/api/collections/services/auth-with-password",
+            json={"identity": "sidecar@transcriber.local", "password": old},
+            timeout=30,
+        )
+        assert refused.status_code == 400  # the old host's password opens nothing here

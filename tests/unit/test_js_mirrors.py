@@ -13,7 +13,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from sidecar.pipeline.stages import INSIGHTS, STAGES
-from sidecar.pocketbase import process
+from sidecar.pocketbase import process, seeds
+from sidecar.pocketbase.lock import LOCK_FILE
 from sidecar.settings import Settings
 from tests.support.operator import ROOT
 
@@ -115,6 +116,7 @@ def test_pocketbase_gets_every_setting_the_hooks_read_and_nothing_else(tmp_path:
         "TRANSCRIBER_POCKETBASE__PUBLIC_DIR",
         "TRANSCRIBER_ACCOUNT_PASSWORD",
         "TRANSCRIBER_ERASE_PROVIDER_COPIES",
+        "TRANSCRIBER_SEED_FINGERPRINTS",
     }
     assert given <= read, given - read
     assert read - given <= optional, read - given - optional
@@ -127,3 +129,15 @@ def test_only_settings_js_reads_the_environment() -> None:
         if p.name != "settings.js" and "$os.getenv" in p.read_text()
     ]
     assert readers == []
+
+
+def test_the_files_backups_leave_out_are_the_sidecars_secret_and_lock() -> None:
+    text = (HOOKS / "lib" / "private.js").read_text()
+    m = re.search(r"^const PRIVATE = (\[[^\]]*\]);", text, re.M)
+    assert m, "private.js: no PRIVATE"
+    assert json.loads(m.group(1)) == [process.SERVICE_FILE, LOCK_FILE]
+
+
+def test_the_seeds_variable_is_the_one_the_hooks_read() -> None:
+    text = (HOOKS / "lib" / "settings.js").read_text()
+    assert f'seedFingerprints: "{seeds.SEEDS_ENV}"' in text

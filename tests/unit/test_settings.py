@@ -6,10 +6,12 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from pydantic import SecretStr
 
 from sidecar.pipeline.stages import StageTable
+from sidecar.pocketbase.seeds import backup_fingerprints, superuser_fingerprint
 from sidecar.service import default_steps
-from sidecar.settings import CONFIG_ENV, PipelineSettings, SettingsError, load_settings
+from sidecar.settings import CONFIG_ENV, BackupSettings, PipelineSettings, SettingsError, load_settings
 
 
 def test_the_file_is_read_and_the_environment_wins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -100,3 +102,28 @@ def test_the_sender_commands_own_environment_is_not_a_setting(tmp_path: Path, mo
     for name in ("TRANSCRIBER_SERVER", "TRANSCRIBER_EMAIL", "TRANSCRIBER_PASSWORD"):
         monkeypatch.setenv(name, "x")
     assert load_settings(cfg).pipeline.workers == 2
+
+
+def test_only_the_backup_keys_the_file_or_the_environment_name_seed_pocketbase(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cfg = tmp_path / "transcriber.toml"
+    cfg.write_text('[backups]\ncron = ""\n[pipeline]\nworkers = 1\n')
+    monkeypatch.setenv(CONFIG_ENV, str(cfg))
+    assert backup_fingerprints(load_settings(cfg).backups) == {"cron": '=""'}  # "" named is a value: no schedule
+    monkeypatch.setenv("TRANSCRIBER_BACKUPS__S3_FORCE_PATH_STYLE", "true")
+    assert set(backup_fingerprints(load_settings(cfg).backups)) == {"cron", "s3"}  # one S3 key names them all
+    cfg.write_text("[pipeline]\nworkers = 1\n")
+    monkeypatch.delenv("TRANSCRIBER_BACKUPS__S3_FORCE_PATH_STYLE")
+    assert backup_fingerprints(load_settings(cfg).backups) == {}
+
+
+def test_a_fingerprint_holds_no_secret_and_changes_with_it() -> None:
+    def s3(secret: str) -> BackupSettings:
+        return BackupSettings(s3_bucket="b", s3_endpoint="http://s3", s3_access_key="AK", s3_secret=SecretStr(secret))
+
+    one, two = (backup_fingerprints(s3(secret))["s3"] for secret in ("secret-one-1234", "secret-two-1234"))
+    assert one != two and one.startswith("scrypt:") and "secret-one" not in one
+    owner = superuser_fingerprint("Owner@Example.com", "pass-word-1234")
+    assert list(owner) == ["superuser:owner@example.com"] and "pass-word" not in owner["superuser:owner@example.com"]
+    assert owner == superuser_fingerprint("Owner@Example.com", "pass-word-1234")  # a restart compares equal

@@ -1,4 +1,7 @@
-"""Redaction (H1): no run of 8 characters of a key survives, in any form a server echoes it in."""
+"""Redaction (H1): no run of 8 characters of a secret survives, in any form a server echoes it in.
+
+The property over random secrets and shapes is in ``test_redaction_shapes.py``; here, the probe's
+cases, what is left alone, results, transcripts and the speed."""
 
 from __future__ import annotations
 
@@ -63,81 +66,17 @@ def test_no_piece_of_the_key_survives_the_probes_shapes(shape: str, key: str, te
     assert "[redacted]" in clean
 
 
-# --- the property --------------------------------------------------------------------
-
-KEY_ALPHABET = string.ascii_letters + string.digits + "_-+/="
-SEPARATORS = ["-", " ", "\n", "\n> ", '", "', " - ", "\r\n", "_", ".", ":", "\t", "|", "  "]
-CASES: dict[str, Callable[[str], str]] = {"as is": str, "upper": str.upper, "lower": str.lower, "swapped": str.swapcase}
-ENCODINGS = ["raw", "json", "percent", "percent-lower", "percent-twice", "percent-twice-lower"]
+# --- what is not a secret ----------------------------------------------------------
 
 
-def _json_escaped(text: str, escape: list[bool]) -> str:
-    """JSON string escapes as servers write them: some characters as \\u00XX (either case), / as \\/."""
-    out = []
-    for c, esc in zip(text, escape, strict=True):
-        if c in '"\\':
-            out.append("\\" + c)
-        elif c == "\n":
-            out.append("\\n")
-        elif c == "\r":
-            out.append("\\r")
-        elif c == "\t":
-            out.append("\\t")
-        elif c == "/" and esc:
-            out.append("\\/")
-        elif esc:
-            out.append(f"\\u{ord(c):04x}" if ord(c) % 2 else f"\\u{ord(c):04X}")
-        else:
-            out.append(c)
-    return "".join(out)
+@pytest.fixture(autouse=True)
+def registry() -> Iterator[None]:
+    """Secrets registered by a test here are forgotten after it (a password of words would
+    otherwise be removed from every later test's texts)."""
+    saved = redaction._known
+    yield
+    redaction._known = saved
 
-
-def _lower_escapes(text: str) -> str:
-    return re.sub(r"%[0-9A-F]{2}", lambda m: m[0].lower(), text)
-
-
-@st.composite
-def echoed(draw: st.DrawFn) -> tuple[str, str]:
-    """A key, and a text that echoes a piece of it (8 characters or more) in some shape."""
-    key = draw(st.text(alphabet=KEY_ALPHABET, min_size=24, max_size=64))
-    start = draw(st.integers(0, len(key) - 8))
-    piece = key[start : draw(st.integers(start + 8, len(key)))]
-    if draw(st.booleans()):
-        sep = draw(st.sampled_from(SEPARATORS))
-        sizes = draw(st.lists(st.integers(1, 12), min_size=1, max_size=8))
-        parts, i, n = [], 0, 0
-        while i < len(piece):
-            parts.append(piece[i : i + sizes[n % len(sizes)]])
-            i += sizes[n % len(sizes)]
-            n += 1
-        piece = sep.join(parts)
-    piece = CASES[draw(st.sampled_from(sorted(CASES)))](piece)
-    encoding = draw(st.sampled_from(ENCODINGS))
-    if encoding == "json":
-        piece = _json_escaped(piece, draw(st.lists(st.booleans(), min_size=len(piece), max_size=len(piece))))
-    elif encoding.startswith("percent"):
-        piece = quote(piece, safe="")
-        if "twice" in encoding:
-            piece = quote(piece, safe="")
-        if encoding.endswith("lower"):
-            piece = _lower_escapes(piece)
-    before = draw(st.text(max_size=30))
-    after = draw(st.text(max_size=30))
-    return key, before + piece + after
-
-
-@settings(max_examples=400, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
-@given(echoed())
-@example((PROBE_KEY, f'400 {{"error": "string error {MIDDLE}"}}'))
-@example((SLASHED, quote(quote(SLASHED[3:20], safe=""), safe="").lower()))
-@example(("0000000D0000000=00000001", "000000010-0-0-0-0-0-0-="))  # "[redacted]0000000" is no "d0000000"
-def test_no_8_character_window_of_a_key_survives_any_shape(case: tuple[str, str]) -> None:
-    key, text = case
-    clean = scrubber([key])(text)
-    assert not survivors(clean, key), (key, text, clean)
-
-
-# --- what is not a key -------------------------------------------------------------
 
 SPEECH = (
     "The quick brown fox jumps over the lazy dog. Password managers, API keys and tokens were discussed at "
@@ -156,7 +95,7 @@ def keys() -> Iterator[list[str]]:
 
 def test_ordinary_speech_is_left_alone(keys: list[str]) -> None:
     register_secrets(keys)
-    register_secrets(["Summer2024Password!"], whole=True)
+    register_secrets(["Tq7-Lw2x!Vb9mZ"])  # a password chosen random
     text = SPEECH * 50
     words = [Word(start=i, end=i + 1, word=w) for i, w in enumerate(text.split())]
     t = Transcript(text=text, segments=[Segment(start=0, end=len(words), text=text, words=words)])
@@ -168,18 +107,23 @@ def test_ordinary_speech_is_left_alone(keys: list[str]) -> None:
     assert scrubber(keys)(plain) == plain
 
 
-def test_a_password_is_removed_whole_and_its_words_are_left() -> None:
-    register_secrets(["Summer2024Password!"], whole=True)
-    assert redact("forgot my password again") == "forgot my password again"
+def test_every_run_of_a_password_goes_an_ordinary_word_among_them() -> None:
+    register_secrets(["Summer2024Password!"])
     assert redact("login with Summer2024Password! failed") == "login with [redacted] failed"
     assert redact("pw=" + quote("Summer2024Password!", safe="")) == "pw=[redacted]"
     assert redact("SUMMER 2024 PASSWORD!") == "[redacted]!"
+    assert redact("it was summer2024 then") == "it was [redacted] then"
+    # The price: a password's 8-letter word is removed wherever it is said.
+    assert redact("forgot my password again") == "forgot my [redacted] again"
+    assert redact("a pass word") == "a [redacted]"
 
 
 def test_a_short_secret_is_removed_whole_only() -> None:
-    scrub = scrubber(["hunter2x"])
-    assert scrub("the password hunter2x leaked") == "the password [redacted] leaked"
-    assert scrub("hunter2 is not it") == "hunter2 is not it"
+    scrub = scrubber(["hunt3r"])
+    assert scrub("the password hunt3r leaked") == "the password [redacted] leaked"
+    assert scrub("HUNT3R, encoded: aHVudDNy") == "[redacted], encoded: [redacted]"
+    assert scrub("hunt3 is not it") == "hunt3 is not it"
+    assert scrubber(["abc"])("abc is too short to be a secret") == "abc is too short to be a secret"
 
 
 def test_short_bounds_after_redacting_so_no_cut_hides_a_piece() -> None:

@@ -351,7 +351,7 @@ def _skeleton(
     where = np.flatnonzero(alnum[np.minimum(codes, len(alnum) - 1)]).astype(np.int64)
     if where.size == 0:
         return "", where
-    chars = codes[where]
+    chars: npt.NDArray[Any] = codes[where]
     breaks = np.flatnonzero(np.diff(where if units is None else units[where]) > MAX_GAP + 1) + 1
     if breaks.size:
         chars = np.insert(chars, breaks, 0)
@@ -435,9 +435,14 @@ def _readings(
             # What a base64 text carries may be escaped in turn (a JSON configuration): one
             # level, read where it decodes to text (random bytes decode to no long text).
             for lo, hi in _texts(codes, ascii_only=not wide):
-                for inner, inner_layers in _decodings(decoded[lo:hi], 1):
+                part = decoded[lo:hi]
+                to_part: list[_Layer] = [_Shift(lo)]
+                if octets is not None:  # one character a byte: the text is read as UTF-8 again
+                    part, _, first_byte, byte_len = _utf8(octets[lo:hi])
+                    to_part.append(_Bytes(first_byte, byte_len))
+                for inner, inner_layers in _decodings(part, 1):
                     if inner_layers:
-                        yield inner, [*layers, layer, _Shift(lo), *inner_layers], None
+                        yield inner, [*layers, layer, *to_part, *inner_layers], None
 
 
 def _decodings(text: str, rounds: int) -> Iterator[tuple[str, list[_Layer]]]:
@@ -639,6 +644,17 @@ def _base64_runs(fewest: int) -> re.Pattern[str]:
 
 
 @dataclass(frozen=True)
+class _Bytes:
+    """Where the characters of a text read from bytes came from: each one's first byte and length."""
+
+    first_byte: npt.NDArray[np.int64]
+    byte_len: npt.NDArray[np.int64]
+
+    def source(self, lo: int, hi: int) -> tuple[int, int]:
+        return int(self.first_byte[lo]), int(self.first_byte[hi - 1] + self.byte_len[hi - 1])
+
+
+@dataclass(frozen=True)
 class _Base64:
     """Where the characters of a text read as base64 (from ``offset`` of the stream) came from.
 
@@ -763,22 +779,31 @@ _TEXT_RUN = 8
 
 
 def _texts(chars: npt.NDArray[np.uint32] | npt.NDArray[np.uint8], *, ascii_only: bool) -> list[tuple[int, int]]:
-    """The runs of printable characters of at least ``_TEXT_RUN`` that may hold an escape
-    (``ascii_only``: characters are bytes, and only ASCII ones count: random bytes would be
-    text half the time otherwise; escapes are ASCII)."""
+    """The runs of printable characters of at least ``_TEXT_RUN`` that hold a character an escape
+    begins with. ``ascii_only``: the characters are bytes, and a byte counts when it is printable
+    ASCII or part of a well-formed UTF-8 character (random bytes would be text half the time if
+    every byte past ASCII counted; they seldom are such a character)."""
     if ascii_only:
-        return [m.span() for m in _ASCII_TEXT.finditer(chars.tobytes()) if m.end() - m.start() >= _TEXT_RUN]
-    printable = (chars >= 0x20) & (chars != 0x7F) & ((chars < 0x80) | (chars >= 0xA0)) & (chars != 0xFFFD)
-    printable |= (chars == 9) | (chars == 10) | (chars == 13)
+        b = chars
+        printable = ((b >= 0x20) & (b != 0x7F) & (b < 0x80)) | (b == 9) | (b == 10) | (b == 13)
+        padded = np.concatenate((b, np.zeros(3, dtype=b.dtype)))
+        cont = (padded & 0xC0) == 0x80
+        n = b.size
+        for low, high, size in ((0xC2, 0xDF, 2), (0xE0, 0xEF, 3), (0xF0, 0xF4, 4)):
+            ok = (b >= low) & (b <= high)
+            for k in range(1, size):
+                ok &= cont[k : n + k]
+            at = np.flatnonzero(ok)
+            for k in range(size):
+                printable[np.minimum(at + k, n - 1)] = True
+    else:
+        printable = (chars >= 0x20) & (chars != 0x7F) & ((chars < 0x80) | (chars >= 0xA0)) & (chars != 0xFFFD)
+        printable |= (chars == 9) | (chars == 10) | (chars == 13)
     edges = np.flatnonzero(np.diff(np.concatenate(([False], printable, [False])).astype(np.int8)))
     lo, hi = edges[0::2], edges[1::2]
-    starts = np.concatenate(([0], np.cumsum((chars == 92) | (chars == 37) | (chars == 38))))  # \ % &
+    starts = np.concatenate(([0], np.cumsum((chars == 92) | (chars == 37) | (chars == 38))))  # \\ % &
     keep = (hi - lo >= _TEXT_RUN) & (starts[hi] > starts[lo])
     return list(zip(lo[keep].tolist(), hi[keep].tolist(), strict=True))
-
-
-# A run of printable ASCII with a character an escape begins with in it.
-_ASCII_TEXT = re.compile(rb"[\t\n\r\x20-\x7e]*[\\%&][\t\n\r\x20-\x7e]*")
 
 
 # --- results ------------------------------------------------------------------------

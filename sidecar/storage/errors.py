@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from sidecar.outcome import RetryableError, TranscriberError
 
-__all__ = ["AuthFailed", "FencedOut", "LoginRateLimited", "StorageError", "StorageUnavailable"]
+if TYPE_CHECKING:
+    from sidecar.storage.model import Claim
+
+__all__ = ["AuthFailed", "FencedOut", "LoginRateLimited", "StorageError", "StorageUnavailable", "UnreadableClaim"]
 
 
 class StorageError(TranscriberError):
@@ -29,3 +34,13 @@ class FencedOut(TranscriberError):
 
 class AuthFailed(StorageError):
     """The service credentials were refused."""
+
+
+class UnreadableClaim(StorageError):
+    """A claim landed on a row this sidecar cannot read (a field of another kind than it expects,
+    which PocketBase's own check let through). The claim is held: ``claim`` sets the row aside."""
+
+    def __init__(self, claim: Claim, reason: str) -> None:
+        super().__init__(f"claimed {claim.queue} row {claim.id} cannot be read: {reason}")
+        self.claim = claim
+        self.reason = reason

@@ -177,6 +177,9 @@ PROBE_KEY = "sk-proj-Q7c" + "b2Xv9LmT4pWc8RyN3kJd6GsF1aQe5UoV" + "Hn4Wz8Rt"
 )
 @example((["0000000D0000000=00000001"], "000000010-0-0-0-0-0-0-="))  # "[redacted]0000000" is no "d0000000"
 @example((["пароль-Зима2024"], "q=" + quote("ПАРОЛЬ-ЗИМА2024", safe="")))
+@example((["Пароль19"], "%D0%9F%D0%B0%D1%80%D0%BE%D0%BB%D1%8\\u004319"))  # a percent escape's end JSON-escaped
+@example((["summer2024зима"], "%2024\\u0437\\u0438\\u043c\\u0430"))  # a stray % before JSON-escaped digits
+@example((["00000000"], base64.b64encode("&#x30;&#48;&#x30;&#48;\u00a0&#48;&#x30;&#48;&#x30;".encode()).decode()))
 @example(
     (
         [PROBE_KEY],

@@ -278,6 +278,7 @@ const MAX_SET_ASIDE = 5;
 function claim(app, now, leases, insightsLease, withRows) {
   const plan = claimPlan(app, now, leases);
   const setAside = [];
+  let tries = 0;
   for (;;) {
     try {
       const got = claimOnce(app, plan, withRows === true) || (insightsLease ? claimInsights(app, now, insightsLease) : null);
@@ -292,9 +293,9 @@ function claim(app, now, leases, insightsLease, withRows) {
         if (id) culprit = { table: "audio_records", id: id };
       }
       if (!culprit) throw err;
-      setAsideRecord(app, culprit.table, culprit.id, now, String(err && err.message ? err.message : err));
-      setAside.push(culprit.id);
-      if (setAside.length >= MAX_SET_ASIDE) return { claimed: null, setAside: setAside, more: true };
+      // Another claim may have set it aside the moment before: then it is not named here again.
+      if (setAsideRecord(app, culprit.table, culprit.id, now, String(err && err.message ? err.message : err))) setAside.push(culprit.id);
+      if (++tries >= MAX_SET_ASIDE) return { claimed: null, setAside: setAside, more: true };
     }
   }
 }
@@ -316,17 +317,22 @@ function unreadableHead(app, plan) {
 }
 
 // Halts a row (a recording, or an insights row) the claim cannot read, with the error in the
-// recording's journal. Raw SQL: loading the row as a model might fail on the same data.
+// recording's journal. Raw SQL: loading the row as a model might fail on the same data. Returns
+// whether this call halted it: two claims that met the row at once both come here, and only the
+// first halts, journals and names it.
 function setAsideRecord(app, table, id, now, error) {
   const what = table === "insights" ? "insights row" : "record";
   const reason = "the claim could not read this " + what + " (" + String(error).slice(0, 1500) + "); " +
     "fix the field in the panel, then clear the halt";
+  let halted = false;
   app.runInTransaction((tx) => {
-    tx.db().newQuery(
+    const result = tx.db().newQuery(
       "UPDATE " + (table === "insights" ? "insights" : "audio_records") + " SET halted_at = {:at}, halt_code = {:code}, " +
       "halt_reason = {:reason}, claim_token = '', claim_expires_at = 0, available_at = 0, queue_rev = queue_rev + 1, " +
-      "updated = {:at} WHERE id = {:id}",
+      "updated = {:at} WHERE id = {:id} AND halted_at = ''",
     ).bind({ id: id, at: dbTime(now), code: UNCLAIMABLE, reason: reason }).execute();
+    halted = result.rowsAffected() > 0;
+    if (!halted) return;
     if (table === "insights") {
       // Journalled on its recording, if that still exists.
       const rows = arrayOf(new DynamicModel({ record: "" }));
@@ -340,7 +346,8 @@ function setAsideRecord(app, table, id, now, error) {
     records.journal(tx, id, rows.length > 0 ? rows[0].state : "", "halted", UNCLAIMABLE + ": " + reason, "worker");
     live.publish(tx, id);
   });
-  app.logger().error("claim: " + what + " set aside, its fields could not be read", "table", table, "id", id, "error", String(error));
+  if (halted) app.logger().error("claim: " + what + " set aside, its fields could not be read", "table", table, "id", id, "error", String(error));
+  return halted;
 }
 
 // When the next record becomes claimable (ms), or 0 if none is waiting.

@@ -180,6 +180,7 @@ class WorkerPool:
             except UnreadableClaim as exc:
                 # A row that reached us unreadable all the same: set aside under its claim; claim again.
                 self.outage.recovered(turn)
+                self._set_aside_by_claim(exc.set_aside)
                 await self._set_aside(exc)
                 continue
             except StorageError as exc:
@@ -190,14 +191,7 @@ class WorkerPool:
             self.outage.recovered(turn)
             self._refusal = ""
             backoff = p.idle_poll.total_seconds()
-            for record_id in got.set_aside:
-                # Once per record: the claim halted it, so no claim meets it again.
-                self.runner.metrics.set_aside.inc()
-                log.error(
-                    "record %s set aside (halted %s): the claim could not read its fields; its journal has the error",
-                    record_id,
-                    HaltCode.UNCLAIMABLE.value,
-                )
+            self._set_aside_by_claim(got.set_aside)
             if isinstance(got, NoWork):
                 self.runner.metrics.claims.labels(result="empty").inc()
                 wait = p.idle_poll.total_seconds()
@@ -211,6 +205,16 @@ class WorkerPool:
                 await self.runner.release(got)
                 break
             await self._run(got)
+
+    def _set_aside_by_claim(self, ids: tuple[str, ...]) -> None:
+        for record_id in ids:
+            # Once per row: the claim halted it, so no claim meets it again.
+            self.runner.metrics.set_aside.inc()
+            log.error(
+                "row %s set aside (halted %s): the claim could not read its fields; its journal has the error",
+                record_id,
+                HaltCode.UNCLAIMABLE.value,
+            )
 
     async def _set_aside(self, unreadable: UnreadableClaim) -> None:
         """Halts a claimed row this process cannot read (``unclaimable``), through the fenced settle.

@@ -195,7 +195,7 @@ class PocketBaseClient:
         except ValidationError as exc:
             # PocketBase checks what it hands out; should a value it let through not read here (a
             # release apart), the claim is held: the caller sets the row aside under it.
-            raise UnreadableClaim(claim, _unreadable(exc)) from exc
+            raise UnreadableClaim(claim, _unreadable(exc), set_aside) from exc
 
     @_ride_out_restart
     async def settle(self, claim: Claim, change: Transition) -> AudioRecord:

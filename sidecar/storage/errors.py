@@ -40,7 +40,8 @@ class UnreadableClaim(StorageError):
     """A claim landed on a row this sidecar cannot read (a field of another kind than it expects,
     which PocketBase's own check let through). The claim is held: ``claim`` sets the row aside."""
 
-    def __init__(self, claim: Claim, reason: str) -> None:
+    def __init__(self, claim: Claim, reason: str, set_aside: tuple[str, ...] = ()) -> None:
         super().__init__(f"claimed {claim.queue} row {claim.id} cannot be read: {reason}")
         self.claim = claim
         self.reason = reason
+        self.set_aside = set_aside  # rows the claim set aside on its way, as ``Claimed.set_aside``

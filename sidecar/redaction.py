@@ -27,13 +27,19 @@ How
     of the text each of its characters came from:
 
     * the text itself;
-    * decoded (every escape of the kinds above becomes its character), and
-      decoded again while escapes remain, up to ``_ROUNDS`` times;
-    * each of those read as base64 (``_base64``): the runs of base64
+    * decoded a level a round (every escape of the kinds above becomes its
+      character), while escapes remain, up to ``_ROUNDS`` rounds: only the
+      parts around the escapes are read again (``_AROUND``), the rest was
+      read already. Where escapes of different kinds meet (a stray ``%``
+      before a JSON-escaped key), that part is also decoded one kind a pass,
+      in every order (``_orders``): decoding them together may read a
+      character that one of the orders does not;
+    * each of those read as base64 (``_base64``): its runs of base64
       characters, line breaks seen through, decoded from each of the 4
       offsets at once (one of them is the run's alignment, whatever text
-      stands before it), the bytes read as UTF-8, and that once more decoded
-      for escapes.
+      stands before it); the bytes read one character a byte while every
+      secret's letters are ASCII, else as UTF-8; and where they are text
+      with an escape in it, that decoded once more.
 
     Each reading is searched twice, by one Aho-Corasick automaton each:
 
@@ -42,20 +48,20 @@ How
       secret's letters and digits, 8 at a time, are looked for there: found,
       a secret survives no separator, case or encoding.
     * in the reading itself, lower-cased: the 8-character windows of a secret
-      that hold other characters too (``+/=_-.`` , spaces), and the whole
+      that hold other characters too (``+/=_-.``, spaces), and the whole
       short secrets.
 
     What matches is merged and the characters it came from are replaced by
     ``[redacted]`` (a whole escape for an escaped character, the separators
     inside a split secret too, every base64 character that holds a bit of
     it). One pass costs the same whatever the number of secrets: about 0.1 s
-    a megabyte on one core when the text holds few escapes and little base64
-    (measured in ``tests/unit/test_redaction.py``, with the cost of texts made
-    of escapes or of base64).
+    a megabyte of transcript or JSON on one core, about 0.2 s for a text made
+    of escapes, 0.5 s for base64 (measured in ``tests/unit/test_redaction.py``).
 
     While every secret's letters are ASCII, letters of other scripts count as
-    separators in the skeleton (so a smaller skeleton is searched); a secret
-    with other letters (a Cyrillic password) makes every letter count.
+    separators in the skeleton (a smaller skeleton is searched); a secret
+    with other letters (a Cyrillic password) makes every letter of the Basic
+    Multilingual Plane count.
 
 False positives, and their bounds
     A piece of 8 characters of a random key (62 letters and digits) is one of

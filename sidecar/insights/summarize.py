@@ -285,7 +285,7 @@ class _Run:
     async def _reduce(self, notes: list[dict[str, Any]], dictionary: list[str], room: int) -> Insights:
         """Notes of many parts, combined in rounds until they fit one request."""
         while True:
-            groups = [group for group, _ in await cutting.groups(notes, room, self.tokens)]
+            groups = [group for group, _ in await cutting.groups(notes, room, self.tokens)] or [[]]
             if len(groups) == 1:
                 return await self._final(functools.partial(self._notes_messages, groups[0], dictionary, self.sentences))
             combined: list[dict[str, Any]] = []

@@ -5,8 +5,8 @@ counted by the model's own tokenizer (``count``). Counting may be a round trip
 (the offline engine's ``/tokenize``), so parts are not found by counting every
 prefix: a part is laid out by an estimate (characters per token, learnt from
 every count so far), counted once, cut back in proportion when it is over, and
-let grow once when it is well under. About 2 counts a part, whatever the
-number of lines (a six-hour meeting at an 8k context: 36 counts for 14 parts,
+let grow once when it is well under. One or two counts a part, whatever the
+number of lines (a six-hour meeting at an 8k context: 13 counts for 13 parts,
 where counting each line took 2,160; ``tests/unit/test_insights_parts.py``).
 
 Where a part ends: after a whole line, when one fits. A line longer than a

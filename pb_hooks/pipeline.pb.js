@@ -11,16 +11,21 @@ routerAdd("POST", "/api/pipeline/claim", (e) => {
     if (typeof body.leases !== "object" || body.leases === null) throw new queue.Invalid("'leases' must map stages to lease milliseconds");
     // The insights step's lease, when the caller takes that work too (only when no recording waits).
     const insightsLease = body.insights_lease === undefined || body.insights_lease === null ? 0 : routes.num(body, "insights_lease");
-    const result = queue.claim($app, now, body.leases, insightsLease);
-    // Records the claim could not read were halted on the way (`unclaimable`): the claimer logs and counts them.
+    // A claimer that asks gets a recording's files and attempts with it (rows, never their content:
+    // ST7), which its step reads first: read and checked inside the claim's transaction.
+    const result = queue.claim($app, now, body.leases, insightsLease, body.with_rows === true);
+    // Rows the claim could not read were halted on the way (`unclaimable`): the claimer logs and counts them.
     if (result.setAside.length > 0) e.response.header().set("X-Set-Aside", result.setAside.join(","));
     const got = result.claimed;
-    // P1: {id, token}; a claimer that asks gets the record's queue fields too (saves a read),
-    // and a recording's files and attempts (rows, never their content: ST7), which its step reads first.
+    // P1: {id, token}; a claimer that asks gets the record's queue fields too (saves a read).
     if (got) {
-      if (body.with_rows === true && !got.queue) got.rows = require(`${__hooks}/lib/records.js`).rowsOf($app, got.id);
       if (body.with_record === true) return e.json(200, got);
       return e.json(200, got.queue ? { id: got.id, token: got.token, queue: got.queue } : { id: got.id, token: got.token });
+    }
+    // Stopped setting rows aside before finding work: more may be due at once.
+    if (result.more) {
+      e.response.header().set("X-Next-Available-At", String(now));
+      return e.noContent(204);
     }
     const next = queue.nextAvailableAt($app, now, insightsLease > 0);
     if (next > 0) e.response.header().set("X-Next-Available-At", String(next));

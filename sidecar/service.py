@@ -95,22 +95,19 @@ def make_provider(settings: Settings, name: str | None = None) -> Provider:
 
 def register_settings_secrets(settings: Settings) -> None:
     pb, sk, os_, oa = settings.pocketbase, settings.speechkit, settings.object_storage, settings.openai
-    # Keys and tokens: any piece of 8 characters is theirs. Passwords: only whole
-    # (an owner's password may be made of words, and its pieces be ordinary ones).
+    # Keys, tokens and passwords alike: any run of 8 of their characters is theirs.
     register_secrets(
         s.get_secret_value() if s else None
         for s in (sk.api_key, sk.iam_token, os_.secret_access_key, oa.api_key, settings.insights.api_key)
     )
     register_secrets([os_.access_key_id])
-    register_secrets(
-        (s.get_secret_value() if s else None for s in (pb.service_password, pb.superuser_password)), whole=True
-    )
+    register_secrets(s.get_secret_value() if s else None for s in (pb.service_password, pb.superuser_password))
 
 
 def pocketbase_storage(settings: Settings, clock: Clock) -> PocketBaseClient:
     """The storage client for the configured PocketBase, signed in as the service user."""
     account = process.service_account(settings, create=False)
-    register_secrets([account.password], whole=True)
+    register_secrets([account.password])
     return PocketBaseClient(
         settings.pocketbase.url,
         account.email,

@@ -233,6 +233,16 @@ class PocketBaseServer:
         with closing(sqlite3.connect(self.settings.pocketbase.data_dir / "data.db", timeout=30)) as db, db:
             db.execute(statement, params)
 
+    def sql_one(self, statement: str, *params: object) -> tuple[Any, ...]:
+        """The first row a query of the server's database finds, read directly (as ``sql`` writes):
+        whatever a column holds, even what PocketBase's own read would refuse."""
+        import sqlite3
+
+        with closing(sqlite3.connect(self.settings.pocketbase.data_dir / "data.db", timeout=30)) as db:
+            row = db.execute(statement, params).fetchone()
+        assert row is not None, statement
+        return tuple(row)
+
     def stop(self) -> None:
         for c in self._clients:
             c.close()

@@ -26,6 +26,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from sidecar.insights import parts as cutting
 from sidecar.insights.chat import ContextExceeded
 from sidecar.insights.grounding import (
     Grounded,
@@ -193,42 +194,23 @@ class _Run:
         """Tokens the data of one request may take."""
         return self.chat.context_tokens - self.answer_tokens - OVERHEAD_TOKENS
 
-    async def fit_dictionary(self, budget: int) -> list[str]:
-        """The most spoken-of names of the owner's dictionary that fit their share of a request."""
+    async def fit_dictionary(self, budget: int) -> tuple[list[str], int]:
+        """The most spoken-of names of the owner's dictionary that fit their share of a request,
+        and the tokens they take."""
         share = int(budget * DICTIONARY_SHARE)
-        kept: list[str] = []
-        used = 0
-        for name in self.dictionary:
-            cost = await self.tokens(json.dumps(name, ensure_ascii=False)) + 1
-            if used + cost > share:
-                break
-            kept.append(name)
-            used += cost
+        kept, used = await cutting.fitting(self.dictionary, share, self.tokens)
         if len(kept) < len(self.dictionary):
             self.notes.append(
                 f"the dictionary has {len(self.dictionary)} topics; the {len(kept)} most spoken of were offered"
             )
-        return kept
+        return kept, used
 
-    async def parts(self, lines: list[str], budget: int) -> list[list[str]]:
-        """``lines`` cut into runs that each fit ``budget`` tokens (a line longer than that is cut too)."""
-        parts: list[list[str]] = [[]]
-        used = 0
-        for line in lines:
-            cost = await self.tokens(json.dumps(line, ensure_ascii=False)) + 1
-            while cost > budget:  # one utterance longer than a request: halves
-                half = line[: len(line) // 2]
-                line = line[len(line) // 2 :]
-                parts.append([half])
-                parts.append([])
-                used = 0
-                cost = await self.tokens(json.dumps(line, ensure_ascii=False)) + 1
-            if used + cost > budget and parts[-1]:
-                parts.append([])
-                used = 0
-            parts[-1].append(line)
-            used += cost
-        return [p for p in parts if p]
+    async def parts(self, lines: list[str], room: int) -> list[list[str]]:
+        """``lines`` cut into parts that each fit ``room`` tokens (a line longer than that is cut too)."""
+        try:
+            return await cutting.parts(lines, room, self.tokens)
+        except cutting.Overflow as exc:
+            raise ContextExceeded(str(exc)) from exc
 
     async def run(self) -> Insights:
         budget = await self.budget()
@@ -245,8 +227,8 @@ class _Run:
         )
 
     async def _within(self, budget: int) -> Insights:
-        dictionary = await self.fit_dictionary(budget)
-        room = budget - sum([await self.tokens(json.dumps(n, ensure_ascii=False)) + 1 for n in dictionary])
+        dictionary, used = await self.fit_dictionary(budget)
+        room = budget - used
         if room < 200:
             raise ContextExceeded("no room left for the transcript")
         parts = await self.parts(self.lines, room)
@@ -303,15 +285,7 @@ class _Run:
     async def _reduce(self, notes: list[dict[str, Any]], dictionary: list[str], room: int) -> Insights:
         """Notes of many parts, combined in rounds until they fit one request."""
         while True:
-            groups: list[list[dict[str, Any]]] = [[]]
-            used = 0
-            for note in notes:
-                cost = await self.tokens(json.dumps(note, ensure_ascii=False)) + 1
-                if used + cost > room and groups[-1]:
-                    groups.append([])
-                    used = 0
-                groups[-1].append(note)
-                used += cost
+            groups = [group for group, _ in await cutting.groups(notes, room, self.tokens)] or [[]]
             if len(groups) == 1:
                 return await self._final(functools.partial(self._notes_messages, groups[0], dictionary, self.sentences))
             combined: list[dict[str, Any]] = []

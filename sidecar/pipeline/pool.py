@@ -20,8 +20,8 @@ from sidecar.clock import Clock
 from sidecar.outcome import HaltCode
 from sidecar.pipeline.runner import Runner
 from sidecar.pipeline.sweep import sweep_normalized, sweep_once
-from sidecar.redaction import redact
-from sidecar.storage.errors import StorageError, StorageUnavailable
+from sidecar.redaction import redact, short
+from sidecar.storage.errors import FencedOut, StorageError, StorageUnavailable, UnreadableClaim
 from sidecar.storage.model import Claimed, NoWork
 
 log = logging.getLogger("transcriber.pool")
@@ -177,6 +177,12 @@ class WorkerPool:
                 await clock.sleep(backoff)
                 backoff = min(backoff * 2, OUTAGE_MAX_WAIT)
                 continue
+            except UnreadableClaim as exc:
+                # A row that reached us unreadable all the same: set aside under its claim; claim again.
+                self.outage.recovered(turn)
+                self._set_aside_by_claim(exc.set_aside)
+                await self._set_aside(exc)
+                continue
             except StorageError as exc:
                 self.runner.metrics.claims.labels(result="refused").inc()
                 self._refused(n, exc)
@@ -185,14 +191,7 @@ class WorkerPool:
             self.outage.recovered(turn)
             self._refusal = ""
             backoff = p.idle_poll.total_seconds()
-            for record_id in got.set_aside:
-                # Once per record: the claim halted it, so no claim meets it again.
-                self.runner.metrics.set_aside.inc()
-                log.error(
-                    "record %s set aside (halted %s): the claim could not read its fields; its journal has the error",
-                    record_id,
-                    HaltCode.UNCLAIMABLE.value,
-                )
+            self._set_aside_by_claim(got.set_aside)
             if isinstance(got, NoWork):
                 self.runner.metrics.claims.labels(result="empty").inc()
                 wait = p.idle_poll.total_seconds()
@@ -206,6 +205,39 @@ class WorkerPool:
                 await self.runner.release(got)
                 break
             await self._run(got)
+
+    def _set_aside_by_claim(self, ids: tuple[str, ...]) -> None:
+        for record_id in ids:
+            # Once per row: the claim halted it, so no claim meets it again.
+            self.runner.metrics.set_aside.inc()
+            log.error(
+                "row %s set aside (halted %s): the claim could not read its fields; its journal has the error",
+                record_id,
+                HaltCode.UNCLAIMABLE.value,
+            )
+
+    async def _set_aside(self, unreadable: UnreadableClaim) -> None:
+        """Halts a claimed row this process cannot read (``unclaimable``), through the fenced settle.
+
+        Counted and logged once, as a row the claim set aside: halted, no claim meets it again.
+        Should the write not land (the claim lost, storage down), the row is claimed again later
+        and set aside then.
+        """
+        claim = unreadable.claim
+        reason = short(f"the sidecar could not read this row ({unreadable.reason}); fix the field, then clear the halt")
+        try:
+            await self.runner.storage.set_aside(claim, reason)
+        except (StorageError, StorageUnavailable, FencedOut) as exc:
+            log.warning("%s row %s could not be set aside (%s); it will be claimed again", claim.queue, claim.id, exc)
+            return
+        self.runner.metrics.set_aside.inc()
+        log.error(
+            "%s row %s set aside (halted %s): this sidecar could not read its fields: %s",
+            claim.queue,
+            claim.id,
+            HaltCode.UNCLAIMABLE.value,
+            unreadable.reason,
+        )
 
     def _refused(self, n: int, error: StorageError) -> None:
         """A refused claim is logged once while it repeats (every idle poll would flood the log)."""

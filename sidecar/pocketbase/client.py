@@ -18,8 +18,10 @@ from typing import Any
 import anyio
 import httpx
 import stamina
+from pydantic import ValidationError
 
 from sidecar.clock import Clock, SystemClock
+from sidecar.outcome import HaltCode
 from sidecar.pocketbase import realtime
 from sidecar.storage.errors import (
     AuthFailed,
@@ -28,6 +30,7 @@ from sidecar.storage.errors import (
     ReleaseMismatch,
     StorageError,
     StorageUnavailable,
+    UnreadableClaim,
 )
 from sidecar.storage.model import (
     RECORDS,
@@ -215,15 +218,26 @@ class PocketBaseClient:
         data = resp.json()
         claim = Claim(id=str(data["id"]), token=str(data["token"]), queue=str(data.get("queue") or RECORDS))
         rows = data.get("rows")
-        return Claimed(
-            claim, AudioRecord.model_validate(data["record"]), set_aside, _record_rows(rows) if rows else None
-        )
+        try:
+            record = AudioRecord.model_validate(data["record"])
+            return Claimed(claim, record, set_aside, _record_rows(rows) if rows else None)
+        except ValidationError as exc:
+            # PocketBase checks what it hands out; should a value it let through not read here (a
+            # release apart), the claim is held: the caller sets the row aside under it.
+            raise UnreadableClaim(claim, _unreadable(exc), set_aside) from exc
 
     @_ride_out_restart
     async def settle(self, claim: Claim, change: Transition) -> AudioRecord:
-        body = {"token": claim.token, "now": self.clock.now_ms(), "outcome": change.outcome.value, **change.body()}
-        resp = await self.request("POST", f"/api/pipeline/{claim.queue}/{claim.id}/settle", json=body)
+        resp = await self._settle(claim, change.outcome.value, change.body())
         return AudioRecord.model_validate(resp.json())
+
+    @_ride_out_restart
+    async def set_aside(self, claim: Claim, reason: str) -> None:
+        await self._settle(claim, "halted", {"code": HaltCode.UNCLAIMABLE.value, "reason": reason})
+
+    async def _settle(self, claim: Claim, outcome: str, args: Mapping[str, Any]) -> httpx.Response:
+        body = {"token": claim.token, "now": self.clock.now_ms(), "outcome": outcome, **args}
+        return await self.request("POST", f"/api/pipeline/{claim.queue}/{claim.id}/settle", json=body)
 
     async def note(self, claim: Claim, text: str) -> None:
         body = {"token": claim.token, "kind": "note", "text": text, "write_key": _write_key()}
@@ -504,6 +518,12 @@ class PocketBaseClient:
 
 def _write_key() -> str:
     return uuid.uuid4().hex
+
+
+def _unreadable(exc: ValidationError) -> str:
+    """What did not read, by field and expected kind (never the values: a title is the sender's)."""
+    said = [f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors(include_input=False)[:5]]
+    return "; ".join(said)
 
 
 def _record_rows(rows: dict[str, Any]) -> RecordRows:

@@ -2,9 +2,22 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from sidecar.outcome import RetryableError, TranscriberError
 
-__all__ = ["AuthFailed", "FencedOut", "LoginRateLimited", "ReleaseMismatch", "StorageError", "StorageUnavailable"]
+if TYPE_CHECKING:
+    from sidecar.storage.model import Claim
+
+__all__ = [
+    "AuthFailed",
+    "FencedOut",
+    "LoginRateLimited",
+    "ReleaseMismatch",
+    "StorageError",
+    "StorageUnavailable",
+    "UnreadableClaim",
+]
 
 
 class StorageError(TranscriberError):
@@ -34,3 +47,14 @@ class AuthFailed(StorageError):
 class ReleaseMismatch(StorageError):
     """PocketBase runs another release of the project than this worker: their routes, rules and
     collections are the other release's, so nothing is claimed (a start-up mistake)."""
+
+
+class UnreadableClaim(StorageError):
+    """A claim landed on a row this sidecar cannot read (a field of another kind than it expects,
+    which PocketBase's own check let through). The claim is held: ``claim`` sets the row aside."""
+
+    def __init__(self, claim: Claim, reason: str, set_aside: tuple[str, ...] = ()) -> None:
+        super().__init__(f"claimed {claim.queue} row {claim.id} cannot be read: {reason}")
+        self.claim = claim
+        self.reason = reason
+        self.set_aside = set_aside  # rows the claim set aside on its way, as ``Claimed.set_aside``

@@ -51,6 +51,10 @@ from sidecar.transcript.languages import LANGUAGES
 __all__ = ["Event", "InMemoryStorage", "InsightsRow", "Row"]
 
 _ALPHABET = string.ascii_lowercase + string.digits
+# At most this many rows are set aside by one claim (pb_hooks/lib/queue.js MAX_SET_ASIDE).
+_MAX_SET_ASIDE = 5
+# A whole number past 2^53 is no longer one in JavaScript (pb_hooks/lib/readable.js MAX_COUNT).
+_MAX_COUNT = 2**53 - 1
 
 
 def _id() -> str:
@@ -59,6 +63,11 @@ def _id() -> str:
 
 def _db_time(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S.") + f"{ms % 1000:03d}Z"
+
+
+def _ended(at: object, now: int) -> bool:
+    number = isinstance(at, int | float) and not isinstance(at, bool)
+    return not number or at <= now or at > _MAX_COUNT  # type: ignore[operator]
 
 
 @dataclass(kw_only=True)
@@ -84,12 +93,13 @@ class _Queued:
     language: str = ""
 
     def claimable(self, now: int) -> bool:
-        """Due, not halted, not paused, and no live claim (the claim statement's WHERE)."""
+        """Due, not halted, not paused, and no live claim (the claim statement's WHERE); a pause or a
+        lease end that is no time at all has ended (the claim then sets the row aside)."""
         return (
             0 < self.available_at <= now
             and self.halted_at == ""
-            and self.paused_until <= now
-            and (self.claim_expires_at <= now)
+            and _ended(self.paused_until, now)
+            and _ended(self.claim_expires_at, now)
         )
 
     def take(self, now: int, lease: timedelta, queue: str) -> Claim:
@@ -146,6 +156,44 @@ class InsightsRow(_Queued):
 
 
 INSIGHTS_STATES = ("queued", "done")
+
+# What a claimer must be able to read (pb_hooks/lib/readable.js): each claimed field's kind.
+_TEXT = ("text", lambda v: isinstance(v, str))
+_COUNT = (
+    f"a whole number from 0 to {_MAX_COUNT}",
+    lambda v: isinstance(v, int | float) and not isinstance(v, bool) and 0 <= v <= _MAX_COUNT and v == int(v),
+)
+_FRACTION = (
+    "a number from 0 to 1",
+    lambda v: isinstance(v, int | float) and not isinstance(v, bool) and 0 <= v <= 1,
+)
+_READABLE: dict[str, tuple[str, Callable[[Any], bool]]] = {
+    **dict.fromkeys(
+        ("id", "owner", "title", "state", "halted_at", "halt_code", "claim_token", "language_hint", "language"), _TEXT
+    ),
+    **dict.fromkeys(
+        (
+            "state_entered_at",
+            "attempts",
+            "claim_expires_at",
+            "paused_until",
+            "progress_at",
+            "lease_ended_at",
+            "duration_ms",
+        ),
+        _COUNT,
+    ),
+    "progress": _FRACTION,
+}
+
+
+def _misfits(row: object) -> list[str]:
+    """What a claimer could not read of ``row``'s claimed fields, in words."""
+    out = []
+    for name, (wanted, fits) in _READABLE.items():
+        if hasattr(row, name) and not fits(getattr(row, name)):
+            out.append(f"{name} holds {getattr(row, name)!r} where {wanted} belongs")
+    return out
 
 
 @dataclass(frozen=True)
@@ -315,27 +363,62 @@ class InMemoryStorage:
                 raise StorageError(f"unknown or terminal stage '{stage}'", status=400)
             if lease <= timedelta(0):
                 raise StorageError(f"lease of '{stage}' must be positive", status=400)
-        eligible = [r for r in self.records.values() if r.state in leases and r.claimable(now)]
-        if not eligible:
-            if insights_lease is not None:
-                got = self._claim_insights(now, insights_lease)
-                if got is not None:
-                    return got
-            later = [r.available_at for r in self.records.values() if r.available_at > now]
-            if insights_lease is not None:
-                later += [i.available_at for i in self.insights.values() if i.available_at > now]
-            return NoWork(min(later) if later else 0)
-        row = min(eligible, key=lambda r: (r.available_at, r.id))
-        row.lease_ended_at = row.claim_expires_at  # the dead claim's time ends with its lease
-        claim = row.take(now, leases[row.state], RECORDS)
-        return Claimed(claim, row.view(), rows=self._rows(row.id))
+        set_aside: list[str] = []
+        while True:
+            eligible = [r for r in self.records.values() if r.state in leases and r.claimable(now)]
+            if not eligible:
+                if insights_lease is not None:
+                    got = self._claim_insights(now, insights_lease, set_aside)
+                    if got is not None:
+                        return got
+                if len(set_aside) >= _MAX_SET_ASIDE:
+                    return NoWork(now, tuple(set_aside))
+                later = [r.available_at for r in self.records.values() if r.available_at > now]
+                if insights_lease is not None:
+                    later += [i.available_at for i in self.insights.values() if i.available_at > now]
+                return NoWork(min(later) if later else 0, tuple(set_aside))
+            row = min(eligible, key=lambda r: (r.available_at, r.id))
+            wrong = _misfits(row)
+            if wrong:
+                # As the claim does: a row no claimer could read is set aside, and the next one taken.
+                self._set_aside(row, "; ".join(wrong))
+                set_aside.append(row.id)
+                if len(set_aside) >= _MAX_SET_ASIDE:
+                    return NoWork(now, tuple(set_aside))
+                continue
+            row.lease_ended_at = row.claim_expires_at  # the dead claim's time ends with its lease
+            claim = row.take(now, leases[row.state], RECORDS)
+            return Claimed(claim, row.view(), tuple(set_aside), rows=self._rows(row.id))
 
-    def _claim_insights(self, now: int, lease: timedelta) -> Claimed | None:
-        eligible = [i for i in self.insights.values() if i.state == "queued" and i.claimable(now)]
-        if not eligible:
-            return None
-        ins = min(eligible, key=lambda i: (i.available_at, i.id))
-        return Claimed(ins.take(now, lease, INSIGHTS), ins.view(self.records[ins.record]))
+    def _claim_insights(self, now: int, lease: timedelta, set_aside: list[str]) -> Claimed | None:
+        while len(set_aside) < _MAX_SET_ASIDE:
+            eligible = [i for i in self.insights.values() if i.state == "queued" and i.claimable(now)]
+            if not eligible:
+                return None
+            ins = min(eligible, key=lambda i: (i.available_at, i.id))
+            wrong = _misfits(ins) + ([] if ins.record in self.records else ["its recording is gone"])
+            if wrong:
+                self._set_aside(ins, "; ".join(wrong))
+                set_aside.append(ins.id)
+                continue
+            return Claimed(ins.take(now, lease, INSIGHTS), ins.view(self.records[ins.record]), tuple(set_aside))
+        return None
+
+    def _set_aside(self, row: _Queued, error: str) -> None:
+        what = "insights row" if isinstance(row, InsightsRow) else "record"
+        reason = (
+            f"the claim could not read this {what} ({error[:1500]}); fix the field in the panel, then clear the halt"
+        )
+        row.halted_at, row.halt_code, row.halt_reason = _db_time(self.clock.now_ms()), "unclaimable", reason
+        self._release(row)
+        row.queue_rev += 1
+        row.available_at = 0
+        if not isinstance(row, InsightsRow) or row.record in self.records:
+            self._journal(row, "halted", f"unclaimable: {reason}", "worker")
+        self._changed_now()
+
+    async def set_aside(self, claim: Claim, reason: str) -> None:
+        await self.settle(claim, Halted(HaltCode.UNCLAIMABLE, reason))
 
     async def settle(self, claim: Claim, change: Transition) -> AudioRecord:
         await anyio.lowlevel.checkpoint()

@@ -4,6 +4,9 @@ The claim protocol (SPEC P1–P11) in one place:
 
 * ``claim`` takes the next eligible record atomically (creation order,
   leases per stage) and returns it with its queue fields, or ``NoWork``;
+  a row it cannot read it sets aside (halted ``unclaimable``) on the way,
+  and names in ``set_aside``; one that reaches the sidecar unreadable all
+  the same is ``UnreadableClaim``, set aside by ``set_aside`` under its claim;
 * ``settle`` writes one of the typed transitions (transitions.py, each named
   by its outcome) while the claim is still the caller's, else raises
   ``FencedOut``, and returns the row as written;
@@ -58,6 +61,11 @@ class Storage(Protocol):
 
     async def settle(self, claim: Claim, change: Transition) -> AudioRecord:
         """Writes ``change`` under the claim; the row as written (its queue fields, as the claim gives them)."""
+        ...
+
+    async def set_aside(self, claim: Claim, reason: str) -> None:
+        """Halts a claimed row that cannot be read (``unclaimable``, ``reason`` in its journal), under the
+        claim, reading nothing back (the row as written would not read either)."""
         ...
 
     # -- reads --------------------------------------------------------------------

@@ -68,6 +68,10 @@ class Backend(Protocol):
 
     async def text(self, rid: str, kind: str) -> tuple[str, Any]: ...
 
+    async def corrupt(self, rid: str, field: str, value: Any) -> None:
+        """A value of another kind stored in a claimed field (a hand edit, an older release)."""
+        ...
+
 
 class Memory:
     def __init__(self) -> None:
@@ -97,6 +101,9 @@ class Memory:
     async def text(self, rid: str, kind: str) -> tuple[str, Any]:
         t = self.twin.texts[(rid, kind)]
         return t.content, t.segments
+
+    async def corrupt(self, rid: str, field: str, value: Any) -> None:
+        setattr(self.twin.row(rid), field, value)
 
 
 class Remote:
@@ -150,6 +157,10 @@ class Remote:
         [row] = body["items"]
         return row["content"], row["segments"]
 
+    async def corrupt(self, rid: str, field: str, value: Any) -> None:
+        statement = {name: f"UPDATE audio_records SET {name} = ? WHERE id = ?" for name in CORRUPTIBLE}[field]  # noqa: S608
+        await anyio.to_thread.run_sync(lambda: self.pb.sql(statement, value, rid))
+
 
 @pytest.fixture(params=["memory", "pocketbase"])
 async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
@@ -174,6 +185,42 @@ async def claim(b: Backend, leases: dict[str, timedelta] = LEASES) -> Claimed:
 
 
 # --- the claim ---------------------------------------------------------------------
+
+
+# Claimed fields holding a value of another kind: text in a number, a pause that is no time, a length
+# past any (the claim would otherwise hand them out, or never reach the record).
+CORRUPTIBLE = {"progress": "abc", "paused_until": "later", "duration_ms": 1e300}
+
+
+@pytest.mark.parametrize(("field", "value"), sorted(CORRUPTIBLE.items()))
+async def test_a_record_the_claim_cannot_read_is_set_aside_and_the_next_is_claimed(
+    backend: Backend, field: str, value: Any
+) -> None:
+    broken, behind = await backend.add(), await backend.add()
+    await backend.corrupt(broken, field, value)
+    got = await claim(backend)
+    assert got.record.id == behind and got.set_aside == (broken,)
+    row = await backend.row(broken)
+    assert (row["halt_code"], row["claim_token"], row["available_at"]) == ("unclaimable", "", 0)
+    [text] = [t for k, t in await backend.journal(broken) if k == "halted"]
+    assert text.startswith("unclaimable: the claim could not read this record (") and field in text
+    assert await backend.storage.claim(LEASES) == NoWork(got.record.claim_expires_at)  # set aside once
+
+
+async def test_a_claimed_record_is_set_aside_under_its_claim(backend: Backend) -> None:
+    """What a sidecar that cannot read a claimed record writes: the halt, fenced, nothing read back."""
+    rid = await backend.add()
+    got = await claim(backend)
+    await backend.storage.set_aside(got.claim, "title: a title this release cannot read")
+    row = await backend.row(rid)
+    assert (row["halt_code"], row["claim_token"], row["halt_reason"]) == (
+        "unclaimable",
+        "",
+        "title: a title this release cannot read",
+    )
+    assert ("halted", "unclaimable: title: a title this release cannot read") in await backend.journal(rid)
+    with pytest.raises(FencedOut):
+        await backend.storage.set_aside(got.claim, "again")
 
 
 async def test_an_empty_queue_has_no_work(backend: Backend) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
@@ -11,8 +12,8 @@ import pytest
 
 from sidecar.clock import SystemClock
 from sidecar.outcome import Outcome
-from sidecar.storage.model import Claimed
-from testkit.pocketbase import Caller, PocketBaseServer, created_ms, now_ms
+from sidecar.storage.model import AudioRecord, Claim, Claimed
+from testkit.pocketbase import CLAIMABLE, LEASE_MS, Caller, PocketBaseServer, created_ms, now_ms
 
 
 def race(pb: PocketBaseServer, n: int) -> list[httpx.Response]:
@@ -303,3 +304,163 @@ def test_the_journal_names_each_outcome_as_the_settle_route_does(
         f"/api/pipeline/records/{rid}/settle", json={"outcome": "advance", "token": tok, "now": now_ms()}
     )
     assert refused.status_code == 400 and "advanced" in refused.json()["message"]
+
+
+# -- rows a claimer cannot read ---------------------------------------------------------------------------------
+#
+# Every column the claim hands out is NOT NULL (sqlite3 .schema audio_records), so no NULL can be stored there;
+# but SQLite keeps a value of any other type in any column (a hand edit, an older release), and the JSON columns
+# hold whatever text they were given. Each shape below, stored beside the running server, must leave the record
+# halted `unclaimable` with what is wrong in its journal, and the record behind it claimed.
+
+
+def _attempt_with(piece: object) -> Callable[[PocketBaseServer, str], None]:
+    def add(pb: PocketBaseServer, rid: str) -> None:
+        pb.sql(
+            "INSERT INTO recognition_attempts (id, record, provider, status, piece, created, updated)"
+            " VALUES (?, ?, 'offline', 'running', ?, '2026-01-01 00:00:00.000Z', '2026-01-01 00:00:00.000Z')",
+            "attempt" + rid[:8],
+            rid,
+            piece,
+        )
+
+    return add
+
+
+def _stored(statement: str, value: object) -> Callable[[PocketBaseServer, str], None]:
+    return lambda pb, rid: pb.sql(statement, value, rid)
+
+
+RECORD_SET = "UPDATE audio_records SET {} = ? WHERE id = ?"
+FILE_SET = "UPDATE files SET {} = ? WHERE record = ?"
+UNREADABLE: list[tuple[str, Callable[[PocketBaseServer, str], None], str]] = [
+    ("text in progress", _stored(RECORD_SET.format("progress"), "abc"), "progress holds text 'abc'"),
+    ("text in attempts", _stored(RECORD_SET.format("attempts"), "many"), "attempts holds text 'many'"),
+    ("text in state_entered_at", _stored(RECORD_SET.format("state_entered_at"), "soon"), "state_entered_at"),
+    ("text in claim_expires_at", _stored(RECORD_SET.format("claim_expires_at"), "never"), "claim_expires_at"),
+    ("text in paused_until", _stored(RECORD_SET.format("paused_until"), "later"), "paused_until"),
+    ("a BLOB in the title", _stored(RECORD_SET.format("title"), b"\xc3\xa9\xff\x00"), "title holds a BLOB"),
+    ("a BLOB in progress_at", _stored(RECORD_SET.format("progress_at"), b"\x01"), "progress_at holds a BLOB"),
+    ("a fraction of an attempt", _stored(RECORD_SET.format("attempts"), 2.5), "attempts holds real 2.5"),
+    ("a length past any", _stored(RECORD_SET.format("duration_ms"), 1e300), "duration_ms holds real 1.0e+300"),
+    ("a time before any", _stored(RECORD_SET.format("lease_ended_at"), -5), "lease_ended_at holds integer -5"),
+    ("progress past the whole", _stored(RECORD_SET.format("progress"), 7.5), "progress holds real 7.5"),
+    ("infinite progress", _stored(RECORD_SET.format("progress"), float("inf")), "progress holds real"),
+    ("speech that is no JSON", _stored(FILE_SET.format("speech"), "[[1,2"), 'speech holds text "[[1,2"'),
+    ("speech of another shape", _stored(FILE_SET.format("speech"), '{"from": 1}'), 'speech holds the JSON {"from":1}'),
+    ("speech in text", _stored(FILE_SET.format("speech"), '[["a", "b"]]'), "speech holds the JSON"),
+    ("speech in fractions", _stored(FILE_SET.format("speech"), "[[1.5, 2]]"), "speech holds the JSON [[1.5,2]]"),
+    ("a file size past any", _stored(FILE_SET.format("size"), 1e300), "size holds the number 1e+300"),
+    ("an attempt's piece past any", _attempt_with(1e300), "piece holds the number 1e+300"),
+]
+
+
+def claim_as_the_sidecar(service: Caller, now: int | None = None) -> httpx.Response:
+    """The claim as the sidecar sends it: the record's fields and its rows with it."""
+    body = {
+        "now": now or now_ms(),
+        "leases": dict.fromkeys(CLAIMABLE, LEASE_MS),
+        "with_record": True,
+        "with_rows": True,
+    }
+    return service.http.post("/api/pipeline/claim", json=body)
+
+
+def halted_events(superuser: Caller, rid: str) -> list[str]:
+    events = superuser.http.get(
+        "/api/collections/record_events/records", params={"filter": f'record = "{rid}"', "perPage": 100}
+    ).json()["items"]
+    return [e["outcome_text"] for e in events if e["kind"] == "halted"]
+
+
+@pytest.mark.parametrize(("shape", "store", "said"), UNREADABLE, ids=[u[0] for u in UNREADABLE])
+def test_a_record_the_claim_cannot_read_in_any_shape_is_set_aside(
+    pb: PocketBaseServer,
+    sender: Caller,
+    service: Caller,
+    superuser: Caller,
+    shape: str,
+    store: Callable[[PocketBaseServer, str], None],
+    said: str,
+) -> None:
+    broken, behind = sender.upload(), sender.upload()
+    store(pb, broken)
+    first = claim_as_the_sidecar(service)
+    assert first.status_code == 200, first.text
+    assert first.json()["id"] == behind and first.headers["X-Set-Aside"] == broken
+    Claimed(Claim(behind, first.json()["token"]), AudioRecord.model_validate(first.json()["record"]))
+    row = pb.sql_one("SELECT halt_code, halted_at, claim_token, available_at FROM audio_records WHERE id = ?", broken)
+    assert row[0] == "unclaimable" and row[1] != "" and row[2] == "" and row[3] == 0
+    [text] = halted_events(superuser, broken)
+    assert text.startswith("unclaimable: the claim could not read this record (") and said in text, text
+    again = claim_as_the_sidecar(service)
+    assert again.status_code == 204 and "X-Set-Aside" not in again.headers
+
+
+def _insights_row(pb: PocketBaseServer, recording: str, **values: object) -> str:
+    """An insights row queued for ``recording`` (which is done), with ``values`` stored as they are."""
+    iid = "ins" + recording[:12]
+    at = now_ms() - 1000
+    pb.sql("UPDATE audio_records SET state = 'done', available_at = 0 WHERE id = ?", recording)
+    pb.sql(
+        "INSERT INTO insights (id, record, state, state_entered_at, available_at, created, updated)"
+        " VALUES (?, ?, 'queued', ?, ?, '2026-01-01 00:00:00.000Z', '2026-01-01 00:00:00.000Z')",
+        iid,
+        recording,
+        at,
+        at,
+    )
+    for name, value in values.items():
+        pb.sql(f"UPDATE insights SET {name} = ? WHERE id = ?", value, iid)  # noqa: S608
+    return iid
+
+
+@pytest.mark.parametrize("broken_by", ["text in progress", "its recording gone"])
+def test_an_insights_row_the_claim_cannot_read_is_set_aside(
+    pb: PocketBaseServer, sender: Caller, service: Caller, superuser: Caller, broken_by: str
+) -> None:
+    first_recording, second_recording = sender.upload(), sender.upload()
+    if broken_by == "text in progress":
+        broken = _insights_row(pb, first_recording, progress="abc")
+    else:  # the claim's owner, title and language of it are NULL
+        broken = _insights_row(pb, first_recording, record="gone")
+    behind = _insights_row(pb, second_recording, available_at=now_ms() - 500)
+    got = service.http.post(
+        "/api/pipeline/claim",
+        json={"now": now_ms(), "leases": {"uploaded": 1000}, "insights_lease": 60_000, "with_record": True},
+    )
+    assert got.status_code == 200, got.text
+    assert got.json()["id"] == behind and got.json()["queue"] == "insights" and got.headers["X-Set-Aside"] == broken
+    row = pb.sql_one("SELECT halt_code, claim_token FROM insights WHERE id = ?", broken)
+    assert row == ("unclaimable", "")
+    if broken_by == "text in progress":
+        [text] = halted_events(superuser, first_recording)
+        assert "could not read this insights row (progress holds text 'abc'" in text
+    else:
+        assert "owner holds null" in pb.sql_one("SELECT halt_reason FROM insights WHERE id = ?", broken)[0]
+
+
+def test_past_five_rows_set_aside_the_claimer_is_told_to_come_back_at_once(
+    pb: PocketBaseServer, sender: Caller, service: Caller
+) -> None:
+    broken = [sender.upload() for _ in range(6)]
+    behind = sender.upload()
+    for rid in broken:
+        pb.sql("UPDATE audio_records SET progress = 'abc' WHERE id = ?", rid)
+    now = now_ms()
+    first = claim_as_the_sidecar(service, now)
+    assert first.status_code == 204 and first.headers["X-Set-Aside"] == ",".join(broken[:5])
+    assert first.headers["X-Next-Available-At"] == str(now)
+    second = claim_as_the_sidecar(service)
+    assert second.json()["id"] == behind and second.headers["X-Set-Aside"] == broken[5]
+
+
+def test_racing_claims_that_meet_a_row_nobody_can_read_set_it_aside_once(
+    pb: PocketBaseServer, sender: Caller, superuser: Caller
+) -> None:
+    broken, behind = sender.upload(), sender.upload()
+    pb.sql("UPDATE audio_records SET progress = 'abc' WHERE id = ?", broken)
+    answers = race(pb, 20)
+    assert [r.headers.get("X-Set-Aside") for r in answers if "X-Set-Aside" in r.headers] == [broken]
+    assert [r.json()["id"] for r in answers if r.status_code == 200] == [behind]
+    assert len(halted_events(superuser, broken)) == 1

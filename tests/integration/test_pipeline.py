@@ -139,3 +139,42 @@ async def test_metrics_count_step_runs_and_records_per_stage(pb: PocketBaseServe
     assert 'transcriber_step_runs_total{outcome="advanced",stage="uploaded"} 1.0' in body
     assert 'transcriber_records{halted="false",stage="uploaded"} 1.0' in body
     assert 'transcriber_records{halted="false",stage="normalized"} 1.0' in body
+
+
+async def test_rows_no_worker_can_read_are_set_aside_while_the_pool_finishes_the_rest(
+    pb: PocketBaseServer, sender: Caller, superuser: Caller, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two rows nobody can read among good ones, with real workers: one the claim stops (text in
+    ``progress``), one that reaches the sidecar and does not read there (a record model stricter
+    than PocketBase's check, as a release apart would be). Both are halted ``unclaimable`` with a
+    journal row and counted once; every other recording is finished, and the pool keeps running."""
+    from pydantic import field_validator
+
+    from sidecar.pocketbase import client as client_module
+    from sidecar.storage.model import AudioRecord
+
+    class Stricter(AudioRecord):
+        @field_validator("title")
+        @classmethod
+        def _readable_title(cls, title: str) -> str:
+            if title == "read me not":
+                raise ValueError("a title this release cannot read")
+            return title
+
+    monkeypatch.setattr(client_module, "AudioRecord", Stricter)
+    stopped_by_claim = sender.upload()
+    stopped_by_sidecar = sender.upload(title="read me not")
+    behind = sender.upload()
+    pb.sql("UPDATE audio_records SET progress = 'abc' WHERE id = ?", stopped_by_claim)
+    async with running_sidecar(pb, ALL, workers=2, idle_poll=1) as pool, pool_running(pool):
+        await eventually(lambda: superuser.record(behind)["state"] == "done", within=30)
+        later = await anyio.to_thread.run_sync(sender.upload)  # the pool still runs
+        await eventually(lambda: superuser.record(later)["state"] == "done", within=30)
+        assert pool.runner.metrics.set_aside._value.get() == 2
+    for rid, said in ((stopped_by_claim, "progress holds text 'abc'"), (stopped_by_sidecar, "title")):
+        rec = superuser.record(rid)
+        assert (rec["halt_code"], rec["state"], rec["claim_token"]) == ("unclaimable", "uploaded", ""), rec
+        events = superuser.http.get(
+            "/api/collections/record_events/records", params={"filter": f'record = "{rid}" && kind = "halted"'}
+        ).json()["items"]
+        assert len(events) == 1 and said in events[0]["outcome_text"], events

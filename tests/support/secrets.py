@@ -1,25 +1,39 @@
-"""What is left of a key in a text, read the ways a person could read it back (H1).
+"""What is left of a secret in a text, read back every way a person or a program could (H1).
 
-Written apart from ``sidecar.redaction`` on purpose: the tests judge the
-redaction by this, not by its own decoding.
+Written apart from ``sidecar.redaction``, and another way: the redaction searches each
+reading of a text with automata and maps what it finds back; this decodes the whole text
+with the standard library's decoders (``urllib.parse.unquote``, ``html.unescape``,
+``base64``) and a plain JSON unescape, in every order, and looks for every 8-character run
+of the secret in every result with ``in``. Slow, and meant to be checked by reading it.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import html
 import re
+from collections.abc import Callable, Iterable
 from urllib.parse import unquote
 
+# A run of this many characters of a secret gives it away; a shorter secret is looked for whole.
 PIECE = 8
-# What redaction writes in place of a secret: its letters are not the key's, and it breaks a run.
+# What redaction writes in place of a secret: its letters are not the secret's, and it breaks a run.
 MARKER = "[redacted]"
-# The longest separator inside a split key that a reader is expected to see through.
+# The longest separator inside a split secret that a reader is expected to see through.
 GAP = 6
+# Escapes inside escapes are read to this depth (an escape of an escape of an escape) ...
+DEPTH = 3
+# ... and inside what a base64 text carries, to this one.
+DEPTH_IN_BASE64 = 1
 
 _JSON_ESCAPE = re.compile(r"\\(?:u([0-9a-fA-F]{4})|([/\"\\bfnrt]))")
 _CONTROL = {"b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
 
 
 def json_unescape(text: str) -> str:
+    """The escapes of a JSON string read, one level: ``\\u002b``, ``\\/``, ``\\n``, ``\\\\``."""
+
     def one(m: re.Match[str]) -> str:
         if m[1]:
             return chr(int(m[1], 16))
@@ -28,30 +42,94 @@ def json_unescape(text: str) -> str:
     return _JSON_ESCAPE.sub(one, text)
 
 
-def views(text: str) -> set[str]:
-    """The text as it is, JSON-unescaped, percent-decoded once and twice."""
-    return {text, json_unescape(text), unquote(text), unquote(unquote(text))}
+UNESCAPES: tuple[Callable[[str], str], ...] = (unquote, json_unescape, html.unescape)
 
 
-def letters_and_digits(text: str) -> str:
-    """ASCII letters and digits, lower-cased; a run of more than ``GAP`` other characters stays a break."""
-    text = re.sub(rf"[^0-9A-Za-z]{{{GAP + 1},}}", "\x00", text)
-    return re.sub(r"[^0-9a-z\x00]", "", text.lower())
+def unescaped(text: str, depth: int) -> set[str]:
+    """The text, and every text the unescapes make of it, applied in any order up to ``depth`` times."""
+    seen = {text}
+    frontier = {text}
+    for _ in range(depth):
+        frontier = {undo(t) for t in frontier for undo in UNESCAPES} - seen
+        seen |= frontier
+    return seen
 
 
-def survivors(text: str, key: str) -> set[str]:
-    """Every 8-character window of ``key`` still in ``text``, in any view: as is (case-folded), or as
-    8 of its letters and digits in a row with short separators dropped."""
-    folded = key.lower()
-    windows = {folded[i : i + PIECE] for i in range(len(folded) - PIECE + 1)}
-    bones = letters_and_digits(key)
-    bone_windows = {bones[i : i + PIECE] for i in range(len(bones) - PIECE + 1)}
-    found: set[str] = set()
-    # Split at the marker first: "…[redacted]0000000" is not "d0000000" of a key.
+_BASE64_RUN = re.compile(r"[A-Za-z0-9+/_-]+")
+
+
+def base64_decoded(text: str) -> set[str]:
+    """What every run of base64 characters decodes to, from each of its first 4 characters, as UTF-8.
+
+    Line breaks are taken out first (base64 is often wrapped); padding ends a run. Standard and
+    URL-safe alphabets alike; a run whose length leaves a lone character loses that character.
+    """
+    out: set[str] = set()
+    for run in _BASE64_RUN.findall(re.sub(r"[\r\n]+", "", text)):
+        standard = run.replace("-", "+").replace("_", "/")
+        for offset in range(4):
+            chunk = standard[offset:]
+            chunk = chunk[: len(chunk) - (len(chunk) % 4 == 1)]
+            if not chunk:
+                continue
+            try:
+                data = base64.b64decode(chunk + "=" * (-len(chunk) % 4))
+            except binascii.Error:
+                continue
+            out.add(data.decode("utf-8", errors="replace"))
+    return out
+
+
+def readings(text: str) -> set[str]:
+    """Every decoding of ``text``: its escapes read, then base64 read in each, then the escapes in that."""
+    outer = unescaped(text, DEPTH)
+    inner = {r for t in outer for b in base64_decoded(t) for r in unescaped(b, DEPTH_IN_BASE64)}
+    return outer | inner
+
+
+def without_separators(text: str) -> str:
+    """Letters and digits only: a run of up to ``GAP`` other characters is taken out, a longer one
+    stays a break (a NUL)."""
+    out: list[str] = []
+    gap = 0
+    for c in text:
+        if c.isalnum():
+            if gap > GAP and out:
+                out.append("\x00")
+            out.append(c)
+            gap = 0
+        else:
+            gap += 1
+    return "".join(out)
+
+
+def runs_of(secret: str) -> tuple[set[str], set[str]]:
+    """The runs a reader would recognize: every 8 characters of the secret in a row (the whole of a
+    shorter one), lower-cased; and every 8 of its letters and digits in a row (seen through separators)."""
+    low = secret.lower()
+    if len(low) < PIECE:
+        return {low}, set()
+    letters = "".join(c for c in low if c.isalnum())
+    return (
+        {low[i : i + PIECE] for i in range(len(low) - PIECE + 1)},
+        {letters[i : i + PIECE] for i in range(len(letters) - PIECE + 1)},
+    )
+
+
+def survivors(text: str, secret: str) -> set[str]:
+    """Every run of ``secret`` still in ``text`` in any reading of it (case ignored)."""
+    runs, letter_runs = runs_of(secret)
+    # Split at the marker first: "…[redacted]0000000" is not "d0000000" of a secret.
     text = text.replace(MARKER, "\x00" * (GAP + 1))
-    for view in views(text):
-        lowered = view.lower()
-        found |= {w for w in windows if w in lowered}
-        skeleton = letters_and_digits(view)
-        found |= {w for w in bone_windows if w in skeleton}
+    found: set[str] = set()
+    for reading in readings(text):
+        low = reading.lower()
+        found |= {r for r in runs if r in low}
+        bare = without_separators(low)
+        found |= {r for r in letter_runs if r in bare}
     return found
+
+
+def any_survivor(text: str, secrets: Iterable[str]) -> dict[str, set[str]]:
+    """The runs of each secret left in ``text``: empty when none is."""
+    return {s: left for s in secrets if (left := survivors(text, s))}

@@ -141,3 +141,24 @@ def test_the_files_backups_leave_out_are_the_sidecars_secret_and_lock() -> None:
 def test_the_seeds_variable_is_the_one_the_hooks_read() -> None:
     text = (HOOKS / "lib" / "settings.js").read_text()
     assert f'seedFingerprints: "{seeds.SEEDS_ENV}"' in text
+
+
+def test_what_a_claimer_must_read_is_declared_alike_by_the_hook_the_twin_and_the_model() -> None:
+    """pb_hooks/lib/readable.js's RECORD (checked by the claim), the twin's mirror of it, the fields the
+    claim hands out (queue.js CLAIMED_FIELDS) and the sidecar's AudioRecord: one list of fields, one kind each."""
+    from sidecar.storage import memory
+    from sidecar.storage.model import AudioRecord
+
+    text = (HOOKS / "lib" / "readable.js").read_text()
+    block = re.search(r"^const RECORD = Object\.assign\((.*?)\n\);", text, re.M | re.S)
+    assert block, "no RECORD in readable.js"
+    hook: dict[str, str] = {}
+    for helper, names in re.findall(r"(TEXTS|COUNTS)\(\[([^\]]*)\]\)", block.group(1)):
+        hook.update(dict.fromkeys(re.findall(r'"(\w+)"', names), "text" if helper == "TEXTS" else "count"))
+    hook.update(re.findall(r'\{ (\w+): "(\w+)" \}', block.group(1)))
+    twin_kinds = {memory._TEXT: "text", memory._COUNT: "count", memory._FRACTION: "fraction"}
+    assert hook == {name: twin_kinds[kind] for name, kind in memory._READABLE.items()}
+    queue = (HOOKS / "lib" / "queue.js").read_text()
+    claimed = re.search(r"^const CLAIMED_FIELDS = \[(.*?)\];", queue, re.M | re.S)
+    assert claimed and set(re.findall(r'"(\w+)"', claimed.group(1))) == set(hook)
+    assert set(hook) == set(AudioRecord.model_fields) - {"recording"}

@@ -310,3 +310,67 @@ async def test_an_answer_to_a_claim_sent_before_the_outage_does_not_end_it(
     warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert sum("unavailable" in m for m in warnings) == 1, warnings
     assert sum("is back after" in m for m in warnings) == 1, warnings
+
+
+# --- rows nobody can read -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("progress", "abc"),
+        ("state_entered_at", None),
+        ("duration_ms", 1e300),
+        ("attempts", 2.5),
+        ("title", b"\xc3\xa9"),
+    ],
+)
+async def test_a_row_the_claim_cannot_read_is_set_aside_and_the_pool_goes_on(
+    storage: InMemoryStorage, clock: FakeClock, caplog: pytest.LogCaptureFixture, field: str, value: object
+) -> None:
+    """The twin's claim, as PocketBase's: the row is halted unclaimable on the way and named; the pool
+    counts and logs it once, and finishes the rows behind it."""
+    caplog.set_level(logging.DEBUG, logger="transcriber")
+    broken, behind = storage.add_record(), storage.add_record()
+    setattr(storage.row(broken), field, value)
+    async with running(storage, recording([]), workers=2, idle_poll=1) as pool:
+        await until(clock, lambda: storage.row(behind).state == "done")
+        later = storage.add_record()
+        await until(clock, lambda: storage.row(later).state == "done")
+        assert pool.runner.metrics.set_aside._value.get() == 1
+    row = storage.row(broken)
+    assert (row.halt_code, row.state, row.claim_token) == ("unclaimable", "uploaded", "")
+    [halted] = [e for e in storage.journal_of(broken) if e.kind == "halted"]
+    assert halted.text.startswith("unclaimable: ") and field in halted.text
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert sum(broken in m for m in errors) == 1, errors
+
+
+async def test_a_claimed_row_this_sidecar_cannot_read_is_set_aside_under_its_claim(
+    storage: InMemoryStorage, clock: FakeClock, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Should a claimed row reach the sidecar unreadable all the same (``UnreadableClaim``: a release
+    apart), the worker halts it with the claim's token and claims again; the pool does not die."""
+    from sidecar.storage.errors import UnreadableClaim
+    from sidecar.storage.model import Claimed
+
+    caplog.set_level(logging.DEBUG, logger="transcriber")
+    broken, behind = storage.add_record(title="read me not"), storage.add_record()
+    real_claim = storage.claim
+
+    async def stricter(leases: object, insights: object = None) -> object:
+        got = await real_claim(leases)  # type: ignore[arg-type]
+        if isinstance(got, Claimed) and got.record.title == "read me not":
+            raise UnreadableClaim(got.claim, "title: a title this release cannot read")
+        return got
+
+    monkeypatch.setattr(storage, "claim", stricter)
+    async with running(storage, recording([]), workers=1, idle_poll=1) as pool:
+        await until(clock, lambda: storage.row(behind).state == "done")
+        assert pool.runner.metrics.set_aside._value.get() == 1
+    row = storage.row(broken)
+    assert (row.halt_code, row.claim_token, row.available_at) == ("unclaimable", "", 0)
+    [halted] = [e for e in storage.journal_of(broken) if e.kind == "halted"]
+    assert "a title this release cannot read" in halted.text
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert sum(broken in m for m in errors) == 1, errors

@@ -111,10 +111,12 @@ async def _notes(settings: Any, provider: Any, sender: Any, audio: Path) -> tupl
                     return str(resp.json()["id"])
 
                 rid = await anyio.to_thread.run_sync(upload)
+
+                def poll(rid: str = rid) -> dict[str, Any]:
+                    return dict(sender.http.get(f"/api/transcriber/records/{rid}").json())
+
                 while True:
-                    body: dict[str, Any] = await anyio.to_thread.run_sync(
-                        lambda rid=rid: sender.http.get(f"/api/transcriber/records/{rid}").json()
-                    )
+                    body = await anyio.to_thread.run_sync(poll)
                     if body["halted"]:
                         raise RuntimeError(f"the note halted: {body['halt_code']}")
                     if body["status"] == "done":

@@ -1,4 +1,4 @@
-"""``bench/run [--quick] [--only PF1,PF3] [--results FILE]``: the performance figures PF1–PF12.
+"""``bench/run [--quick] [--only PF1,PF3] [--results FILE]``: the performance figures PF1–PF13.
 
 Each figure is printed as one line as soon as it is measured, then all of
 them are written to bench/results.md as a Markdown table (a run of some
@@ -36,6 +36,7 @@ MODULES = [
     ("PF10", "bench.pf10_speakers", "offline speaker labels: DER, time and memory"),
     ("PF11", "bench.pf11_insights", "offline brief and topics: time, tokens/s, memory, grounding, decisions"),
     ("PF12", "bench.pf12_storage", "bytes stored per hour of audio, fresh and for good"),
+    ("PF13", "bench.pf13_voice_note", "a 30-second voice note, upload → transcript"),
 ]
 
 HEADER = ["id", "measure", "value", "reference (same run)", "ratio", "goal", "result", "notes"]

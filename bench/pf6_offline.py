@@ -57,8 +57,10 @@ def _clips(language: str) -> list[tuple[Path, str]]:
     return out
 
 
-def _concat(parts: list[tuple[Path, str]], dst: Path, min_seconds: float, seed: int) -> tuple[float, str]:
-    """16-bit mono WAVs joined with 0.5 s pauses, in seeded shuffled rounds, until ``min_seconds``."""
+def _concat(
+    parts: list[tuple[Path, str]], dst: Path, min_seconds: float, seed: int, pause: float = 0.5
+) -> tuple[float, str]:
+    """16-bit mono WAVs joined with ``pause`` seconds between them, in seeded shuffled rounds, until ``min_seconds``."""
     rng = random.Random(seed)
     audio: list[tuple[bytes, str]] = []
     rate = 16000
@@ -66,7 +68,7 @@ def _concat(parts: list[tuple[Path, str]], dst: Path, min_seconds: float, seed: 
         with wave.open(str(p), "rb") as w:
             rate = w.getframerate()
             audio.append((w.readframes(w.getnframes()), text))
-    silence = b"\x00\x00" * (rate // 2)
+    silence = b"\x00\x00" * int(rate * pause)
     seconds = 0.0
     spoken: list[str] = []
     with wave.open(str(dst), "wb") as out:

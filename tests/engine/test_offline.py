@@ -172,16 +172,21 @@ def test_a_minute_of_silence_before_russian_speech(provider: OfflineProvider, tm
     assert document["segments"][0]["start"] >= 59.0  # times are the recording's own
 
 
-def test_an_opening_in_another_language_is_outvoted(provider: OfflineProvider, tmp_path: Path) -> None:
-    from sidecar.media.pcm import PcmReader
-
-    # Over 30 s of English first, then Russian for twice as long.
+def _mixed(tmp_path: Path) -> Path:
+    """Over 30 s of English first, then Russian for twice as long."""
     parts: list[Path | float] = []
     for name in [*CLIPS, *list(CLIPS)[:3]]:
         parts += [SPEECH / name, 0.4]
     for name in [*CLIPS_RU, *CLIPS_RU]:
         parts += [SPEECH_RU / name, 0.4]
-    audio = compose_wav(parts, tmp_path / "mixed.wav")
+    return compose_wav(parts, tmp_path / "mixed.wav")
+
+
+def test_an_opening_in_another_language_is_outvoted(provider: OfflineProvider, tmp_path: Path) -> None:
+    """One window after another (``batch_size = 1``): the vote reads windows of its own."""
+    from sidecar.media.pcm import PcmReader
+
+    audio = _mixed(tmp_path)
     model = provider.load()
     asked: list[int] = []
 
@@ -200,6 +205,35 @@ def test_an_opening_in_another_language_is_outvoted(provider: OfflineProvider, t
         assert offline.vote_language(Spy(), pcm, regions) == "ru"
     assert 3 <= len(asked) <= offline.VOTE_WINDOWS
     assert all(size <= 30 * 16000 for size in asked)
+
+
+def test_the_batched_vote_outvotes_an_opening_and_costs_no_encoder_pass(
+    provider: OfflineProvider, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The batched decoder votes on the encoder's output of the windows it decodes first: the
+    recording is encoded once, window by window, vote included, and the opening is outvoted."""
+    from faster_whisper.transcribe import WhisperModel
+
+    audio = _mixed(tmp_path)
+    encoded: list[int] = []
+    real = WhisperModel.encode
+
+    def counted(self: Any, features: Any) -> Any:
+        encoded.append(1 if features.ndim == 2 else int(features.shape[0]))
+        return real(self, features)
+
+    monkeypatch.setattr(WhisperModel, "encode", counted)
+    heard: list[str] = []
+    document = json.loads(provider.recognize(audio, threading.Event(), found_language=heard.append))
+    assert document["language"] == "ru" and heard == ["ru"]
+    from sidecar.media.pcm import PcmReader
+
+    with PcmReader(audio) as pcm:
+        regions, _ = vad.find_speech_in_blocks(pcm.blocks(600))
+    windows = offline_batches.windows(regions)
+    assert len(windows) >= 3  # enough to spread a vote over
+    assert sum(encoded) == len(windows)  # no window encoded twice, none for the vote alone
+    assert document["segments"][0]["text"], document  # the English opening is still heard
 
 
 # --- silence, noise, tiny clips ---------------------------------------------------
@@ -520,14 +554,46 @@ def test_one_window_at_a_time_and_batched_hear_the_same_words(clip: Path, text: 
     assert e4 / n <= 0.2, heard
 
 
-def test_windows_merge_regions_within_thirty_seconds_of_the_recording() -> None:
+def test_windows_pack_speech_and_leave_long_pauses_out() -> None:
     from sidecar.media.vad import Region
 
     second = 16000
-    regions = [Region(0, 5 * second), Region(6 * second, 20 * second), Region(29 * second, 31 * second)]
-    regions += [Region(40 * second, 41 * second), Region(100 * second, 140 * second)]
+    regions = [Region(0, 5 * second), Region(5 * second + 8000, 20 * second)]  # a half-second pause: kept
+    regions += [Region(29 * second, 31 * second), Region(40 * second, 41 * second)]  # 9 s pauses: left out
+    regions += [Region(45 * second, 60 * second), Region(100 * second, 140 * second)]  # too long: split
     spans = offline_batches.windows(regions)
-    assert [(w.start // second, w.end // second) for w in spans] == [(0, 20), (29, 41), (100, 130), (130, 140)]
+    got = [[(a // second, b // second) for a, b in w.stretches] for w in spans]
+    assert got == [[(0, 20), (29, 31), (40, 41)], [(45, 60)], [(100, 130)], [(130, 140)]]
+    assert all(w.samples <= offline_batches.WINDOW for w in spans)
+    # Times in a window go back to the recording, stretch by stretch.
+    first = spans[0]
+    assert first.in_recording(0.0) == 0.0 and first.in_recording(19.5) == 19.5
+    assert first.in_recording(20.5) == 29.5  # half a second into the second stretch
+    assert first.in_recording(22.5) == 40.5
+    assert first.in_recording(99.0) == 41.0  # past the end: held to it
+
+
+def test_a_recording_of_sparse_phrases_is_decoded_in_few_windows(provider: OfflineProvider, tmp_path: Path) -> None:
+    """Phrases 16 s apart: the windows hold the phrases, not the silence between them."""
+    from sidecar.media.pcm import PcmReader
+
+    parts: list[Path | float] = [2.0]
+    for name in CLIPS:
+        parts += [SPEECH / name, 16.0]
+    audio = compose_wav(parts, tmp_path / "sparse.wav")
+    with PcmReader(audio) as pcm:
+        regions, frames = vad.find_speech_in_blocks(pcm.blocks(600))
+    spans = offline_batches.windows(regions)
+    speech = sum(r.samples for r in regions)
+    # A stretch of 30 s of the recording holds two phrases at most: that many windows were decoded before.
+    phrases_apart = -(-len(CLIPS) // 2)
+    assert len(spans) == -(-speech // offline_batches.WINDOW) < phrases_apart, (len(spans), speech, frames)
+    document = _recognize(provider, audio)
+    e, n = word_errors(" ".join(CLIPS.values()), document["text"])
+    assert e / n <= 0.1, document["text"]
+    # Each phrase keeps its own time in the recording: segments start inside the speech found.
+    for segment in document["segments"]:
+        assert any(r.start / 16000 - 0.5 <= segment["start"] <= r.end / 16000 for r in regions), segment
 
 
 def test_windows_apart_keep_their_own_times(provider: OfflineProvider, tmp_path: Path) -> None:

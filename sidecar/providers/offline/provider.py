@@ -207,13 +207,24 @@ class OfflineProvider:
                 regions, frames = vad.find_speech_in_blocks(_watched(pcm.blocks(vad.BLOCK_SECONDS), cancel))
             else:
                 regions, frames = _regions(speech, pcm.frames), pcm.frames
-            chosen = self._language(model, pcm, regions, language)
-            if chosen is not None and found_language is not None:
-                found_language(chosen)
+            # The language asked for, else voted: by the batched decoder on the encoder's output of the
+            # windows it decodes first (no pass of its own), or here for one-window-at-a-time decoding.
+            chosen = self._language(model, regions, language)
+            if chosen is None and regions and self._settings.batch_size <= 1:
+                chosen = self._vote(model, pcm, regions)
+            voted: list[str] = []
+
+            def heard(code: str) -> None:
+                voted.append(code)
+                if found_language is not None:
+                    found_language(code)
+
+            if chosen is not None:
+                heard(chosen)
             duration = frames / SAMPLE_RATE
             share = RECOGNITION_SHARE if self.diarizer is not None else 1.0
             segments: list[dict[str, Any]] = []
-            for segment in self._segments(model, pcm, regions, chosen, cancel):
+            for segment in self._segments(model, pcm, regions, chosen, cancel, heard):
                 segments.extend(split_at_pauses(segment))
                 if report is not None:
                     report(segment["end"] * share)
@@ -229,7 +240,7 @@ class OfflineProvider:
             _check(cancel)
         document = {
             "text": " ".join(s["text"] for s in segments if s["text"]),
-            "language": chosen,
+            "language": voted[0] if voted else None,
             "duration": _r(frames / SAMPLE_RATE),
             "segments": segments,
         }
@@ -250,23 +261,32 @@ class OfflineProvider:
             log.warning("speaker diarization failed (%s): this piece's transcript has no speakers", type(e).__name__)
             return None
 
-    def _language(self, model: Any, pcm: PcmReader, regions: Sequence[vad.Region], asked: str | None) -> str | None:
+    def _language(self, model: Any, regions: Sequence[vad.Region], asked: str | None) -> str | None:
+        """The language asked for (the sender's hint, else the settings'); None: to be voted (or no speech)."""
         wanted = asked or self._settings.language or AUTO
         if wanted != AUTO:
             return code_of(wanted) or wanted
         if not model.model.is_multilingual:
             return "en"
-        if not regions:
-            return None
+        return None
+
+    def _vote(self, model: Any, pcm: PcmReader, regions: Sequence[vad.Region]) -> str:
         try:
             return vote_language(model, pcm, regions)
         except Exception as e:
             raise _engine_failure(e) from e
 
     def _segments(
-        self, model: Any, pcm: PcmReader, regions: Sequence[vad.Region], language: str | None, cancel: threading.Event
+        self,
+        model: Any,
+        pcm: PcmReader,
+        regions: Sequence[vad.Region],
+        language: str | None,
+        cancel: threading.Event,
+        on_language: Callable[[str], None],
     ) -> Iterator[dict[str, Any]]:
-        """The recording's segments in its own times: batched (T1), or one window after another."""
+        """The recording's segments in its own times: batched (T1; the language voted there when
+        ``language`` is None), or one window after another."""
         if self._settings.batch_size > 1:
             try:
                 yield from offline_batches.decode(
@@ -277,6 +297,7 @@ class OfflineProvider:
                     beam_size=self._settings.beam_size,
                     batch_size=self._settings.batch_size,
                     cancel=cancel,
+                    on_language=on_language,
                 )
             except TranscriberError:
                 raise

@@ -78,7 +78,7 @@ def one(target: Path) -> dict[str, Any]:
         # The engine alone, on the audio normalize gives it.
         wav = normalize(audio, work / "note.wav", provider.audio_spec)
         t0 = time.perf_counter()
-        provider.recognize(wav.path, threading.Event())
+        provider.engine.recognize(wav.path, threading.Event())
         engine = time.perf_counter() - t0
     errors, words = word_errors(text, heard)
     return {
@@ -88,7 +88,7 @@ def one(target: Path) -> dict[str, Any]:
         "wer": errors / max(words, 1),
         "seconds": wav.duration_ms / 1000,
         "workers": settings.pipeline.workers,
-        "threads": provider.threads,
+        "threads": provider.engine.threads,
     }
 
 

@@ -87,7 +87,7 @@ def one(mode: str, audio: Path, language: str, work: Path) -> dict[str, Any]:
 
     settings = OfflineSettings()
     provider = OfflineProvider(settings)
-    model = provider.load()  # the same weights and threads as the pipeline's
+    model = provider.engine.load()  # the same weights and threads as the pipeline's
     t0 = time.perf_counter()
     samples = decode_audio(str(audio))
     options: dict[str, Any] = {"language": language, "word_timestamps": True}

@@ -134,6 +134,8 @@ class Runner:
 
     async def _guarded(self, claimed: Claimed, stage: Stage) -> Verdict:
         record, p = claimed.record, self.settings.pipeline
+        # A try that ended without a word (its process killed mid-step) still counted: the claim after the
+        # last one allowed halts here, its step not run (P7). A try that fails halts at once (``_classify``).
         if record.attempts > p.max_attempts:
             tries = record.attempts - 1
             reason = f"attempts exhausted: {tries} tries of step {stage.step} did not succeed (max {p.max_attempts})"
@@ -216,10 +218,15 @@ class Runner:
                 log.warning("record %s waits: %s", record.id, redact(str(error)))
             delay = error.delay or self.settings.pipeline.poll_delay
             return Postponed(self.clock.now_ms() + max(_ms(delay), 1), redact(str(error)))
+        what = str(error) if isinstance(error, RetryableError) else f"{type(error).__name__}: {error}"
+        most = self.settings.pipeline.max_attempts
+        if record.attempts >= most:
+            # The last try allowed failed: out of attempts now, not after another claim and a retry delay.
+            reason = f"attempts exhausted: {record.attempts} tries of step {stage.step} did not succeed (max {most})"
+            return Halted(HaltCode.ATTEMPTS_EXHAUSTED, redact(f"{reason}; the last: {what}")[:2000])
         delay = self.settings.pipeline.retry_delay
         if isinstance(error, RetryableError) and error.retry_after is not None:
             delay = max(delay, error.retry_after)
-        what = str(error) if isinstance(error, RetryableError) else f"{type(error).__name__}: {error}"
         text = redact(f"step {stage.step} failed (attempt {record.attempts}): {what}")[:4000]
         return Failed(self.clock.now_ms() + _ms(delay), text)
 

@@ -97,7 +97,7 @@ from sidecar.threads import usable_cpus
 from sidecar.providers.offline.provider import OfflineProvider
 from sidecar.settings import OfflineSettings
 provider = OfflineProvider(OfflineSettings(diarize=False), workers=1)
-print(json.dumps({"usable": usable_cpus(), "decoder_threads": provider.threads}))
+print(json.dumps({"usable": usable_cpus(), "decoder_threads": provider.engine.threads}))
 """
 
 

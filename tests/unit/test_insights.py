@@ -104,7 +104,8 @@ async def insights_pool(
 
 
 async def run_insights(pool: WorkerPool, storage: InMemoryStorage) -> Verdict:
-    got = await storage.claim(pool.runner.table.leases(), pool.runner.table.insights.lease)
+    assert pool.runner.table.follow_up is not None
+    got = await storage.claim(pool.runner.table.leases(), pool.runner.table.follow_up.lease)
     assert isinstance(got, Claimed) and got.claim.queue == "insights"
     return await pool.runner.run(got)
 

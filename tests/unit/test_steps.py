@@ -17,7 +17,7 @@ from sidecar.outcome import CredentialsRefused, HaltCode, PermanentError, Retrya
 from sidecar.providers.base import OnProgress, Polled, Started, StartRequest
 from sidecar.service import default_steps
 from sidecar.settings import Settings
-from sidecar.steps.base import StepContext
+from sidecar.steps.base import Providers, StepContext, StepKit
 from sidecar.steps.progress import ProgressWriter
 from sidecar.storage.errors import StorageError
 from sidecar.storage.memory import InMemoryStorage
@@ -282,14 +282,8 @@ async def test_the_language_shown_is_the_one_most_pieces_found_so_far(storage: I
     rid = await normalized(storage)
     got = await storage.claim({"normalized": timedelta(minutes=5)})
     assert isinstance(got, Claimed)
-    ctx = StepContext(
-        ClaimSession(storage, got.claim, got.record),
-        StubProvider(),
-        lambda _name: StubProvider(),
-        Settings(),
-        storage.clock,
-        Path(tempfile.gettempdir()),
-    )
+    kit = StepKit(Providers(StubProvider(), lambda _name: StubProvider()), Settings(), storage.clock)
+    ctx = StepContext(ClaimSession(storage, got.claim, got.record), kit, Path(tempfile.gettempdir()))
     progress = ProgressWriter(ctx, 60_000)
     shown = []
     for code in ("ru", "en", "en", "ru", "ru"):

@@ -93,7 +93,7 @@ def one(target: Path) -> dict[str, Any]:
 
 
 async def _notes(settings: Any, provider: Any, sender: Any, audio: Path) -> tuple[list[float], str]:
-    from sidecar.service import default_steps, pipeline
+    from sidecar.serving.assembly import default_steps, pipeline
 
     stop = anyio.Event()
     data = await anyio.Path(audio).read_bytes()

@@ -108,8 +108,8 @@ def one(mode: str, audio: Path, language: str, work: Path) -> dict[str, Any]:
 
 
 def run(quick: bool) -> list[Figure]:
+    from sidecar.runtime.threads import threads_for
     from sidecar.settings import OfflineSettings
-    from sidecar.threads import threads_for
     from testkit.wer import word_errors
 
     settings = OfflineSettings()

@@ -30,11 +30,11 @@ import anyio
 import httpx
 from anyio.abc import Process
 
-from sidecar.clock import Clock
 from sidecar.insights.chat import ChatServer
 from sidecar.outcome import RetryableError
+from sidecar.runtime.clock import Clock
 from sidecar.runtime.cpus import CpuGate
-from sidecar.threads import usable_cpus
+from sidecar.runtime.threads import usable_cpus
 
 __all__ = ["LOAD_TIMEOUT", "EngineFailed", "OfflineEngine", "xllamacpp_missing"]
 

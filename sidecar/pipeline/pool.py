@@ -16,11 +16,11 @@ import logging
 import anyio
 from anyio.abc import TaskStatus
 
-from sidecar.clock import Clock
 from sidecar.outcome import HaltCode
 from sidecar.pipeline.runner import Runner
 from sidecar.pipeline.sweep import sweep_normalized, sweep_once
 from sidecar.redaction import redact, short
+from sidecar.runtime.clock import Clock
 from sidecar.storage.errors import FencedOut, StorageError, StorageUnavailable, UnreadableClaim
 from sidecar.storage.model import Claimed, NoWork
 

@@ -19,9 +19,6 @@ from pathlib import Path
 
 import anyio
 
-from sidecar.clock import Clock, run_with_deadline
-from sidecar.logs import log_context
-from sidecar.metrics import Metrics
 from sidecar.outcome import (
     Advance,
     CredentialsRefused,
@@ -32,9 +29,12 @@ from sidecar.outcome import (
     StepResult,
     Verdict,
 )
+from sidecar.pipeline.metrics import Metrics
 from sidecar.pipeline.stages import Stage, StageTable
 from sidecar.redaction import redact
+from sidecar.runtime.clock import Clock, run_with_deadline
 from sidecar.runtime.cpus import CpuGate
+from sidecar.runtime.logs import log_context
 from sidecar.settings import Settings
 from sidecar.steps.base import StepContext, StepKit
 from sidecar.storage.copies import LocalCopies

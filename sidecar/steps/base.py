@@ -1,7 +1,7 @@
 """What a step receives. Steps never import the pipeline.
 
 The pipeline hands the providers to the steps without knowing what they are:
-it holds a ``Providers`` (built by ``sidecar.service``, the one place that
+it holds a ``Providers`` (built by ``sidecar.serving.assembly``, the one place that
 names a provider) and passes it on, so no pipeline module imports
 ``sidecar.providers``.
 """
@@ -12,10 +12,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sidecar.clock import Clock
 from sidecar.insights.summarize import Engine
 from sidecar.outcome import StepResult
 from sidecar.providers.base import Provider
+from sidecar.runtime.clock import Clock
 from sidecar.settings import Settings
 from sidecar.storage.model import AttemptRow, AudioRecord
 from sidecar.storage.session import ClaimSession

@@ -25,8 +25,8 @@ import anyio
 import anyio.lowlevel
 
 from sidecar.activity import REPORTED
-from sidecar.clock import Clock, SystemClock
 from sidecar.outcome import HaltCode
+from sidecar.runtime.clock import Clock, SystemClock
 from sidecar.storage.errors import FencedOut, StorageError
 from sidecar.storage.model import (
     INSIGHTS,

@@ -616,7 +616,7 @@ def test_windows_apart_keep_their_own_times(provider: OfflineProvider, tmp_path:
 async def test_speech_is_found_once_per_recording(provider: OfflineProvider, monkeypatch: pytest.MonkeyPatch) -> None:
     """Normalize finds the speech and keeps it with the piece; the engine decodes those regions
     without searching the recording again."""
-    from sidecar.service import default_steps, pipeline
+    from sidecar.serving.assembly import default_steps, pipeline
     from sidecar.storage.model import Claimed
     from tests.support.sidecar import twin, twin_settings
 

@@ -22,7 +22,7 @@ from sidecar.media.audio import normalize
 from sidecar.providers.offline.diarizer import OfflineDiarizer
 from sidecar.providers.offline.engine import RECOGNITION_SHARE
 from sidecar.providers.offline.provider import OfflineProvider
-from sidecar.service import default_steps
+from sidecar.serving.assembly import default_steps
 from sidecar.settings import OfflineSettings
 from sidecar.transcript.join import PieceResult, join
 from sidecar.transcript.speakers import numbered

@@ -12,7 +12,7 @@ import pytest
 
 from sidecar.media import vad
 from sidecar.providers.offline.provider import OfflineProvider
-from sidecar.service import default_steps, make_provider
+from sidecar.serving.assembly import default_steps, make_provider
 from testkit.audio import compose_wav, decode_info, write_audio
 from testkit.pocketbase import Caller, PocketBaseServer
 from testkit.wer import wer

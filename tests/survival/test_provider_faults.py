@@ -17,7 +17,7 @@ from pydantic import SecretStr
 
 from sidecar.providers.http import RetryPolicy
 from sidecar.providers.openai.provider import OpenAIProvider
-from sidecar.service import default_steps
+from sidecar.serving.assembly import default_steps
 from testkit.pocketbase import PocketBaseServer, free_port, running_pocketbase
 from tests.support.sidecar import pool_running, running_sidecar
 from tests.support.waiting import eventually

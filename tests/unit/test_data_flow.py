@@ -16,11 +16,11 @@ from typing import Any, cast
 
 import pytest
 
-from sidecar.clock import FakeClock
 from sidecar.pipeline.pool import WorkerPool
 from sidecar.providers.base import OnProgress, Started, StartRequest
 from sidecar.providers.instant import InstantProvider
-from sidecar.service import default_steps, pipeline
+from sidecar.runtime.clock import FakeClock
+from sidecar.serving.assembly import default_steps, pipeline
 from sidecar.storage.copies import LocalCopies
 from sidecar.storage.memory import InMemoryStorage
 from sidecar.storage.model import AttemptChange, AttemptStatus, Claimed, FileRole

@@ -13,13 +13,13 @@ import pytest
 import respx
 from pydantic import SecretStr
 
-from sidecar.clock import FakeClock
 from sidecar.insights.engines import OpenAIEngine
 from sidecar.insights.summarize import ANSWER_TOKENS, OVERHEAD_TOKENS
 from sidecar.outcome import HaltCode, Verdict
 from sidecar.pipeline.pool import WorkerPool
 from sidecar.redaction import register_secrets
-from sidecar.service import default_steps, pipeline
+from sidecar.runtime.clock import FakeClock
+from sidecar.serving.assembly import default_steps, pipeline
 from sidecar.settings import InsightsSettings
 from sidecar.storage.memory import InMemoryStorage
 from sidecar.storage.model import Claimed

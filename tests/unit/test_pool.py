@@ -16,9 +16,9 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from sidecar.clock import FakeClock
 from sidecar.outcome import Advance, Postpone, StepResult
 from sidecar.pipeline.pool import Waker, WorkerPool
+from sidecar.runtime.clock import FakeClock
 from sidecar.steps.base import Step, StepContext
 from sidecar.storage.memory import InMemoryStorage
 from sidecar.storage.model import NoWork

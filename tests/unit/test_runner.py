@@ -8,7 +8,6 @@ from datetime import timedelta
 import anyio
 import pytest
 
-from sidecar.clock import FakeClock
 from sidecar.outcome import (
     Advance,
     HaltCode,
@@ -21,6 +20,7 @@ from sidecar.outcome import (
 )
 from sidecar.pipeline.pool import WorkerPool
 from sidecar.redaction import register_secrets
+from sidecar.runtime.clock import FakeClock
 from sidecar.steps.base import Step, StepContext
 from sidecar.storage.memory import InMemoryStorage
 from sidecar.storage.model import Claimed, FileRole, NoWork

@@ -12,10 +12,11 @@ import anyio.to_thread
 import pytest
 
 from sidecar.activity import Activity
-from sidecar.clock import FakeClock
 from sidecar.outcome import CredentialsRefused, HaltCode, PermanentError, RetryableError, Verdict
 from sidecar.providers.base import OnProgress, Polled, Started, StartRequest
-from sidecar.service import default_steps
+from sidecar.runtime.clock import FakeClock
+from sidecar.runtime.threads import run_in_thread
+from sidecar.serving.assembly import default_steps
 from sidecar.settings import Settings
 from sidecar.steps.base import Providers, StepContext, StepKit
 from sidecar.steps.progress import ProgressWriter
@@ -24,7 +25,6 @@ from sidecar.storage.memory import InMemoryStorage
 from sidecar.storage.model import AttemptChange, AttemptStatus, Claimed, PiecePlace
 from sidecar.storage.session import ClaimSession
 from sidecar.storage.transitions import Advanced, Progressed
-from sidecar.threads import run_in_thread
 from sidecar.transcript.model import Segment, Transcript
 from tests.support.fakes import StubProvider
 from tests.support.sidecar import twin_sidecar

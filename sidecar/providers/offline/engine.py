@@ -59,8 +59,8 @@ from sidecar.providers.base import AudioSpec
 from sidecar.providers.offline import batches as offline_batches
 from sidecar.providers.offline import diarizer
 from sidecar.providers.offline.models import BUNDLED, DEFAULT_MODEL, ModelLoadError, load_model, model_directory
+from sidecar.runtime.threads import threads_for
 from sidecar.settings import OfflineSettings
-from sidecar.threads import threads_for
 from sidecar.transcript.languages import AUTO, code_of
 from sidecar.transcript.model import Transcript
 from sidecar.transcript.speakers import assign

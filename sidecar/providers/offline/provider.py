@@ -13,8 +13,8 @@ from pydantic import ValidationError
 from sidecar.outcome import HaltCode, PermanentError
 from sidecar.providers.base import AudioSpec, OnProgress, Polled, Started, StartRequest
 from sidecar.providers.offline.engine import PIECE, SAMPLE_RATE, OfflineEngine
+from sidecar.runtime.threads import run_in_thread
 from sidecar.settings import OfflineSettings
-from sidecar.threads import run_in_thread
 from sidecar.transcript.model import Transcript
 
 __all__ = ["OfflineProvider"]

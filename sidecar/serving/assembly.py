@@ -1,7 +1,7 @@
 """Assembles the sidecar: settings → storage client → providers → stage table → pool.
 
 Running it (signals, the PocketBase child, the order things stop in) is
-``sidecar.supervise``.
+``sidecar.serving.supervise``.
 """
 
 from __future__ import annotations
@@ -13,10 +13,9 @@ from contextlib import asynccontextmanager
 import anyio
 
 from sidecar import RELEASE_UNKNOWN, __version__
-from sidecar.clock import Clock, SystemClock
 from sidecar.insights.engines import make_engine
 from sidecar.insights.summarize import Engine
-from sidecar.metrics import Metrics
+from sidecar.pipeline.metrics import Metrics
 from sidecar.pipeline.pool import WorkerPool
 from sidecar.pipeline.runner import Runner
 from sidecar.pipeline.stages import StageTable
@@ -26,9 +25,10 @@ from sidecar.providers.base import Provider
 from sidecar.providers.offline.diarizer import DiarizerUnavailable
 from sidecar.providers.offline.models import ModelLoadError
 from sidecar.redaction import register_secrets
+from sidecar.runtime.clock import Clock, SystemClock
 from sidecar.runtime.cpus import CpuGate
+from sidecar.serving.startup import StartupError
 from sidecar.settings import Settings
-from sidecar.startup import StartupError
 from sidecar.steps.base import Providers, Step, StepKit
 from sidecar.storage.copies import LocalCopies
 from sidecar.storage.errors import LoginRateLimited, StorageUnavailable

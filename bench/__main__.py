@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bench.common import ROOT, Failed, Figure, load
-from sidecar.threads import usable_cpus
+from sidecar.runtime.threads import usable_cpus
 
 MODULES = [
     ("PF1", "bench.pf1_claim", "claim + fenced commit cycles/s"),

@@ -109,11 +109,11 @@ async def _run(mode: str, language: str, length: str, model: Path) -> dict[str, 
     import httpx
 
     import sidecar.insights.summarize as summarize_module
-    from sidecar.clock import SystemClock
     from sidecar.insights.engines import make_engine
-    from sidecar.insights.gate import CpuGate
     from sidecar.insights.grounding import Grounded, Indexed, Proposal, ground_brief
     from sidecar.insights.offline import OfflineChat
+    from sidecar.runtime.clock import SystemClock
+    from sidecar.runtime.cpus import CpuGate
     from sidecar.settings import InsightsSettings
 
     meeting, source = _source(language, length)

@@ -78,7 +78,7 @@ async def _through(pb: Any, src: Path, content_type: str) -> tuple[int, int, int
     from sidecar.pipeline.sweep import sweep_normalized
     from sidecar.pocketbase.client import PocketBaseClient
     from sidecar.providers.instant import InstantProvider
-    from sidecar.service import default_steps, pipeline
+    from sidecar.serving.assembly import default_steps, pipeline
 
     settings = pb.settings.model_copy(deep=True)
     settings.pipeline.workers = 1

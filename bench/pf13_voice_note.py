@@ -78,7 +78,7 @@ def one(target: Path) -> dict[str, Any]:
         # The engine alone, on the audio normalize gives it.
         wav = normalize(audio, work / "note.wav", provider.audio_spec)
         t0 = time.perf_counter()
-        provider.recognize(wav.path, threading.Event())
+        provider.engine.recognize(wav.path, threading.Event())
         engine = time.perf_counter() - t0
     errors, words = word_errors(text, heard)
     return {
@@ -88,12 +88,12 @@ def one(target: Path) -> dict[str, Any]:
         "wer": errors / max(words, 1),
         "seconds": wav.duration_ms / 1000,
         "workers": settings.pipeline.workers,
-        "threads": provider.threads,
+        "threads": provider.engine.threads,
     }
 
 
 async def _notes(settings: Any, provider: Any, sender: Any, audio: Path) -> tuple[list[float], str]:
-    from sidecar.service import default_steps, pipeline
+    from sidecar.serving.assembly import default_steps, pipeline
 
     stop = anyio.Event()
     data = await anyio.Path(audio).read_bytes()

@@ -39,7 +39,7 @@ RECORDS = 64
 
 def _leases() -> dict[str, timedelta]:
     from sidecar.pipeline.stages import StageTable
-    from sidecar.service import default_steps
+    from sidecar.serving.assembly import default_steps
     from sidecar.settings import PipelineSettings
 
     return StageTable(PipelineSettings(), default_steps()).leases()

@@ -1,7 +1,7 @@
 """PF3: upload → done, minus the provider's own time, for a 5 s clip and the instant provider.
 
 A real PocketBase (the test harness) and the real pipeline in this process
-(``sidecar.service.pipeline`` with ``default_steps()``, 2 workers, realtime
+(``sidecar.serving.assembly.pipeline`` with ``default_steps()``, 2 workers, realtime
 wake on). A sender uploads a 5 s Ogg/Opus clip, one at a time, through the
 intake route; the clock runs from the upload request's start to the sender's
 poll (``GET /api/transcriber/records/{id}``) first answering ``done``. The
@@ -130,7 +130,7 @@ class DoneWatch:
 
 async def _measure(pb: Any, runs: int, warmup: int) -> tuple[list[float], list[float], dict[str, list[float]]]:
     from sidecar.providers.instant import InstantProvider
-    from sidecar.service import default_steps, pipeline
+    from sidecar.serving.assembly import default_steps, pipeline
 
     settings = pb.settings.model_copy(deep=True)
     settings.pipeline.workers = 2

@@ -42,7 +42,7 @@ from pathlib import Path
 from sidecar.providers.offline.provider import OfflineProvider
 from sidecar.settings import OfflineSettings
 p = OfflineProvider(OfflineSettings(diarize=False))  # speakers are PF10's
-p.recognize(Path(sys.argv[1]), threading.Event())
+p.engine.recognize(Path(sys.argv[1]), threading.Event())
 lines = Path("/proc/self/status").read_text().splitlines()
 print(json.dumps({k: int(x.split()[1]) for x in lines for k in ("VmHWM", "VmRSS") if x.startswith(k + ":")}))
 """
@@ -105,7 +105,7 @@ def run(quick: bool) -> list[Figure]:
     from testkit.wer import word_errors
 
     provider = OfflineProvider(OfflineSettings(diarize=False))  # recognition alone: speakers are PF10
-    model = provider.load()
+    model = provider.engine.load()
     work = scratch("pf6")
     cancel = threading.Event()
     figures: list[Figure] = []
@@ -122,7 +122,7 @@ def run(quick: bool) -> list[Figure]:
             recordings[language] = (path, seconds, reference)
 
         def pipeline(path: Path) -> str:
-            return Transcript.model_validate_json(provider.recognize(path, cancel)).text
+            return Transcript.model_validate_json(provider.engine.recognize(path, cancel)).text
 
         def bare(path: Path) -> str:
             segments, _info = model.transcribe(

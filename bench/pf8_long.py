@@ -107,7 +107,7 @@ def through_pipeline(provider_name: str, audio: Path, work: Path, *, speakers: b
 async def _until_settled(pb: Any, provider: Any, sender: Any, audio: Path) -> tuple[dict[str, Any], float, str]:
     """With one worker running here (its model loaded, as ``serve`` does at start): ``audio``
     uploaded, and its poll body once done or halted, the seconds from upload to then, its id."""
-    from sidecar.service import default_steps, pipeline
+    from sidecar.serving.assembly import default_steps, pipeline
 
     settings = pb.settings.model_copy(deep=True)
     settings.pipeline.workers = 1

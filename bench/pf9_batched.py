@@ -87,7 +87,7 @@ def one(mode: str, audio: Path, language: str, work: Path) -> dict[str, Any]:
 
     settings = OfflineSettings()
     provider = OfflineProvider(settings)
-    model = provider.load()  # the same weights and threads as the pipeline's
+    model = provider.engine.load()  # the same weights and threads as the pipeline's
     t0 = time.perf_counter()
     samples = decode_audio(str(audio))
     options: dict[str, Any] = {"language": language, "word_timestamps": True}
@@ -108,8 +108,8 @@ def one(mode: str, audio: Path, language: str, work: Path) -> dict[str, Any]:
 
 
 def run(quick: bool) -> list[Figure]:
+    from sidecar.runtime.threads import threads_for
     from sidecar.settings import OfflineSettings
-    from sidecar.threads import threads_for
     from testkit.wer import word_errors
 
     settings = OfflineSettings()

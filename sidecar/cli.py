@@ -66,7 +66,7 @@ def _settings(config: Path | None, data_dir: Path | None = None, http: str | Non
 
 def _logging(verbose: bool, settings: Settings) -> None:
     """Logging as ``[logs]`` says (``--verbose``: debug)."""
-    from sidecar.logs import configure
+    from sidecar.runtime.logs import configure
 
     level = logging.DEBUG if verbose else logging.getLevelNamesMapping()[settings.logs.level.upper()]
     configure(level, settings.logs.format)
@@ -79,7 +79,7 @@ def serve(
     """Run PocketBase and the pipeline workers together, in the foreground."""
     settings = _settings(config, data_dir, http)
     _logging(verbose, settings)
-    from sidecar.supervise import serve_all
+    from sidecar.serving.supervise import serve_all
 
     sys.exit(_started(lambda: anyio.run(serve_all, settings)))
 
@@ -90,7 +90,7 @@ def pocketbase(config: ConfigOpt = None, data_dir: DataDirOpt = None, http: Http
     settings = _settings(config, data_dir, http)
     _logging(False, settings)
     from sidecar.pocketbase.lock import DataDirInUse, DataDirLock
-    from sidecar.startup import StartupError, ensure_port_free, resolved
+    from sidecar.serving.startup import StartupError, ensure_port_free, resolved
 
     pb = settings.pocketbase
     pb.data_dir = resolved(pb.data_dir)
@@ -122,14 +122,14 @@ def worker(config: ConfigOpt = None, verbose: VerboseOpt = False) -> None:
     """Run the pipeline workers against a running PocketBase."""
     settings = _settings(config)
     _logging(verbose, settings)
-    from sidecar.supervise import run_workers
+    from sidecar.serving.supervise import run_workers
 
     sys.exit(_started(lambda: anyio.run(run_workers, settings)))
 
 
 def _started(run: Callable[[], int]) -> int:
     """Runs a command; a mistake found while starting is one line on stderr and exit 2, never a traceback."""
-    from sidecar.startup import EXIT_STARTUP, StartupError
+    from sidecar.serving.startup import EXIT_STARTUP, StartupError
     from sidecar.storage.errors import AuthFailed, ReleaseMismatch
 
     try:
@@ -187,7 +187,7 @@ def user_export(
     data_dir: DataDirOpt = None,
 ) -> None:
     """Everything of one sender as one archive: recordings, files, transcripts, journal."""
-    from sidecar.sender_data import SenderDataError, export
+    from sidecar.owner.sender_data import SenderDataError, export
 
     settings = _settings(config, data_dir)
     try:
@@ -217,9 +217,9 @@ def user_erase(
     and the account unless --keep-account); an audit row records that it happened. Then says which
     older backups still hold their data (--prune-backups rewrites those). A sender erased earlier is
     found by the audit, for their backups."""
-    from sidecar.sender_backups import erased_sender
-    from sidecar.sender_data import SenderDataError, erase_rows, read, remove_provider_copies
-    from sidecar.service import make_provider
+    from sidecar.owner.sender_backups import erased_sender
+    from sidecar.owner.sender_data import SenderDataError, erase_rows, read, remove_provider_copies
+    from sidecar.serving.assembly import make_provider
 
     settings = _settings(config, data_dir)
     try:
@@ -277,7 +277,7 @@ def _older_backups(settings: Settings, sender_id: str, email: str, *, keep_accou
     import getpass
     from datetime import UTC, datetime
 
-    from sidecar.sender_backups import PruneError, holding, holds, prune_backup, s3_bucket
+    from sidecar.owner.sender_backups import PruneError, holding, holds, prune_backup, s3_bucket
 
     data = settings.pocketbase.data_dir
     found = holding(data, sender_id, account=not keep_account)
@@ -346,7 +346,7 @@ def backup_create(
     password: OwnerPasswordOpt = None,
 ) -> None:
     """Back up the running server's data directory now (consistent while it works)."""
-    from sidecar.backups import BackupError, OwnerClient
+    from sidecar.owner.backups import BackupError, OwnerClient
 
     settings = _settings(config)
     try:
@@ -361,7 +361,7 @@ def backup_create(
 @backup_app.command("list")
 def backup_list(config: ConfigOpt = None, email: OwnerEmailOpt = None, password: OwnerPasswordOpt = None) -> None:
     """The running server's backups, oldest first."""
-    from sidecar.backups import BackupError, OwnerClient
+    from sidecar.owner.backups import BackupError, OwnerClient
 
     settings = _settings(config)
     try:
@@ -382,7 +382,7 @@ def backup_restore(
     data_dir: DataDirOpt = None,
 ) -> None:
     """Restore a backup into a new data directory; then start a server on it."""
-    from sidecar.backups import BackupError, find_archive, restore
+    from sidecar.owner.backups import BackupError, find_archive, restore
 
     settings = _settings(config, data_dir)
     try:
@@ -425,7 +425,7 @@ def transcribe(
     timeout: TimeoutOpt = 86400,
 ) -> None:
     """Upload FILE as a sender, wait for the transcript and print it (the record's id first, on stderr)."""
-    from sidecar.sender import SenderError, check_options, transcribe_file, write_transcript
+    from sidecar.sender.client import SenderError, check_options, transcribe_file, write_transcript
 
     record: list[str] = []
     _ctrl_c_stops_waiting()
@@ -461,7 +461,7 @@ def wait(
     timeout: TimeoutOpt = 86400,
 ) -> None:
     """Wait for a recording uploaded earlier (by its record id) and print its transcript."""
-    from sidecar.sender import SenderError, check_options, wait_for, write_transcript
+    from sidecar.sender.client import SenderError, check_options, wait_for, write_transcript
 
     _ctrl_c_stops_waiting()
     try:
@@ -500,7 +500,7 @@ def demo(
     sample: Annotated[Path | None, typer.Option("--sample", help="Audio file (default: the bundled sample).")] = None,
 ) -> None:
     """Start PocketBase and the workers, transcribe a sample end to end, print it, stop."""
-    from sidecar.demo import run_demo
+    from sidecar.serving.demo import run_demo
 
     sys.exit(run_demo(data_dir or Path(".transcriber-demo"), http, sample))
 

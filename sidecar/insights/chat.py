@@ -36,10 +36,10 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from sidecar.clock import Clock, SystemClock
 from sidecar.outcome import PostponeError, RetryableError
 from sidecar.providers import http
 from sidecar.redaction import scrubber, short
+from sidecar.runtime.clock import Clock, SystemClock
 
 __all__ = ["ChatServer", "ContextExceeded", "chat_endpoint"]
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import httpx
 
-from sidecar.clock import Clock
 from sidecar.insights.chat import ChatServer
-from sidecar.insights.gate import CpuGate
 from sidecar.insights.summarize import Engine
+from sidecar.runtime.clock import Clock
+from sidecar.runtime.cpus import CpuGate
 from sidecar.settings import InsightsSettings
 
 __all__ = ["OpenAIEngine", "make_engine"]

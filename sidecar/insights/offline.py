@@ -4,7 +4,7 @@ running a GGUF model the owner supplies, in a process of our own for the length 
 Why a child process and not the worker's own: its threads wait passively
 (``OMP_WAIT_POLICY`` is read once, when OpenMP starts, and recognition's
 threads must keep theirs); recognition stops it on the spot and continues it
-after (SIGSTOP/SIGCONT, ``gate.CpuGate``); a cancelled step ends it at once
+after (SIGSTOP/SIGCONT, ``sidecar.runtime.cpus.CpuGate``); a cancelled step ends it at once
 (a llama.cpp call cannot be interrupted from Python); and its memory (about
 2 GB for a 1.5B model) goes back when the step ends. It listens on 127.0.0.1
 only, behind a random key made for this run, and is spoken to as any
@@ -30,11 +30,11 @@ import anyio
 import httpx
 from anyio.abc import Process
 
-from sidecar.clock import Clock
 from sidecar.insights.chat import ChatServer
-from sidecar.insights.gate import CpuGate
 from sidecar.outcome import RetryableError
-from sidecar.threads import usable_cpus
+from sidecar.runtime.clock import Clock
+from sidecar.runtime.cpus import CpuGate
+from sidecar.runtime.threads import usable_cpus
 
 __all__ = ["LOAD_TIMEOUT", "EngineFailed", "OfflineEngine", "xllamacpp_missing"]
 

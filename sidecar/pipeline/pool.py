@@ -16,11 +16,11 @@ import logging
 import anyio
 from anyio.abc import TaskStatus
 
-from sidecar.clock import Clock
 from sidecar.outcome import HaltCode
 from sidecar.pipeline.runner import Runner
 from sidecar.pipeline.sweep import sweep_normalized, sweep_once
 from sidecar.redaction import redact, short
+from sidecar.runtime.clock import Clock
 from sidecar.storage.errors import FencedOut, StorageError, StorageUnavailable, UnreadableClaim
 from sidecar.storage.model import Claimed, NoWork
 
@@ -143,7 +143,7 @@ class WorkerPool:
         while True:
             try:
                 removed, failed = await sweep_once(
-                    runner.storage, runner.providers.remove_copies, runner.clock, p.keep_halted_copies
+                    runner.storage, runner.kit.providers.remove_copies, runner.clock, p.keep_halted_copies
                 )
                 runner.metrics.copies.labels(result="removed").inc(removed)
                 runner.metrics.copies.labels(result="failed").inc(failed)
@@ -165,12 +165,12 @@ class WorkerPool:
             woken = self.waker.ticket()
             turn = self.outage.turn
             try:
-                leases, insights = self.runner.table.leases(), self.runner.insights_lease()
-                # Insights work only when this process may take it (a recording's step runs: not now).
+                leases, follow_up = self.runner.table.leases(), self.runner.follow_up_lease()
+                # The follow-up queue only when this process may take its work (a recording's step runs: not now).
                 got = await (
                     self.runner.storage.claim(leases)
-                    if insights is None
-                    else self.runner.storage.claim(leases, insights)
+                    if follow_up is None
+                    else self.runner.storage.claim(leases, follow_up)
                 )
             except StorageUnavailable as exc:
                 self.outage.failed(exc, turn)

@@ -10,22 +10,15 @@ record now (P5). Each run reports one ``Verdict``.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import shutil
 import tempfile
-from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 
 import anyio
 
-from sidecar.clock import Clock, run_with_deadline
-from sidecar.insights.gate import CpuGate
-from sidecar.insights.summarize import Engine
-from sidecar.logs import log_context
-from sidecar.metrics import Metrics
 from sidecar.outcome import (
     Advance,
     CredentialsRefused,
@@ -36,10 +29,14 @@ from sidecar.outcome import (
     StepResult,
     Verdict,
 )
-from sidecar.pipeline.stages import Stage, StageTable, Work
+from sidecar.pipeline.metrics import Metrics
+from sidecar.pipeline.stages import Stage, StageTable
 from sidecar.redaction import redact
+from sidecar.runtime.clock import Clock, run_with_deadline
+from sidecar.runtime.cpus import CpuGate
+from sidecar.runtime.logs import log_context
 from sidecar.settings import Settings
-from sidecar.steps.base import Providers, StepContext
+from sidecar.steps.base import StepContext, StepKit
 from sidecar.storage.copies import LocalCopies
 from sidecar.storage.errors import FencedOut, StorageUnavailable
 from sidecar.storage.model import AudioRecord, Claimed
@@ -68,22 +65,22 @@ def _ms(d: timedelta) -> int:
 
 @dataclass
 class Runner:
+    """Runs any claimed record's step as the stage table declares it; it names no step and no stage."""
+
     storage: Storage
     table: StageTable
     settings: Settings
     clock: Clock
-    providers: Providers  # passed on to the steps: the pipeline never names a provider
+    kit: StepKit  # what every step gets from the assembly (providers among it): passed on, never read
     metrics: Metrics
-    # The CPUs this process shares between recognition and the offline insights engine.
+    # The CPUs this process shares between its steps (recognition before an offline insights engine).
     gate: CpuGate = field(default_factory=CpuGate)
-    # The insights step's engine (None: insights are off: nothing is queued or claimed for them).
-    insights: Engine | None = None
     # Files this process stored or fetched, read by its later steps instead of fetched again.
     copies: LocalCopies | None = None
 
-    def insights_lease(self) -> timedelta | None:
-        """The insights step's lease when this process may take that work now, else None."""
-        return self.table.insights.lease if self.insights is not None and self.gate.takes_insights else None
+    def follow_up_lease(self) -> timedelta | None:
+        """The follow-up queue's lease when this process may take that work now, else None."""
+        return self.table.follow_up_lease(self.gate.free_for)
 
     async def run(self, claimed: Claimed) -> Verdict:
         """Runs the claimed record's step and settles what it ended in."""
@@ -95,7 +92,7 @@ class Runner:
             record=record.recording or record.id,
             stage=stage.name,
             claim=claimed.claim.token[:8],
-            provider=self.insights.name if stage is self.table.insights and self.insights else self.providers.name,
+            provider=stage.doer or self.kit.providers.name,
         ):
             try:
                 verdict = await self._guarded(claimed, stage)
@@ -134,6 +131,8 @@ class Runner:
 
     async def _guarded(self, claimed: Claimed, stage: Stage) -> Verdict:
         record, p = claimed.record, self.settings.pipeline
+        # A try that ended without a word (its process killed mid-step) still counted: the claim after the
+        # last one allowed halts here, its step not run (P7). A try that fails halts at once (``_classify``).
         if record.attempts > p.max_attempts:
             tries = record.attempts - 1
             reason = f"attempts exhausted: {tries} tries of step {stage.step} did not succeed (max {p.max_attempts})"
@@ -160,28 +159,12 @@ class Runner:
         record = claimed.record
         workdir = Path(tempfile.mkdtemp(prefix=f"transcriber-{record.id}-"))
         session = ClaimSession(self.storage, claimed.claim, record, claimed.rows, self.copies)
-        ctx = StepContext(
-            session,
-            self.providers.current,
-            self.providers.by_name,
-            self.settings,
-            self.clock,
-            workdir,
-            self.metrics.audio_sent,
-            self.insights,
-        )
+        ctx = StepContext(session, self.kit, workdir)
         step = self.table.step_of(stage)
         outcome: StepResult | None = None
         error: Exception | None = None
-        cpus: AbstractContextManager[None]
-        if stage is self.table.insights:
-            cpus = self.gate.insights_step()
-        elif stage.work is Work.OWN:
-            cpus = self.gate.recording_step()  # an offline insights engine stops meanwhile
-        else:
-            cpus = contextlib.nullcontext()
         try:
-            with cpus:
+            with self.gate.hold(stage.cpus):
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(self._keep_lease, claimed, stage)
                     try:
@@ -201,9 +184,9 @@ class Runner:
         if isinstance(outcome, Advance):
             assert stage.next is not None
             to = stage.skip_to if outcome.nothing_next and stage.skip_to else stage.next
-            # A recording whose transcript is done gets its insights queued, when they are on.
-            follow = self.insights is not None and stage is not self.table.insights and to == "done"
-            return Advanced(to, redact(outcome.note or f"{stage.step} done"), insights=follow)
+            # A record that finished gets what follows queued, when the table has a follow-up.
+            follow = self.table.follows(stage, to)
+            return Advanced(to, redact(outcome.note or f"{stage.step} done"), follow_up=follow)
         delay = outcome.delay or self.settings.pipeline.poll_delay
         return Postponed(self.clock.now_ms() + max(_ms(delay), 1), redact(outcome.note))
 
@@ -216,10 +199,15 @@ class Runner:
                 log.warning("record %s waits: %s", record.id, redact(str(error)))
             delay = error.delay or self.settings.pipeline.poll_delay
             return Postponed(self.clock.now_ms() + max(_ms(delay), 1), redact(str(error)))
+        what = str(error) if isinstance(error, RetryableError) else f"{type(error).__name__}: {error}"
+        most = self.settings.pipeline.max_attempts
+        if record.attempts >= most:
+            # The last try allowed failed: out of attempts now, not after another claim and a retry delay.
+            reason = f"attempts exhausted: {record.attempts} tries of step {stage.step} did not succeed (max {most})"
+            return Halted(HaltCode.ATTEMPTS_EXHAUSTED, redact(f"{reason}; the last: {what}")[:2000])
         delay = self.settings.pipeline.retry_delay
         if isinstance(error, RetryableError) and error.retry_after is not None:
             delay = max(delay, error.retry_after)
-        what = str(error) if isinstance(error, RetryableError) else f"{type(error).__name__}: {error}"
         text = redact(f"step {stage.step} failed (attempt {record.attempts}): {what}")[:4000]
         return Failed(self.clock.now_ms() + _ms(delay), text)
 

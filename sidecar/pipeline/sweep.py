@@ -27,9 +27,9 @@ import logging
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 
-from sidecar.clock import Clock
 from sidecar.outcome import TranscriberError
 from sidecar.redaction import redact
+from sidecar.runtime.clock import Clock
 from sidecar.storage.model import AttemptRow, AttemptStatus, SweepItem
 from sidecar.storage.protocol import Storage
 

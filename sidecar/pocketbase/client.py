@@ -20,9 +20,9 @@ import httpx
 import stamina
 from pydantic import ValidationError
 
-from sidecar.clock import Clock, SystemClock
 from sidecar.outcome import HaltCode
 from sidecar.pocketbase import realtime
+from sidecar.runtime.clock import Clock, SystemClock
 from sidecar.storage.errors import (
     AuthFailed,
     FencedOut,

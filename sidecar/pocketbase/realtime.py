@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 import httpx
 from httpx_sse import aconnect_sse
 
-from sidecar.clock import Clock
+from sidecar.runtime.clock import Clock
 
 log = logging.getLogger("transcriber.realtime")
 

@@ -44,9 +44,9 @@ from sidecar.media.audio import AudioSpec
 from sidecar.media.pcm import PcmReader
 from sidecar.media.pieces import Piece, PieceLimits, plan
 from sidecar.outcome import Advance, HaltCode, PermanentError, StepResult
+from sidecar.runtime.threads import run_in_thread
 from sidecar.steps.base import StepContext
 from sidecar.storage.model import FileRole, FileRow, PiecePlace
-from sidecar.threads import run_in_thread
 
 _PCM = AudioSpec(format="wav_pcm16", sample_rate=16000, channels=1, bitrate=None)
 # The copy a browser plays: Opus (tuned for speech) in Ogg, mono, from the 16 kHz audio decoded

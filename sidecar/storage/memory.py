@@ -25,8 +25,8 @@ import anyio
 import anyio.lowlevel
 
 from sidecar.activity import REPORTED
-from sidecar.clock import Clock, SystemClock
 from sidecar.outcome import HaltCode
+from sidecar.runtime.clock import Clock, SystemClock
 from sidecar.storage.errors import FencedOut, StorageError
 from sidecar.storage.model import (
     INSIGHTS,
@@ -436,7 +436,7 @@ class InMemoryStorage:
             if change.stage in self.terminal:
                 row.progress = 1.0
             self._journal(row, "advanced", change.note or f"entered {change.stage}", "worker")
-            if isinstance(row, Row) and change.insights and change.stage in self.terminal:
+            if isinstance(row, Row) and change.follow_up and change.stage in self.terminal:
                 self._queue_insights(row)
                 self._journal(row, "note", "brief and topics queued (the insights step)", "worker")
         elif isinstance(change, Postponed):

@@ -24,7 +24,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
-from sidecar.clock import Clock
+from sidecar.runtime.clock import Clock
 from sidecar.storage.model import (
     AttemptChange,
     AttemptRow,

@@ -28,12 +28,12 @@ class Advanced:
     outcome: ClassVar[Outcome | Keep] = Outcome.ADVANCED
     stage: str
     note: str = ""
-    # Entering the terminal stage: queue the recording's insights (the step is on).
-    insights: bool = False
+    # Entering the terminal stage: queue the work that follows a finished recording (its insights).
+    follow_up: bool = False
 
     def body(self) -> dict[str, Any]:
         body: dict[str, Any] = {"to": self.stage, "text": self.note}
-        if self.insights:
+        if self.follow_up:
             body["insights"] = True
         return body
 

@@ -16,10 +16,10 @@ import anyio
 import httpx
 import pytest
 
+from sidecar.owner.sender_data import Holdings, remove_provider_copies
 from sidecar.pocketbase import process
 from sidecar.providers.instant import InstantProvider
-from sidecar.sender_data import Holdings, remove_provider_copies
-from sidecar.service import default_steps
+from sidecar.serving.assembly import default_steps
 from testkit.audio import SAMPLE, reencode, speech_wav_bytes
 from testkit.pocketbase import PASSWORD, Caller, PocketBaseServer, free_port, signed_in
 from testkit.pocketbase import test_settings as settings_on

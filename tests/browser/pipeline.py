@@ -10,7 +10,7 @@ from anyio.from_thread import start_blocking_portal
 
 from sidecar.pipeline.pool import WorkerPool
 from sidecar.providers.base import Provider
-from sidecar.service import default_steps
+from sidecar.serving.assembly import default_steps
 from testkit.pocketbase import PocketBaseServer
 from tests.support.sidecar import running_sidecar
 

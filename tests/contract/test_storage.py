@@ -18,9 +18,9 @@ import anyio.to_thread
 import pytest
 
 from sidecar.activity import Activity
-from sidecar.clock import FakeClock
 from sidecar.outcome import HaltCode
 from sidecar.pocketbase.client import PocketBaseClient
+from sidecar.runtime.clock import FakeClock
 from sidecar.storage.errors import FencedOut, StorageError
 from sidecar.storage.model import AttemptChange, AttemptStatus, Claimed, FileRole, LoginFigures, NoWork, PiecePlace
 from sidecar.storage.protocol import Storage

@@ -16,12 +16,12 @@ import anyio
 import psutil
 import pytest
 
-from sidecar.clock import SystemClock
 from sidecar.insights.engines import make_engine
-from sidecar.insights.gate import CpuGate
 from sidecar.insights.offline import OfflineEngine
 from sidecar.insights.prompt import answer_schema, messages_for
 from sidecar.insights.summarize import Source, parse_answer, summarize
+from sidecar.runtime.clock import SystemClock
+from sidecar.runtime.cpus import CpuGate
 from sidecar.settings import InsightsSettings
 from tests.support.waiting import eventually
 

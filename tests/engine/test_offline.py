@@ -20,8 +20,8 @@ from sidecar.outcome import HaltCode, PermanentError, RetryableError
 from sidecar.providers.base import Provider, StartRequest
 from sidecar.providers.instant import InstantProvider
 from sidecar.providers.offline import batches as offline_batches
+from sidecar.providers.offline import engine as offline
 from sidecar.providers.offline import models as whisper_models
-from sidecar.providers.offline import provider as offline
 from sidecar.providers.offline.models import (
     BUNDLED,
     ModelIntegrityError,
@@ -63,13 +63,13 @@ async def _no_progress(field: str, value: str) -> None:
 @pytest.fixture(scope="module")
 def provider() -> Iterator[OfflineProvider]:
     p = OfflineProvider(OfflineSettings())
-    p.load()
+    p.engine.load()
     yield p
     anyio.run(p.aclose)
 
 
 def _recognize(provider: OfflineProvider, audio: Path, language: str | None = None) -> dict[str, Any]:
-    return dict(json.loads(provider.recognize(audio, threading.Event(), language=language)))
+    return dict(json.loads(provider.engine.recognize(audio, threading.Event(), language=language)))
 
 
 def _wer_over(provider: OfflineProvider, folder: Path, clips: dict[str, str], tmp: Path) -> tuple[float, str]:
@@ -112,7 +112,7 @@ def test_raw_result_shape(provider: OfflineProvider) -> None:
     assert result.raw is not None
     document = json.loads(result.raw)
     # with the diarize extra, each speaker's voice embedding too (to match speakers across pieces)
-    voices = {"voices"} if provider.diarizer is not None else set()
+    voices = {"voices"} if provider.engine.diarizer is not None else set()
     assert set(document) == {"text", "language", "duration", "segments", *voices}
     for embedding in document.get("voices", {}).values():
         assert len(embedding) == 192 and abs(sum(x * x for x in embedding) - 1) < 1e-6
@@ -187,7 +187,7 @@ def test_an_opening_in_another_language_is_outvoted(provider: OfflineProvider, t
     from sidecar.media.pcm import PcmReader
 
     audio = _mixed(tmp_path)
-    model = provider.load()
+    model = provider.engine.load()
     asked: list[int] = []
 
     class Spy:
@@ -224,7 +224,7 @@ def test_the_batched_vote_outvotes_an_opening_and_costs_no_encoder_pass(
 
     monkeypatch.setattr(WhisperModel, "encode", counted)
     heard: list[str] = []
-    document = json.loads(provider.recognize(audio, threading.Event(), found_language=heard.append))
+    document = json.loads(provider.engine.recognize(audio, threading.Event(), found_language=heard.append))
     assert document["language"] == "ru" and heard == ["ru"]
     from sidecar.media.pcm import PcmReader
 
@@ -299,7 +299,7 @@ def test_an_engine_error_on_the_input_is_permanent(batch_size: int, monkeypatch:
     import faster_whisper
 
     provider = OfflineProvider(OfflineSettings(batch_size=batch_size))
-    model = provider.load()
+    model = provider.engine.load()
 
     def fail_with(error: Exception) -> None:
         def broken(*args: Any, **kwargs: Any) -> Any:
@@ -349,7 +349,7 @@ def test_cancel_event_before_start(provider: OfflineProvider) -> None:
     cancel = threading.Event()
     cancel.set()
     with pytest.raises(offline.RecognitionCancelled):
-        provider.recognize(SPEECH / "fox.ogg", cancel)
+        provider.engine.recognize(SPEECH / "fox.ogg", cancel)
 
 
 def test_nothing_to_poll_find_or_clean(provider: OfflineProvider) -> None:
@@ -372,7 +372,7 @@ def test_unreadable_audio_is_unsupported(provider: OfflineProvider, tmp_path: Pa
     junk = tmp_path / "junk.wav"
     junk.write_bytes(b"RIFF" + bytes(100))
     with pytest.raises(PermanentError) as caught:
-        provider.recognize(junk, threading.Event())
+        provider.engine.recognize(junk, threading.Event())
     assert caught.value.code is HaltCode.UNSUPPORTED_MEDIA
 
 
@@ -616,7 +616,7 @@ def test_windows_apart_keep_their_own_times(provider: OfflineProvider, tmp_path:
 async def test_speech_is_found_once_per_recording(provider: OfflineProvider, monkeypatch: pytest.MonkeyPatch) -> None:
     """Normalize finds the speech and keeps it with the piece; the engine decodes those regions
     without searching the recording again."""
-    from sidecar.service import default_steps, pipeline
+    from sidecar.serving.assembly import default_steps, pipeline
     from sidecar.storage.model import Claimed
     from tests.support.sidecar import twin, twin_settings
 

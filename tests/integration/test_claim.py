@@ -10,8 +10,8 @@ from typing import Any
 import httpx
 import pytest
 
-from sidecar.clock import SystemClock
 from sidecar.outcome import Outcome
+from sidecar.runtime.clock import SystemClock
 from sidecar.storage.model import AudioRecord, Claim, Claimed
 from testkit.pocketbase import CLAIMABLE, LEASE_MS, Caller, PocketBaseServer, created_ms, now_ms
 
@@ -251,7 +251,7 @@ async def test_the_sidecar_reads_a_claimed_record_with_fractional_progress(
 ) -> None:
     from datetime import timedelta
 
-    from sidecar.service import pocketbase_storage
+    from sidecar.serving.assembly import pocketbase_storage
 
     rid = sender.upload()
     pb.sql("UPDATE audio_records SET progress = 0.3297, attempts = 3 WHERE id = ?", rid)

@@ -17,7 +17,7 @@ from pydantic import SecretStr
 from sidecar.providers.base import OnProgress, Started, StartRequest
 from sidecar.providers.openai.provider import OpenAIProvider
 from sidecar.providers.speechkit.provider import SpeechKitProvider
-from sidecar.service import default_steps
+from sidecar.serving.assembly import default_steps
 from sidecar.settings import OpenAISettings, SpeechKitSettings
 from testkit.pocketbase import Caller, PocketBaseServer
 from testkit.s3 import S3Server

@@ -11,7 +11,7 @@ import anyio
 import pytest
 
 from sidecar.media.audio import AudioSpec
-from sidecar.service import default_steps, make_provider
+from sidecar.serving.assembly import default_steps, make_provider
 from testkit.pocketbase import Caller, PocketBaseServer
 from testkit.wer import wer
 from tests.support.sidecar import pool_running, running_sidecar

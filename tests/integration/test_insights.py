@@ -17,7 +17,7 @@ from pydantic import SecretStr
 from sidecar.insights.engines import OpenAIEngine
 from sidecar.outcome import Advance, StepResult
 from sidecar.pipeline.pool import WorkerPool
-from sidecar.service import pipeline
+from sidecar.serving.assembly import pipeline
 from sidecar.settings import InsightsSettings
 from sidecar.steps import insights
 from sidecar.steps.base import Step, StepContext
@@ -78,7 +78,7 @@ async def sidecar(pb: PocketBaseServer, reply: Callable[[httpx.Request], httpx.R
 
 
 def pb_clock() -> Any:
-    from sidecar.clock import SystemClock
+    from sidecar.runtime.clock import SystemClock
 
     return SystemClock()
 

@@ -11,8 +11,8 @@ import faster_whisper
 import pytest
 
 from sidecar.media import vad
-from sidecar.providers.offline import provider as offline
-from sidecar.service import default_steps, make_provider
+from sidecar.providers.offline.provider import OfflineProvider
+from sidecar.serving.assembly import default_steps, make_provider
 from testkit.audio import compose_wav, decode_info, write_audio
 from testkit.pocketbase import Caller, PocketBaseServer
 from testkit.wer import wer
@@ -150,8 +150,8 @@ async def test_an_engine_failure_on_the_input_halts_at_once(
     pb: PocketBaseServer, sender: Caller, superuser: Caller, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     provider = make_provider(pb.settings)
-    assert isinstance(provider, offline.OfflineProvider)
-    model = provider.load()
+    assert isinstance(provider, OfflineProvider)
+    model = provider.engine.load()
 
     def crash(*args: Any, **kwargs: Any) -> Any:
         raise IndexError("boolean index did not match indexed array along axis 0")

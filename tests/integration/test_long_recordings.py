@@ -25,7 +25,7 @@ from sidecar.providers.base import OnProgress, Started, StartRequest
 from sidecar.providers.offline.provider import OfflineProvider
 from sidecar.providers.openai.provider import OpenAIProvider
 from sidecar.providers.speechkit.provider import SpeechKitProvider
-from sidecar.service import default_steps
+from sidecar.serving.assembly import default_steps
 from sidecar.settings import OfflineSettings, OpenAISettings, SpeechKitSettings
 from testkit.audio import RU_SPEECH_DIR, SPEECH_DIR, Placed, long_recording
 from testkit.fake_cloud import OPENAI_MAX_BYTES, SPEECHKIT_MAX_SECONDS, FakeOpenAI, FakeSpeechKit, Listener

@@ -13,7 +13,7 @@ import anyio
 import pytest
 
 from sidecar.providers.instant import InstantProvider
-from sidecar.service import default_steps
+from sidecar.serving.assembly import default_steps
 from testkit.audio import SAMPLE, decode_info, reencode, speech_wav_bytes, write_audio
 from testkit.media import wav_bytes
 from testkit.pocketbase import Caller, PocketBaseServer, now_ms

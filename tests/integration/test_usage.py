@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from sidecar.providers.instant import InstantProvider
-from sidecar.service import default_steps
+from sidecar.serving.assembly import default_steps
 from testkit.audio import speech_wav_bytes
 from testkit.pocketbase import Caller, PocketBaseServer
 from tests.support.sidecar import pool_running, running_sidecar

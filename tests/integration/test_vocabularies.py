@@ -13,7 +13,7 @@ from sidecar.media.audio import FORMATS
 from sidecar.outcome import HaltCode
 from sidecar.pipeline.stages import STAGES
 from sidecar.providers.speechkit.provider import CONTAINERS
-from sidecar.service import make_provider
+from sidecar.serving.assembly import make_provider
 from sidecar.settings import Settings
 from sidecar.storage.model import AttemptStatus, FileRole
 from sidecar.transcript.languages import LANGUAGES

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import anyio
 
-from sidecar.logs import configure
 from sidecar.outcome import StepResult
 from sidecar.providers.base import OnProgress, Polled, Started, StartRequest
-from sidecar.service import default_steps
+from sidecar.runtime.logs import configure
+from sidecar.serving.assembly import default_steps
+from sidecar.serving.supervise import run_workers
 from sidecar.settings import Settings
 from sidecar.steps.base import Step, StepContext
-from sidecar.supervise import run_workers
 from sidecar.transcript.model import Segment, Transcript
 from tests.support.fakes import StubProvider
 

@@ -17,7 +17,7 @@ import anyio
 
 from sidecar.outcome import Advance, StepResult
 from sidecar.providers.base import Provider
-from sidecar.service import default_steps, pipeline
+from sidecar.serving.assembly import default_steps, pipeline
 from sidecar.settings import Settings
 from sidecar.steps.base import Step, StepContext
 from tests.support.fakes import PaidProvider, StubProvider

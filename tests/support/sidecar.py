@@ -9,10 +9,10 @@ from typing import Any
 
 import anyio
 
-from sidecar.clock import Clock, FakeClock
 from sidecar.pipeline.pool import WorkerPool
 from sidecar.pipeline.stages import STAGES
-from sidecar.service import pipeline
+from sidecar.runtime.clock import Clock, FakeClock
+from sidecar.serving.assembly import pipeline
 from sidecar.settings import Settings
 from sidecar.steps.base import Step
 from sidecar.storage.memory import InMemoryStorage

@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from sidecar.providers.instant import InstantProvider
-from sidecar.service import default_steps
+from sidecar.serving.assembly import default_steps
 from testkit.audio import write_audio, write_video_only
 from testkit.media import wav_bytes
 from testkit.pocketbase import COLLECTIONS, OWNER_ONLY, PocketBaseServer, running_pocketbase

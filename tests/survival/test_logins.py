@@ -26,7 +26,7 @@ import httpx
 import pytest
 from prometheus_client import generate_latest
 
-from sidecar.metrics import Metrics
+from sidecar.pipeline.metrics import Metrics
 from sidecar.pocketbase.client import PocketBaseClient
 from testkit.pocketbase import PASSWORD, Caller, PocketBaseServer, running_pocketbase
 from tests.support.mail import configure_mail, link_in, mail_sink

@@ -24,7 +24,7 @@ import psutil
 import pytest
 
 from sidecar.providers.instant import InstantProvider
-from sidecar.service import default_steps
+from sidecar.serving.assembly import default_steps
 from testkit.flac_bomb import LYING, write_flac_bomb
 from testkit.media import wav_bytes
 from testkit.pocketbase import Caller, PocketBaseServer, running_pocketbase

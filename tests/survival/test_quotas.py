@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from sidecar.providers.instant import InstantProvider
-from sidecar.service import default_steps
+from sidecar.serving.assembly import default_steps
 from sidecar.settings import QuotaSettings
 from testkit.audio import SPEECH_DIR, long_recording
 from testkit.media import wav_bytes

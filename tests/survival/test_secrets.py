@@ -14,7 +14,7 @@ from pydantic import SecretStr
 from sidecar.outcome import HaltCode, PermanentError, RetryableError
 from sidecar.providers.base import OnProgress, Started, StartRequest
 from sidecar.providers.openai.provider import transcript_from
-from sidecar.service import default_steps, pipeline
+from sidecar.serving.assembly import default_steps, pipeline
 from sidecar.transcript.model import Transcript
 from testkit.audio import speech_wav_bytes
 from testkit.pocketbase import Caller, PocketBaseServer

@@ -25,8 +25,8 @@ import pytest
 import yaml
 
 from sidecar.pipeline.runner import RELEASE_TIMEOUT
+from sidecar.serving.supervise import CHILD_STOP_TIMEOUT
 from sidecar.settings import PipelineSettings
-from sidecar.supervise import CHILD_STOP_TIMEOUT
 from testkit.pocketbase import PocketBaseServer, free_port
 from tests.support.operator import (
     CLI,

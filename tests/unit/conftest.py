@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from sidecar.clock import FakeClock
+from sidecar.runtime.clock import FakeClock
 from sidecar.storage.memory import InMemoryStorage
 from tests.support.sidecar import twin
 

@@ -11,7 +11,7 @@ from typing import Any
 import yaml
 from prometheus_client import generate_latest
 
-from sidecar.metrics import Metrics
+from sidecar.pipeline.metrics import Metrics
 from tests.support.operator import ROOT
 from tests.support.tools import require
 

@@ -23,7 +23,7 @@ import pytest
 from sidecar.media import audio
 from sidecar.media.audio import AudioSpec, NormalizeCancelled, normalize
 from sidecar.outcome import HaltCode, PermanentError
-from sidecar.threads import run_in_thread
+from sidecar.runtime.threads import run_in_thread
 from testkit.audio import decode_info, tone_frames, write_audio, write_video_only
 from testkit.flac_bomb import LYING, write_flac_bomb
 

@@ -28,14 +28,14 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from pydantic import SecretStr
 
-from sidecar.clock import FakeClock
 from sidecar.outcome import Verdict
 from sidecar.pipeline.pool import WorkerPool
 from sidecar.providers.base import Provider
 from sidecar.providers.openai.provider import OpenAIProvider
 from sidecar.providers.speechkit.object_storage import ObjectStore
 from sidecar.providers.speechkit.provider import SpeechKitProvider
-from sidecar.service import default_steps
+from sidecar.runtime.clock import FakeClock
+from sidecar.serving.assembly import default_steps
 from sidecar.settings import OpenAISettings, SpeechKitSettings
 from sidecar.storage.memory import InMemoryStorage
 from sidecar.storage.model import AttemptChange, AttemptStatus, Claimed

@@ -16,11 +16,11 @@ from typing import Any, cast
 
 import pytest
 
-from sidecar.clock import FakeClock
 from sidecar.pipeline.pool import WorkerPool
 from sidecar.providers.base import OnProgress, Started, StartRequest
 from sidecar.providers.instant import InstantProvider
-from sidecar.service import default_steps, pipeline
+from sidecar.runtime.clock import FakeClock
+from sidecar.serving.assembly import default_steps, pipeline
 from sidecar.storage.copies import LocalCopies
 from sidecar.storage.memory import InMemoryStorage
 from sidecar.storage.model import AttemptChange, AttemptStatus, Claimed, FileRole
@@ -194,18 +194,38 @@ async def test_a_provider_that_does_not_answer_at_once_still_waits_in_submitted(
     assert storage.row(rid).state == "submitted"
 
 
+def _imports(module: Path) -> list[str]:
+    names: list[str] = []
+    for node in ast.walk(ast.parse(module.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names.append(node.module)
+        elif isinstance(node, ast.Import):
+            names += [a.name for a in node.names]
+    return names
+
+
 def test_the_pipeline_names_no_provider() -> None:
     """The pipeline passes providers on to the steps; none of its modules imports one."""
     for module in (ROOT / "sidecar" / "pipeline").glob("*.py"):
-        tree = ast.parse(module.read_text(encoding="utf-8"))
-        for node in ast.walk(tree):
-            names = []
-            if isinstance(node, ast.ImportFrom) and node.module:
-                names = [node.module]
-            elif isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            for name in names:
-                assert not name.startswith("sidecar.providers"), f"{module.name} imports {name}"
+        for name in _imports(module):
+            assert not name.startswith("sidecar.providers"), f"{module.name} imports {name}"
+
+
+def test_the_runner_and_the_pool_name_no_step_and_no_stage() -> None:
+    """What a stage's step needs (its CPUs, where it goes next, whether work follows it) is the stage
+    table's to declare: the runner and the pool run whatever it says, so they import no step's module
+    and spell no stage's or step's name."""
+    from sidecar.pipeline.stages import FOLLOW_UP, STAGES
+
+    words = {s.name for s in (*STAGES, FOLLOW_UP)} | {s.step for s in (*STAGES, FOLLOW_UP) if s.step}
+    for module in ("runner.py", "pool.py"):
+        path = ROOT / "sidecar" / "pipeline" / module
+        for name in _imports(path):
+            assert not name.startswith(("sidecar.insights", "sidecar.steps.")) or name == "sidecar.steps.base", name
+        strings = {
+            n.value for n in ast.walk(ast.parse(path.read_text(encoding="utf-8"))) if isinstance(n, ast.Constant)
+        }
+        assert not words & strings, f"{module} spells {sorted(words & strings)}"
 
 
 def test_a_local_copy_is_found_by_its_row_stored_name_and_size_and_goes_with_its_recording(tmp_path: Path) -> None:

@@ -13,13 +13,13 @@ import pytest
 import respx
 from pydantic import SecretStr
 
-from sidecar.clock import FakeClock
 from sidecar.insights.engines import OpenAIEngine
 from sidecar.insights.summarize import ANSWER_TOKENS, OVERHEAD_TOKENS
 from sidecar.outcome import HaltCode, Verdict
 from sidecar.pipeline.pool import WorkerPool
 from sidecar.redaction import register_secrets
-from sidecar.service import default_steps, pipeline
+from sidecar.runtime.clock import FakeClock
+from sidecar.serving.assembly import default_steps, pipeline
 from sidecar.settings import InsightsSettings
 from sidecar.storage.memory import InMemoryStorage
 from sidecar.storage.model import Claimed
@@ -104,7 +104,8 @@ async def insights_pool(
 
 
 async def run_insights(pool: WorkerPool, storage: InMemoryStorage) -> Verdict:
-    got = await storage.claim(pool.runner.table.leases(), pool.runner.table.insights.lease)
+    assert pool.runner.table.follow_up is not None
+    got = await storage.claim(pool.runner.table.leases(), pool.runner.table.follow_up.lease)
     assert isinstance(got, Claimed) and got.claim.queue == "insights"
     return await pool.runner.run(got)
 

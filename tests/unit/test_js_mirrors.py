@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from sidecar.pipeline.stages import INSIGHTS, STAGES
+from sidecar.pipeline.stages import FOLLOW_UP, STAGES
 from sidecar.pocketbase import process, seeds
 from sidecar.pocketbase.lock import LOCK_FILE
 from sidecar.settings import Settings
@@ -51,7 +51,7 @@ def test_stages_js_names_the_schemas_and_the_stage_tables_stages() -> None:
     assert recording == [s.name for s in STAGES]
     assert _js_list(text, "TERMINAL", constants) == [s.name for s in STAGES if s.step is None]
     assert _js_list(text, "INSIGHTS", constants) == _select_values("1765843200_insights.js", "state")
-    assert constants["INSIGHTS_JOURNAL_STAGE"] == INSIGHTS.name
+    assert constants["INSIGHTS_JOURNAL_STAGE"] == FOLLOW_UP.name
 
 
 def test_no_hook_spells_a_stage_out() -> None:

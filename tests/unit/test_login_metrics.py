@@ -8,7 +8,7 @@ import re
 import pytest
 from prometheus_client import generate_latest
 
-from sidecar.metrics import Metrics
+from sidecar.pipeline.metrics import Metrics
 from sidecar.storage.memory import InMemoryStorage
 from sidecar.storage.model import LoginFigures
 

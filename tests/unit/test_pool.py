@@ -16,9 +16,9 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from sidecar.clock import FakeClock
 from sidecar.outcome import Advance, Postpone, StepResult
 from sidecar.pipeline.pool import Waker, WorkerPool
+from sidecar.runtime.clock import FakeClock
 from sidecar.steps.base import Step, StepContext
 from sidecar.storage.memory import InMemoryStorage
 from sidecar.storage.model import NoWork
@@ -105,7 +105,9 @@ async def test_a_failing_step_is_retried_after_its_delay_then_halts(storage: InM
     assert len(tries) == 3
     assert [b - a for a, b in itertools.pairwise(tries)] == [30_000, 30_000]  # the retry delay, no poll
     assert storage.row(rid).halt_code == "attempts_exhausted"
-    assert [e.kind for e in storage.journal_of(rid)].count("failed") == 3
+    # The third try was the last allowed: it halted at once, its failure in the halt's reason.
+    assert [e.kind for e in storage.journal_of(rid)].count("failed") == 2
+    assert "the last: RuntimeError: decoder exploded" in storage.row(rid).halt_reason
 
 
 async def test_a_postponed_record_is_taken_again_when_its_pause_ends(

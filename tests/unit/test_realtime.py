@@ -6,8 +6,8 @@ import anyio
 import pytest
 from anyio.abc import SocketStream
 
-from sidecar.clock import SystemClock
 from sidecar.pocketbase import realtime
+from sidecar.runtime.clock import SystemClock
 
 pytestmark = pytest.mark.anyio
 

@@ -19,7 +19,7 @@ from pydantic import SecretStr
 from sidecar.outcome import Verdict
 from sidecar.providers.openai.provider import OpenAIProvider
 from sidecar.providers.speechkit.provider import SpeechKitProvider
-from sidecar.service import default_steps
+from sidecar.serving.assembly import default_steps
 from sidecar.settings import ObjectStorageSettings, OpenAISettings, SpeechKitSettings
 from sidecar.storage.memory import InMemoryStorage
 from sidecar.storage.model import AttemptChange, AttemptStatus, Claimed

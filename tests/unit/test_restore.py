@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sidecar.backups import BackupError, restore
+from sidecar.owner.backups import BackupError, restore
 from sidecar.pocketbase.lock import LOCK_FILE
 from sidecar.pocketbase.process import SERVICE_FILE
 

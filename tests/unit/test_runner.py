@@ -8,7 +8,6 @@ from datetime import timedelta
 import anyio
 import pytest
 
-from sidecar.clock import FakeClock
 from sidecar.outcome import (
     Advance,
     HaltCode,
@@ -21,9 +20,10 @@ from sidecar.outcome import (
 )
 from sidecar.pipeline.pool import WorkerPool
 from sidecar.redaction import register_secrets
+from sidecar.runtime.clock import FakeClock
 from sidecar.steps.base import Step, StepContext
 from sidecar.storage.memory import InMemoryStorage
-from sidecar.storage.model import Claimed, FileRole
+from sidecar.storage.model import Claimed, FileRole, NoWork
 from sidecar.storage.transitions import Advanced
 from tests.support.sidecar import twin_sidecar
 
@@ -156,9 +156,9 @@ async def test_a_failure_spends_the_attempt_and_waits(
     assert storage.journal_of(rid)[-1].text == f"step normalize failed (attempt 1): {text}"
 
 
-async def test_attempts_above_the_maximum_halt_without_running_the_step(
-    storage: InMemoryStorage, clock: FakeClock
-) -> None:
+async def test_the_last_failed_try_allowed_halts_at_once(storage: InMemoryStorage, clock: FakeClock) -> None:
+    """Out of attempts is decided when the last try fails (as River does), not by another claim after
+    the retry delay: the record halts then, with the failure in its reason and one journal row."""
     rid = storage.add_record()
     ran: list[int] = []
 
@@ -166,13 +166,37 @@ async def test_attempts_above_the_maximum_halt_without_running_the_step(
         ran.append(ctx.record.attempts)
         raise RuntimeError("no")
 
-    async with twin_sidecar(storage, steps(normalize=failing), max_attempts=2, retry_delay=0.001) as pool:
-        verdicts = []
-        for _ in range(3):
-            clock.advance(1)
-            verdicts.append(await pool.runner.run(await claim(pool)))
-    assert verdicts == [Verdict.FAILED, Verdict.FAILED, Verdict.HALTED]
-    assert ran == [1, 2]  # P7: the step is not run on the claim that exceeds the maximum
+    async with twin_sidecar(storage, steps(normalize=failing), max_attempts=2, retry_delay=30) as pool:
+        first = await pool.runner.run(await claim(pool))
+        clock.advance(30)
+        last = await pool.runner.run(await claim(pool))
+        assert await pool.runner.storage.claim(pool.runner.table.leases()) == NoWork()
+    assert (first, last) == (Verdict.FAILED, Verdict.HALTED)
+    assert ran == [1, 2]
+    row = storage.row(rid)
+    assert row.halt_code == "attempts_exhausted" and row.claim_token == "" and row.available_at == 0
+    assert "2 tries of step normalize" in row.halt_reason and "the last: RuntimeError: no" in row.halt_reason
+    assert [e.kind for e in storage.journal_of(rid)][-2:] == ["failed", "halted"]
+
+
+async def test_attempts_above_the_maximum_halt_without_running_the_step(
+    storage: InMemoryStorage, clock: FakeClock
+) -> None:
+    """A try that ended without a word (its worker killed mid-step) counted its attempt: the claim after
+    the last one allowed halts the record and does not run its step (P7)."""
+    rid = storage.add_record()
+    ran: list[int] = []
+
+    async def step(ctx: StepContext) -> StepResult:
+        ran.append(ctx.record.attempts)
+        return Advance()
+
+    async with twin_sidecar(storage, steps(normalize=step), max_attempts=2) as pool:
+        for _ in range(2):  # two claims whose workers died: their leases run out, nothing settled
+            await claim(pool)
+            clock.advance(pool.runner.table["uploaded"].lease.total_seconds() + 1)
+        verdict = await pool.runner.run(await claim(pool))
+    assert verdict is Verdict.HALTED and ran == []  # P7: the step is not run on the claim that exceeds the maximum
     row = storage.row(rid)
     assert row.halt_code == "attempts_exhausted" and "2 tries of step normalize" in row.halt_reason
 

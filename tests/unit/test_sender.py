@@ -10,7 +10,16 @@ import pytest
 from rich.console import Console
 
 from sidecar.activity import WORDS, Activity
-from sidecar.sender import Bars, Lines, SenderError, _Counted, check_options, display_for, shown, write_transcript
+from sidecar.sender.client import (
+    Bars,
+    Lines,
+    SenderError,
+    _Counted,
+    check_options,
+    display_for,
+    shown,
+    write_transcript,
+)
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
@@ -132,7 +141,7 @@ def test_the_formats_and_languages_the_server_takes_pass() -> None:
 def test_an_outage_is_noted_once_and_a_busy_server_is_asked_again_when_it_says() -> None:
     import httpx
 
-    from sidecar.sender import Session, Unavailable, _retry_after
+    from sidecar.sender.client import Session, Unavailable, _retry_after
 
     out = io.StringIO()
     with Session("http://127.0.0.1:9", "a@example.com", "pw", Lines(out)) as session:

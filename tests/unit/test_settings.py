@@ -10,7 +10,7 @@ from pydantic import SecretStr
 
 from sidecar.pipeline.stages import StageTable
 from sidecar.pocketbase.seeds import backup_fingerprints, superuser_fingerprint
-from sidecar.service import default_steps
+from sidecar.serving.assembly import default_steps
 from sidecar.settings import CONFIG_ENV, BackupSettings, PipelineSettings, SettingsError, load_settings
 
 

@@ -23,7 +23,7 @@ from sidecar.providers.speechkit.provider import MAX_BYTES, MAX_DURATION, Speech
 from sidecar.providers.speechkit.results import decode_stream, transcript_from
 from sidecar.settings import Settings, SpeechKitSettings
 from sidecar.steps import submit
-from sidecar.steps.base import StepContext
+from sidecar.steps.base import Providers, StepContext, StepKit
 from sidecar.storage.memory import InMemoryStorage
 from sidecar.storage.model import AttemptChange, AttemptRow, Claim, Claimed
 from sidecar.storage.session import ClaimSession
@@ -656,14 +656,8 @@ async def _claim(storage: InMemoryStorage, rid: str) -> Claimed:
 
 
 def _context(storage: InMemoryStorage, claimed: Claimed, provider: SpeechKitProvider, workdir: Path) -> StepContext:
-    return StepContext(
-        session=ClaimSession(storage, claimed.claim, claimed.record),
-        provider=provider,
-        provider_for=lambda name: provider,
-        settings=Settings(),
-        clock=storage.clock,
-        workdir=workdir,
-    )
+    kit = StepKit(Providers(provider, lambda name: provider), Settings(), storage.clock)
+    return StepContext(ClaimSession(storage, claimed.claim, claimed.record), kit, workdir)
 
 
 async def test_a_kill_after_the_id_is_stored_never_starts_a_second_recognition(

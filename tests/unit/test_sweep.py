@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from sidecar.clock import FakeClock
 from sidecar.outcome import HaltCode, RetryableError
 from sidecar.pipeline.sweep import sweep_normalized, sweep_once
 from sidecar.providers.base import Provider
+from sidecar.runtime.clock import FakeClock
 from sidecar.steps.base import Providers
 from sidecar.storage.memory import InMemoryStorage
 from sidecar.storage.model import AttemptChange, AttemptStatus, Claimed, FileRole, PiecePlace

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from sidecar.threads import cgroup_cpu_limit, threads_for, usable_cpus
+from sidecar.runtime.threads import cgroup_cpu_limit, threads_for, usable_cpus
 
 
 def _cgroup(tmp_path: Path, files: dict[str, str], own: str = "0::/") -> dict[str, Path]:
@@ -93,11 +93,11 @@ def test_threads_are_the_cpus_shared_among_the_workers(threads: int, workers: in
 
 _CHILD = """
 import json
-from sidecar.threads import usable_cpus
+from sidecar.runtime.threads import usable_cpus
 from sidecar.providers.offline.provider import OfflineProvider
 from sidecar.settings import OfflineSettings
 provider = OfflineProvider(OfflineSettings(diarize=False), workers=1)
-print(json.dumps({"usable": usable_cpus(), "decoder_threads": provider.threads}))
+print(json.dumps({"usable": usable_cpus(), "decoder_threads": provider.engine.threads}))
 """
 
 

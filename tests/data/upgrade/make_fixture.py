@@ -33,7 +33,7 @@ from sidecar.audio import AudioSpec  # type: ignore[import-untyped]  # v0.1.0 ha
 
 from sidecar.pocketbase import process
 from sidecar.providers.instant import InstantProvider
-from sidecar.service import default_steps, make_provider, pipeline
+from sidecar.serving.assembly import default_steps, make_provider, pipeline
 from sidecar.settings import Settings
 
 HERE = Path(__file__).resolve().parent

@@ -1,7 +1,7 @@
 """Assembles the sidecar: settings → storage client → providers → stage table → pool.
 
 Running it (signals, the PocketBase child, the order things stop in) is
-``sidecar.supervise``.
+``sidecar.serving.supervise``.
 """
 
 from __future__ import annotations
@@ -13,11 +13,9 @@ from contextlib import asynccontextmanager
 import anyio
 
 from sidecar import RELEASE_UNKNOWN, __version__
-from sidecar.clock import Clock, SystemClock
 from sidecar.insights.engines import make_engine
-from sidecar.insights.gate import CpuGate
 from sidecar.insights.summarize import Engine
-from sidecar.metrics import Metrics
+from sidecar.pipeline.metrics import Metrics
 from sidecar.pipeline.pool import WorkerPool
 from sidecar.pipeline.runner import Runner
 from sidecar.pipeline.stages import StageTable
@@ -27,9 +25,11 @@ from sidecar.providers.base import Provider
 from sidecar.providers.offline.diarizer import DiarizerUnavailable
 from sidecar.providers.offline.models import ModelLoadError
 from sidecar.redaction import register_secrets
+from sidecar.runtime.clock import Clock, SystemClock
+from sidecar.runtime.cpus import CpuGate
+from sidecar.serving.startup import StartupError
 from sidecar.settings import Settings
-from sidecar.startup import StartupError
-from sidecar.steps.base import Providers, Step
+from sidecar.steps.base import Providers, Step, StepKit
 from sidecar.storage.copies import LocalCopies
 from sidecar.storage.errors import LoginRateLimited, StorageUnavailable
 from sidecar.storage.protocol import Storage
@@ -150,15 +150,16 @@ async def pipeline(
         return cache[name]
 
     gate = CpuGate()
+    metrics = metrics or Metrics()
+    engine = insights if insights is not None else make_engine(settings.insights, gate, clock)
     runner = Runner(
         storage=storage,
-        table=StageTable(settings.pipeline, steps or default_steps()),
+        table=StageTable(settings.pipeline, steps or default_steps(), follow_up_by=engine.name if engine else None),
         settings=settings,
         clock=clock,
-        providers=Providers(current, provider_for),
-        metrics=metrics or Metrics(),
+        kit=StepKit(Providers(current, provider_for), settings, clock, metrics.audio_sent, engine),
+        metrics=metrics,
         gate=gate,
-        insights=insights if insights is not None else make_engine(settings.insights, gate, clock),
         copies=LocalCopies(max_bytes=settings.pipeline.local_copies_mb * 1024 * 1024),
     )
     try:

@@ -13,8 +13,8 @@ from wsgiref.simple_server import WSGIRequestHandler, make_server
 from prometheus_client import CollectorRegistry, Counter, Gauge, make_wsgi_app
 from prometheus_client.exposition import ThreadingWSGIServer
 
-from sidecar.clock import Clock
 from sidecar.outcome import Verdict
+from sidecar.runtime.clock import Clock
 from sidecar.storage.model import LoginFigures
 from sidecar.storage.protocol import Storage
 

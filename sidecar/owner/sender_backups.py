@@ -26,8 +26,8 @@ from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from sidecar.backups import BACKUPS_DIR
-from sidecar.sender_data import SenderDataError, erase_rows, read_sender
+from sidecar.owner.backups import BACKUPS_DIR
+from sidecar.owner.sender_data import SenderDataError, erase_rows, read_sender
 from sidecar.settings import Settings
 
 _DATABASE = "data.db"

@@ -17,9 +17,18 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from enum import Enum
 from typing import Protocol
 
-__all__ = ["CpuGate", "Pausable"]
+__all__ = ["CpuGate", "Cpus", "Pausable"]
+
+
+class Cpus(Enum):
+    """What a step needs of this process's CPUs (the stage table declares it per stage)."""
+
+    NONE = "none"  # waits on someone else (a provider's poll): holds nothing
+    RECOGNITION = "recognition"  # a recording's own work: an offline insights engine stops meanwhile
+    INSIGHTS = "insights"  # runs the offline insights engine: only while nothing else holds the CPUs
 
 
 class Pausable(Protocol):
@@ -43,6 +52,22 @@ class CpuGate:
     def takes_insights(self) -> bool:
         """Whether this process may take insights work now."""
         return self._recording_steps == 0 and self._insights_steps == 0
+
+    def free_for(self, cpus: Cpus) -> bool:
+        """Whether a step needing ``cpus`` may be taken now (insights work only when nothing holds the CPUs)."""
+        return cpus is not Cpus.INSIGHTS or self.takes_insights
+
+    @contextmanager
+    def hold(self, cpus: Cpus) -> Iterator[None]:
+        """Around a step that needs ``cpus``."""
+        if cpus is Cpus.RECOGNITION:
+            with self.recording_step():
+                yield
+        elif cpus is Cpus.INSIGHTS:
+            with self.insights_step():
+                yield
+        else:
+            yield
 
     @contextmanager
     def recording_step(self) -> Iterator[None]:

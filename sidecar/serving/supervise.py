@@ -1,6 +1,6 @@
 """Running the service: ``transcriber worker`` and ``transcriber serve``, started and stopped in order.
 
-Start: every check first (``sidecar.startup``), then what can fail on the
+Start: every check first (``sidecar.serving.startup``), then what can fail on the
 host (the data directory's lock, the ports, the model, the metrics port),
 then PocketBase, then the workers. A mistake stops the start before anything
 runs, as one line.
@@ -25,14 +25,14 @@ from dataclasses import dataclass
 import anyio
 import httpx
 
-from sidecar.metrics import Metrics
+from sidecar.pipeline.metrics import Metrics
 from sidecar.pipeline.pool import WorkerPool
 from sidecar.pocketbase import process
 from sidecar.pocketbase.lock import DataDirInUse, DataDirLock
 from sidecar.providers.base import Provider
-from sidecar.service import pipeline, ready_provider
+from sidecar.serving.assembly import pipeline, ready_provider
+from sidecar.serving.startup import StartupError, check_settings, ensure_port_free, resolved
 from sidecar.settings import Settings
-from sidecar.startup import StartupError, check_settings, ensure_port_free, resolved
 from sidecar.steps.base import Step
 
 log = logging.getLogger("transcriber")

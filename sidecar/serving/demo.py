@@ -14,7 +14,7 @@ from pathlib import Path
 from rich.console import Console
 
 from sidecar.pocketbase import process
-from sidecar.sender import SenderError, transcribe_file
+from sidecar.sender.client import SenderError, transcribe_file
 from sidecar.settings import load_settings
 
 
@@ -26,7 +26,7 @@ def _free_port() -> int:
 
 def bundled_sample() -> Path:
     here = Path(__file__).resolve()
-    for base in (here.parent / "_pb" / "samples", here.parents[1] / "samples"):
+    for base in (here.parents[1] / "_pb" / "samples", here.parents[2] / "samples"):
         if (base / "sample.ogg").is_file():
             return base / "sample.ogg"
     raise FileNotFoundError("the bundled sample (samples/sample.ogg) is missing")

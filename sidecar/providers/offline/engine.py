@@ -1,0 +1,442 @@
+"""The offline engine: faster-whisper on this machine, in the calling thread.
+
+By default it runs Whisper base multilingual from wheels (``models``),
+its files checked against their published digests before the first load.
+
+Recognition (``OfflineEngine.recognize``, blocking: the provider runs it in a
+worker thread):
+
+1. **Where the speech is**: the regions normalize found (``speech``, kept with
+   the piece), so speech is searched for once per recording; for a piece
+   stored without them, Silero VAD (``vad``) over the whole file, a block at a
+   time. Only those regions are ever decoded, so silence, music and noise
+   cannot come back as invented words, and a recording with no speech ends
+   with an empty transcript.
+2. **Which language**: the one asked (the sender's hint, else
+   ``[offline] language``), or, with ``auto``, a vote of the model's language
+   probabilities over up to five windows of speech spread through the file:
+   a recording that opens with silence, music or a minute of another
+   language is still found right. Batched decoding votes on the encoder's own
+   output for the windows it decodes first (``batches``).
+3. **Decoding**: the regions, packed into windows of up to 30 seconds,
+   decoded ``[offline] batch_size`` windows at a time (``batches``; memory
+   bounded by a group of windows, whatever the length), with word timestamps,
+   in the recording's own times. With ``batch_size = 1`` the regions are
+   joined into groups and decoded one window after another instead.
+4. **Speakers** (with the ``diarize`` extra): who speaks when, laid over the
+   words.
+
+As it goes it tells the caller the language (as soon as it is known), what it
+is doing (recognizing, finding speakers) and how far it has come: with
+speakers, recognition counts for ``RECOGNITION_SHARE`` of a piece's
+progress and speakers for the rest, so progress keeps moving to the end.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import math
+import tempfile
+import threading
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from sidecar.activity import Activity
+from sidecar.media import audio as audio_io
+from sidecar.media import vad
+from sidecar.media.pcm import PcmReader, is_pcm16_mono
+from sidecar.outcome import HaltCode, PermanentError, RetryableError, TranscriberError
+from sidecar.providers.base import AudioSpec
+from sidecar.providers.offline import batches as offline_batches
+from sidecar.providers.offline import diarizer
+from sidecar.providers.offline.models import BUNDLED, DEFAULT_MODEL, ModelLoadError, load_model, model_directory
+from sidecar.runtime.threads import threads_for
+from sidecar.settings import OfflineSettings
+from sidecar.transcript.languages import AUTO, code_of
+from sidecar.transcript.model import Transcript
+from sidecar.transcript.speakers import assign
+
+log = logging.getLogger("transcriber.offline")
+
+__all__ = ["OfflineEngine", "RecognitionCancelled", "split_at_pauses", "vote_language"]
+
+SAMPLE_RATE = vad.SAMPLE_RATE
+# The longest piece of a recording recognized in one go.
+PIECE = timedelta(hours=1)
+# Regions are decoded in groups of at most this much speech (memory, and how
+# often a cancellation is noticed between groups).
+GROUP_SECONDS = 600.0
+# Words this far apart in one decoded segment were in different speech regions.
+SPLIT_PAUSE = 2.0
+# Groups shorter than a second are padded up to one (see offline_batches).
+MIN_SAMPLES = offline_batches.MIN_SAMPLES
+# Language vote: windows of up to 30 s of speech (what the model reads at once).
+VOTE_WINDOWS = 5
+_WINDOW = 30 * SAMPLE_RATE
+# With speakers, the share of a piece's progress that recognition counts for; finding
+# the speakers counts for the rest. Measured (PF10, an hour of dialogues, one worker on
+# 2 cores): 210 s to recognize, 110 s more with speakers, so about two thirds.
+RECOGNITION_SHARE = 0.65
+
+
+class RecognitionCancelled(TranscriberError):
+    """Recognition stopped because it was cancelled."""
+
+
+class OfflineEngine:
+    """faster-whisper with the settings' model, threads and speakers; every call blocks the calling thread."""
+
+    def __init__(self, settings: OfflineSettings, *, workers: int = 1) -> None:
+        self._settings = settings
+        self.model = settings.model or DEFAULT_MODEL
+        # Every worker of this process may be decoding at once, each on its share of
+        # the CPUs this process may use (its affinity and cgroup quota, not the host's).
+        self._replicas = max(1, workers)
+        self.threads = threads_for(settings.threads, self._replicas)
+        wanted = settings.diarize if settings.diarize is not None else diarizer.installed()
+        self.diarizer = diarizer.OfflineDiarizer(self.threads) if wanted else None
+
+    def load(self) -> Any:
+        """The model, verified and loaded on first use (once per process)."""
+        name = self.model
+        if name in BUNDLED:
+            ref = str(model_directory(name, self._settings.cache_dir).resolve())
+        else:
+            candidate = Path(name).expanduser()
+            if candidate.is_dir():
+                ref = str(candidate.resolve())
+            elif name.startswith(("/", ".", "~")):
+                # Clearly meant as a directory: do not let it fall through to a hub lookup.
+                raise ModelLoadError(f"the offline model directory {candidate} does not exist")
+            else:
+                ref = name  # a model name; faster-whisper fetches it from the hub
+        return load_model(ref, self._settings.compute_type, self.threads, self._replicas)
+
+    def recognize(
+        self,
+        audio: Path,
+        cancel: threading.Event,
+        *,
+        speech: Sequence[tuple[int, int]] | None = None,
+        language: str | None = None,
+        report: Callable[[float], None] | None = None,
+        found_language: Callable[[str], None] | None = None,
+        doing: Callable[[Activity], None] | None = None,
+    ) -> bytes:
+        """Recognize ``audio``: the JSON of a ``Transcript`` (segments with word timings, the language used).
+
+        ``speech``: where the speech is ((start, end) in ms of ``audio``), as normalize found it;
+        None: searched for here.
+
+        ``report`` is told how many seconds of ``audio`` are done (with speakers, recognition
+        counts for ``RECOGNITION_SHARE`` of them), ``found_language`` the language as soon as
+        it is known, ``doing`` each change of what this is doing; all from this thread.
+        """
+        _check(cancel)
+        model = self.load()
+        if doing is not None:
+            doing(Activity.RECOGNIZING)
+        with _pcm16(audio, cancel) as pcm:
+            if speech is None:
+                regions, frames = vad.find_speech_in_blocks(_watched(pcm.blocks(vad.BLOCK_SECONDS), cancel))
+            else:
+                regions, frames = _regions(speech, pcm.frames), pcm.frames
+            # The language asked for, else voted: by the batched decoder on the encoder's output of the
+            # windows it decodes first (no pass of its own), or here for one-window-at-a-time decoding.
+            chosen = self._language(model, regions, language)
+            if chosen is None and regions and self._settings.batch_size <= 1:
+                chosen = self._vote(model, pcm, regions)
+            voted: list[str] = []
+
+            def heard(code: str) -> None:
+                voted.append(code)
+                if found_language is not None:
+                    found_language(code)
+
+            if chosen is not None:
+                heard(chosen)
+            duration = frames / SAMPLE_RATE
+            share = RECOGNITION_SHARE if self.diarizer is not None else 1.0
+            segments: list[dict[str, Any]] = []
+            for segment in self._segments(model, pcm, regions, chosen, cancel, heard):
+                segments.extend(split_at_pauses(segment))
+                if report is not None:
+                    report(segment["end"] * share)
+            _check(cancel)
+            # Speakers after the words (a fraction of their time): laid over them by time overlap.
+            found = None
+            if segments and self.diarizer is not None:
+                if report is not None:
+                    report(duration * share)  # the words are done: their share in full, written with the news
+                if doing is not None:
+                    doing(Activity.FINDING_SPEAKERS)
+                found = self._speakers(pcm.path, _speakers_part(report, duration, share))
+            _check(cancel)
+        document = {
+            "text": " ".join(s["text"] for s in segments if s["text"]),
+            "language": voted[0] if voted else None,
+            "duration": _r(frames / SAMPLE_RATE),
+            "segments": segments,
+        }
+        if found is not None and found.turns:
+            # The voices travel with the result, so finalize can match speakers across pieces.
+            transcript = assign(Transcript.model_validate(document), found.turns)
+            transcript = transcript.model_copy(update={"voices": found.voices})
+            return transcript.model_dump_json(exclude_none=True).encode()
+        return json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode()
+
+    def _speakers(self, wav: Path, report: Callable[[float], None] | None) -> diarizer.Diarization | None:
+        """Who speaks when, if asked for; a failure costs the speakers, never the words."""
+        if self.diarizer is None:
+            return None
+        try:
+            return self.diarizer.diarize(wav, report)
+        except Exception as e:  # an optional extra failing in any way
+            log.warning("speaker diarization failed (%s): this piece's transcript has no speakers", type(e).__name__)
+            return None
+
+    def _language(self, model: Any, regions: Sequence[vad.Region], asked: str | None) -> str | None:
+        """The language asked for (the sender's hint, else the settings'); None: to be voted (or no speech)."""
+        wanted = asked or self._settings.language or AUTO
+        if wanted != AUTO:
+            return code_of(wanted) or wanted
+        if not model.model.is_multilingual:
+            return "en"
+        return None
+
+    def _vote(self, model: Any, pcm: PcmReader, regions: Sequence[vad.Region]) -> str:
+        try:
+            return vote_language(model, pcm, regions)
+        except Exception as e:
+            raise _engine_failure(e) from e
+
+    def _segments(
+        self,
+        model: Any,
+        pcm: PcmReader,
+        regions: Sequence[vad.Region],
+        language: str | None,
+        cancel: threading.Event,
+        on_language: Callable[[str], None],
+    ) -> Iterator[dict[str, Any]]:
+        """The recording's segments in its own times: batched (T1; the language voted there when
+        ``language`` is None), or one window after another."""
+        if self._settings.batch_size > 1:
+            try:
+                yield from offline_batches.decode(
+                    model,
+                    pcm,
+                    offline_batches.windows(regions),
+                    language=language,
+                    beam_size=self._settings.beam_size,
+                    batch_size=self._settings.batch_size,
+                    cancel=cancel,
+                    on_language=on_language,
+                )
+            except TranscriberError:
+                raise
+            except Exception as e:
+                raise _engine_failure(e) from e
+            return
+        for group in _groups(regions, int(GROUP_SECONDS * SAMPLE_RATE)):
+            yield from self._decode(model, pcm, group, language, cancel)
+
+    def _decode(
+        self, model: Any, pcm: PcmReader, group: Sequence[vad.Region], language: str | None, cancel: threading.Event
+    ) -> Iterator[dict[str, Any]]:
+        from faster_whisper.transcribe import restore_speech_timestamps
+
+        speech = _join(pcm, group)
+        chunks = [{"start": r.start, "end": r.end} for r in group]
+        try:
+            # condition_on_previous_text=False: on long audio, conditioning on
+            # its own earlier output made the model loop or drop sentences.
+            segments, _info = model.transcribe(
+                speech,
+                language=language,
+                beam_size=self._settings.beam_size,
+                word_timestamps=True,
+                condition_on_previous_text=False,
+                vad_filter=False,
+            )
+            # Segments come lazily, one 30-second window at a time, mapped from
+            # the joined speech back to the recording's times.
+            for segment in restore_speech_timestamps(segments, chunks, SAMPLE_RATE):
+                if cancel.is_set():
+                    segments.close()
+                    raise RecognitionCancelled("recognition was cancelled")
+                yield {
+                    "start": _r(segment.start),
+                    "end": _r(segment.end),
+                    "text": segment.text.strip(),
+                    "words": [{"start": _r(w.start), "end": _r(w.end), "word": w.word} for w in segment.words or ()],
+                }
+        except TranscriberError:
+            raise
+        except Exception as e:
+            raise _engine_failure(e) from e
+
+
+def _speakers_part(
+    report: Callable[[float], None] | None, duration: float, share: float
+) -> Callable[[float], None] | None:
+    """The diarizer's fraction done, reported as seconds after recognition's share of ``duration``."""
+    if report is None:
+        return None
+    done, left = duration * share, duration * (1 - share)
+    return lambda fraction: report(done + left * fraction)
+
+
+def split_at_pauses(segment: dict[str, Any], pause: float = SPLIT_PAUSE) -> Iterator[dict[str, Any]]:
+    """A segment cut where its words are ``pause`` seconds or more apart.
+
+    Speech regions are decoded joined, so one segment can span two regions
+    minutes apart in the recording; as a subtitle cue it would stay on screen
+    through the silence between them.
+    """
+    words = segment["words"]
+    if len(words) < 2 or all(b["start"] - a["end"] < pause for a, b in itertools.pairwise(words)):
+        yield segment
+        return
+    run = [words[0]]
+    for a, b in itertools.pairwise(words):
+        if b["start"] - a["end"] >= pause:
+            yield offline_batches.segment_of(run)
+            run = []
+        run.append(b)
+    yield offline_batches.segment_of(run)
+
+
+def vote_language(model: Any, pcm: PcmReader, regions: Sequence[vad.Region], *, windows: int = VOTE_WINDOWS) -> str:
+    """The language with the most probability over windows of speech spread through the recording.
+
+    Each window (up to 30 s of speech) adds the model's probability of every
+    language, weighted by how much speech it holds: one window of music,
+    silence or another voice at the start cannot outvote the rest.
+    """
+    total = sum(r.samples for r in regions)
+    count = max(1, min(windows, math.ceil(total / _WINDOW)))
+    starts: list[int] = []
+    done = 0
+    targets = [total * (k + 0.5) / count for k in range(count)]
+    for i, r in enumerate(regions):
+        while targets and done + r.samples > targets[0]:
+            targets.pop(0)
+            if not starts or starts[-1] != i:
+                starts.append(i)
+        done += r.samples
+    votes: dict[str, float] = defaultdict(float)
+    for i in starts:
+        window = _join(pcm, _take(regions[i:], _WINDOW), limit=_WINDOW)
+        _language, _probability, ranked = model.detect_language(audio=window)
+        weight = min(window.size, _WINDOW) / _WINDOW
+        for code, probability in ranked:
+            votes[code] += probability * weight
+    return max(votes, key=lambda code: votes[code])
+
+
+# --- helpers ---------------------------------------------------------------------
+
+
+def _check(cancel: threading.Event) -> None:
+    if cancel.is_set():
+        raise RecognitionCancelled("recognition was cancelled")
+
+
+def _watched(blocks: Iterator[npt.NDArray[np.float32]], cancel: threading.Event) -> Iterator[npt.NDArray[np.float32]]:
+    for block in blocks:
+        _check(cancel)
+        yield block
+
+
+@contextmanager
+def _pcm16(path: Path, cancel: threading.Event) -> Iterator[PcmReader]:
+    """``path`` as 16 kHz mono PCM: read in place when it already is, else converted to a temporary file."""
+    if is_pcm16_mono(path, SAMPLE_RATE):
+        with PcmReader(path) as reader:
+            yield reader
+        return
+    with tempfile.TemporaryDirectory(prefix="transcriber-pcm-") as tmp:
+        spec = AudioSpec(format="wav_pcm16", sample_rate=SAMPLE_RATE, channels=1, bitrate=None)
+        try:
+            converted = audio_io.normalize(path, Path(tmp) / "audio.wav", spec, cancel=cancel)
+        except audio_io.NormalizeCancelled as e:
+            raise RecognitionCancelled("recognition was cancelled") from e
+        with PcmReader(converted.path) as reader:
+            yield reader
+
+
+def _regions(speech: Sequence[tuple[int, int]], frames: int) -> list[vad.Region]:
+    """Regions in ms (as stored with a piece) as regions of its samples, within its ``frames``."""
+    per_ms = SAMPLE_RATE // 1000
+    longest = int(vad.MAX_REGION_SECONDS * SAMPLE_RATE)
+    regions: list[vad.Region] = []
+    for start_ms, end_ms in speech:
+        # Kept to the promises of vad's own regions (in order, apart, none past 30 s) whatever
+        # the rounding to milliseconds did.
+        start = max(start_ms * per_ms, regions[-1].end if regions else 0)
+        end = min(frames, end_ms * per_ms, start + longest)
+        if end > start:
+            regions.append(vad.Region(start, end))
+    return regions
+
+
+def _groups(regions: Sequence[vad.Region], max_samples: int) -> Iterator[list[vad.Region]]:
+    group: list[vad.Region] = []
+    held = 0
+    for r in regions:
+        if group and held + r.samples > max_samples:
+            yield group
+            group, held = [], 0
+        group.append(r)
+        held += r.samples
+    if group:
+        yield group
+
+
+def _take(regions: Sequence[vad.Region], samples: int) -> list[vad.Region]:
+    """The first regions that together hold ``samples`` of speech (at least one)."""
+    taken: list[vad.Region] = []
+    held = 0
+    for r in regions:
+        if taken and held >= samples:
+            break
+        taken.append(r)
+        held += r.samples
+    return taken
+
+
+def _join(pcm: PcmReader, regions: Sequence[vad.Region], *, limit: int | None = None) -> npt.NDArray[np.float32]:
+    """The regions' samples back to back, cut at ``limit``, padded to at least ``MIN_SAMPLES``."""
+    parts = [pcm.read(r.start, r.end) for r in regions]
+    joined = np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
+    if limit is not None:
+        joined = joined[:limit]
+    if joined.size < MIN_SAMPLES:
+        joined = np.pad(joined, (0, MIN_SAMPLES - joined.size))
+    return joined
+
+
+def _engine_failure(error: Exception) -> TranscriberError:
+    """An engine error, classified: out of memory may pass; anything else repeats on the same input."""
+    text = f"{type(error).__name__}: {error}"
+    if isinstance(error, MemoryError) or "bad_alloc" in text or "out of memory" in text.lower():
+        return RetryableError(f"the offline engine ran out of memory ({text[:300]})")
+    return PermanentError(
+        HaltCode.PROVIDER_FAILED,
+        f"the offline engine failed on this recording ({text[:300]}); the same input fails the same way, "
+        "so it is not retried",
+    )
+
+
+def _r(seconds: float) -> float:
+    return round(float(seconds), 3)

@@ -1,0 +1,1 @@
+"""The sender's command line (``transcribe``, ``wait``): upload, wait through outages, print."""

@@ -1,7 +1,7 @@
 // A password forgotten (#/forgot: a reset mail asked for), reset (#/reset/{token}: the mail's link)
 // and changed (#/password, signed in).
 import * as api from "./api.js";
-import { busy, h, toast } from "./dom.js";
+import { accountForm, emailField, errorLine, h, sending, toast } from "./dom.js";
 import { t } from "./i18n.js";
 import {
   handleRefusal, loadOptions, main, passwordLength, refusalWords, restartLive, route, signOut, signedIn, state,
@@ -43,70 +43,49 @@ function newPasswordFields(error) {
 
 export function renderForgot() {
   state.view = "forgot";
-  const error = h("p", { class: "error", role: "alert", id: "forgot-error" });
+  const error = errorLine("forgot");
   const submit = h("button", { type: "submit", class: "primary" }, t("forgot.submit"));
   const back = h("p", {}, h("a", { href: "#/" }, t("forgot.back")));
-  const form = h(
-    "form",
-    { class: "card narrow", "aria-labelledby": "forgot-title" },
-    h("h1", { id: "forgot-title" }, t("forgot.title")),
+  const form = accountForm("forgot", t("forgot.title"), error, [
     h("p", { class: "lead" }, t("forgot.lead")),
-    h("label", { for: "forgot-email" }, t("signin.email")),
-    h("input", { id: "forgot-email", name: "email", type: "email", autocomplete: "username", required: true }),
+    emailField("forgot-email", t("signin.email")),
     error,
     submit,
     back,
-  );
-  form.addEventListener("submit", async (ev) => {
-    ev.preventDefault();
-    error.textContent = "";
-    const done = busy(submit, t("forgot.busy"));
-    try {
-      await api.requestReset(form.email.value.trim());
-      // The same words whether or not an account has the address: the page tells nobody which exist.
-      form.replaceChildren(form.firstChild, h("p", { class: "notice", role: "status", id: "forgot-sent" }, t("forgot.sent")), back);
-    } catch (err) {
+  ], async () => {
+    const sent = await sending(submit, t("forgot.busy"), () => api.requestReset(form.email.value.trim()), (err) => {
       error.textContent = refusalWords(err, "");
-      done();
-    }
+    });
+    // The same words whether or not an account has the address: the page tells nobody which exist.
+    if (sent) form.replaceChildren(form.firstChild, h("p", { class: "notice", role: "status", id: "forgot-sent" }, t("forgot.sent")), back);
   });
   main().replaceChildren(form);
 }
 
 export function renderReset(token) {
   state.view = "reset";
-  const error = h("p", { class: "error", role: "alert", id: "reset-error" });
+  const error = errorLine("reset");
   const again = h("p", { hidden: true, id: "reset-again" }, h("a", { href: "#/forgot" }, t("reset.again")));
   const fields = newPasswordFields(error);
   const submit = h("button", { type: "submit", class: "primary" }, t("reset.submit"));
-  const form = h(
-    "form",
-    { class: "card narrow", "aria-labelledby": "reset-title" },
-    h("h1", { id: "reset-title" }, t("reset.title")),
+  const form = accountForm("reset", t("reset.title"), error, [
     h("p", { class: "lead" }, t("reset.lead")),
     fields.nodes,
     error,
     again,
     submit,
-  );
-  form.addEventListener("submit", async (ev) => {
-    ev.preventDefault();
-    error.textContent = "";
+  ], async () => {
     const password = fields.value();
     if (!password) return;
-    const done = busy(submit, t("password.busy"));
-    try {
-      await api.confirmReset(token, password);
-    } catch (err) {
+    const sent = await sending(submit, t("password.busy"), () => api.confirmReset(token, password), (err) => {
       const data = err.data || {};
       if (data.password) error.textContent = t("error.weak_password", passwordLength());
       else if (data.token || err.status === 400) {
         error.textContent = t("reset.expired");
         again.hidden = signedIn();
       } else error.textContent = refusalWords(err, "");
-      done();
-      return;
-    }
+    });
+    if (!sent) return;
     // Every session of the account ended with the old password, this browser's too.
     state.notice = t("reset.done");
     if (signedIn()) return signOut();
@@ -119,36 +98,25 @@ export function renderReset(token) {
 export function renderPassword() {
   state.view = "password";
   state.record = null;
-  const error = h("p", { class: "error", role: "alert", id: "password-error" });
+  const error = errorLine("password");
   const fields = newPasswordFields(error);
   const current = h("input", { id: "current-password", type: "password", autocomplete: "current-password", required: true });
   const submit = h("button", { type: "submit", class: "primary" }, t("password.submit"));
-  const form = h(
-    "form",
-    { class: "card narrow", "aria-labelledby": "password-title" },
-    h("h1", { id: "password-title" }, t("password.title")),
+  const form = accountForm("password", t("password.title"), error, [
     h("label", { for: "current-password" }, t("password.current")),
     current,
     fields.nodes,
     error,
     h("div", { class: "form-actions" }, submit, h("a", { href: "#/", class: "button" }, t("password.cancel"))),
-  );
-  form.addEventListener("submit", async (ev) => {
-    ev.preventDefault();
-    error.textContent = "";
+  ], async () => {
     const password = fields.value();
     if (!password) return;
-    const done = busy(submit, t("password.busy"));
-    try {
-      await api.changePassword(current.value, password);
-    } catch (err) {
+    const sent = await sending(submit, t("password.busy"), () => api.changePassword(current.value, password), (err) => {
       const words = handleRefusal(err, "");
-      if (words !== null) {
-        error.textContent = words;
-        done();
-      }
-      return;
-    }
+      if (words !== null) error.textContent = words;
+      return words === null; // signed out: the sign-in is on screen
+    });
+    if (!sent) return;
     restartLive();
     window.location.hash = "#/";
     toast(t("password.done"));

@@ -109,7 +109,8 @@ function render(row, format, rec, insight) {
   if (format === "json") {
     // The stored segments go out as they are (the sidecar wrote them in the export's shape): they are
     // not written again on every download. Beside them, `cues`: the segments as SRT and WebVTT time
-    // them (`cues()`), which the sender's page shows, so no reader derives cues of its own.
+    // them (`cues()`), which the sender's page shows, so no reader derives cues of its own. That
+    // reads the segments, as SRT and WebVTT do (six hours with word timings: about 0.6 s more).
     const language = rec ? rec.getString("language") || null : null;
     const head = JSON.stringify({ text: row.getString("content"), language: language });
     const tail = insight

@@ -40,8 +40,10 @@ function seconds(v) {
   return typeof v !== "boolean" && v !== null && v !== "" && isFinite(n) ? Math.min(Math.max(0, n), MAX_SECONDS) : null;
 }
 
-// [{start, end, text}] in seconds: sorted by start, non-empty, end >= start,
-// every time finite (a cue without a usable start follows the one before it).
+// [{start, end, text, speaker}] in seconds: sorted by start, non-empty, end >= start,
+// every time finite (a cue without a usable start follows the one before it). The one
+// rule for cues: SRT, WebVTT, txt with speakers and the JSON export's `cues` (the
+// sender's page shows those) are all made from it.
 function cues(segs) {
   const out = [];
   let previous = 0;
@@ -105,14 +107,17 @@ function toTxt(row, segs) {
 // `insight` (JSON only): the brief, the quotes that ground it and the topics (lib/insights.js `view`).
 function render(row, format, rec, insight) {
   if (format === "json") {
-    // The stored segments go out as they are (the sidecar wrote them in the export's shape): a
-    // six-hour transcript is not parsed and written again on every download.
+    // The stored segments go out as they are (the sidecar wrote them in the export's shape): they are
+    // not written again on every download. Beside them, `cues`: the segments as SRT and WebVTT time
+    // them (`cues()`), which the sender's page shows, so no reader derives cues of its own. That
+    // reads the segments, as SRT and WebVTT do (six hours with word timings: about 0.6 s more).
     const language = rec ? rec.getString("language") || null : null;
     const head = JSON.stringify({ text: row.getString("content"), language: language });
     const tail = insight
       ? "," + JSON.stringify({ brief: insight.brief, quotes: insight.quotes, topics: insight.topics }).slice(1)
       : "}";
-    return { type: "application/json", body: head.slice(0, -1) + ',"segments":' + segmentsText(row) + tail };
+    const timed = ',"cues":' + JSON.stringify(cues(segmentsOf(row)));
+    return { type: "application/json", body: head.slice(0, -1) + ',"segments":' + segmentsText(row) + timed + tail };
   }
   // Plain text without speakers is the content as kept: nothing to read in the segments.
   if (format === "txt" && segmentsText(row).indexOf('"speaker"') < 0) {

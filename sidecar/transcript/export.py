@@ -38,6 +38,15 @@ class ExportSegment(_Closed):
     corrected: bool | None = Field(default=None, description="true where the owner's correction changed the words")
 
 
+class ExportCue(_Closed):
+    """A segment as the SRT and WebVTT exports time it (the cue rule of pb_hooks/lib/exports.js)."""
+
+    start: float = Field(description="seconds from the start of the recording, never after end")
+    end: float
+    text: str = Field(description="one line, never empty")
+    speaker: str | None = Field(default=None, description='"Speaker 1", …; null with one speaker')
+
+
 class Quote(_Closed):
     sentence: str = Field(description="a sentence of the brief")
     quote: str = Field(description="the words of the transcript it rests on")
@@ -49,6 +58,10 @@ class TranscriptExport(_Closed):
     text: str
     language: str | None = Field(description="the language found or given (ISO 639-1), or null")
     segments: list[ExportSegment]
+    cues: list[ExportCue] = Field(
+        default_factory=list,
+        description="the segments as SRT and WebVTT time them: in time order, none empty, every time finite",
+    )
     brief: str | None = Field(description="the brief, once written; null before")
     quotes: list[Quote] = Field(description="the brief's sentences with their quotes; empty once the owner edits it")
     topics: list[str] = Field(description="topic names, at most five")

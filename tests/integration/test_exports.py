@@ -3,12 +3,23 @@ valid rendering passes. The segments are written the way finalize writes them.""
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
 
 from testkit.pocketbase import Caller, PocketBaseServer
-from tests.support.exports import export, parse_json_export, parse_srt, parse_vtt, seg
+from tests.support.exports import (
+    NASTY,
+    export,
+    exported,
+    finished,
+    parse_json_export,
+    parse_srt,
+    parse_vtt,
+    seg,
+    vtt_cues,
+)
 
 SAMPLE = [
     seg(0.0, 1.52, " Hello there.", words=[{"start": 0.0, "end": 0.6, "word": " Hello"}]),
@@ -87,6 +98,11 @@ def test_txt_is_the_text_and_json_keeps_the_segments(pb: PocketBaseServer, sende
         "text": "Hello there.",
         "language": None,
         "segments": SAMPLE,
+        "cues": [
+            {"start": 0.0, "end": 1.52, "text": "Hello there.", "speaker": None},
+            {"start": 1.52, "end": 3.0049, "text": "General Kenobi.", "speaker": None},
+            {"start": 3661.2, "end": 3725.5, "text": "A long pause.", "speaker": None},
+        ],
         "brief": None,
         "quotes": [],
         "topics": [],
@@ -168,4 +184,38 @@ def test_without_speakers_the_exports_are_as_before(pb: PocketBaseServer, sender
     assert [c[2] for c in parse_vtt(export(sender, service, plain, "vtt", content))] == [
         "Shall we start?",
         "The release first.",
+    ]
+
+
+# NASTY's cues by the rule: in time order (equal starts keep their order), none empty, one line each,
+# every time finite and at most 1e7 s, ends never before starts, a missing or textual start the end of
+# the cue before it (in the provider's order), speakers on one line.
+NASTY_CUES = [
+    {"start": 0.3333, "end": 0.6667, "text": "first over two lines", "speaker": "Speaker 1"},
+    {"start": 0.6667, "end": 0.6667, "text": "a start that is no number", "speaker": None},
+    {"start": 2.0, "end": 2.0, "text": "reversed: ends before it starts", "speaker": "Anna Petrova"},
+    {"start": 3.5, "end": 3.5, "text": "<b>markup</b> & no end", "speaker": "Speaker 1"},
+    {"start": 5.25, "end": 6.125, "text": "third, fractional", "speaker": None},
+    {"start": 6.125, "end": 6.125, "text": "no times: follows the one before", "speaker": None},
+    {"start": 1e7, "end": 1e7, "text": "starts absurdly late", "speaker": None},
+]
+
+
+def test_the_json_exports_cues_are_the_srt_and_webvtt_cues(
+    pb: PocketBaseServer, sender: Caller, service: Caller
+) -> None:
+    """The JSON export carries the cues the timed exports are made of (the sender's page shows them):
+    on a transcript no provider should write, they are the SRT's and the WebVTT's, to the millisecond."""
+    rid = finished(sender, service, NASTY, content="whatever was said")
+    body = json.loads(exported(sender, rid, "json"))
+    assert body["segments"] == NASTY  # the stored segments still go out as they are (off the schema here)
+    parse_json_export(json.dumps(body | {"segments": []}))  # the cues are in it
+    assert body["cues"] == NASTY_CUES
+    in_ms = [{**c, "start": round(c["start"], 3), "end": round(c["end"], 3)} for c in body["cues"]]
+    assert vtt_cues(exported(sender, rid, "vtt")) == in_ms
+    srt = parse_srt(exported(sender, rid, "srt"))
+    assert [(n, start, end) for n, start, end, _ in srt] == [(i, c["start"], c["end"]) for i, c in enumerate(in_ms, 1)]
+    looks = str.maketrans({"<": "‹", ">": "›"})
+    assert [text for *_, text in srt] == [
+        ((c["speaker"] + ": ") if c["speaker"] else "") + c["text"].translate(looks) for c in in_ms
     ]

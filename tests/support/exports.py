@@ -57,7 +57,7 @@ def parse_srt(text: str) -> list[tuple[int, float, float, str]]:
 
 
 def parse_vtt(text: str) -> list[tuple[float, float, str]]:
-    """Strict WebVTT reader for cues without identifiers or settings."""
+    """Strict WebVTT reader for cues without identifiers or settings (the body as written, voice span included)."""
     assert text.startswith("WEBVTT\n\n") or text == "WEBVTT\n"
     cues = []
     for block in text.strip("\n").split("\n\n")[1:]:
@@ -67,13 +67,44 @@ def parse_vtt(text: str) -> list[tuple[float, float, str]]:
         g = timing.groups()
         body = "\n".join(lines[1:])
         assert body.strip() and "-->" not in body
-        assert not re.search(r"&(?!amp;|lt;|gt;)|<", body), body
+        # No markup but a leading voice span (<v Speaker 1>), whose name is escaped too.
+        assert not re.search(r"&(?!amp;|lt;|gt;)|<", re.sub(r"^<v [^<>]*>", "", body)), body
         cues.append((_seconds(*g[:4]), _seconds(*g[4:]), body))
     return cues
 
 
 def seg(start: float, end: float, text: str, **extra: Any) -> dict[str, Any]:
     return {"start": start, "end": end, "text": text, **extra}
+
+
+# Segments no provider should write, all at once: unsorted, fractional times, a missing, a textual, a
+# reversed and an absurd time, empty texts, a text over several lines, markup, and speaker labels (one
+# with runs of blanks).
+NASTY: list[dict[str, Any]] = [
+    seg(5.25, 6.125, " third,  fractional  "),
+    {"start": None, "end": None, "text": "no times: follows the one before"},
+    seg(2.0, 1.5, "reversed: ends before it starts", speaker="  Anna   Petrova "),
+    seg(1.0, 2.0, "  \n  "),
+    seg(0.3333, 0.6667, "first\n\nover two lines", speaker="Speaker 1"),
+    {"start": "later", "end": 0.5, "text": "a start that is no number"},
+    seg(1e300, 3.0, "starts absurdly late"),
+    {"start": 4.0, "end": 4.5, "text": ""},
+    {"start": 3.5, "text": "<b>markup</b> & no end", "speaker": "Speaker 1"},
+]
+
+
+def unescape_vtt(text: str) -> str:
+    return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+
+
+def vtt_cues(text: str) -> list[dict[str, Any]]:
+    """A WebVTT export's cues as {start, end, text, speaker}: the voice span read back as the speaker."""
+    out = []
+    for start, end, body in parse_vtt(text):
+        voice = re.fullmatch(r"<v ([^>]*)>(.*)", body, re.S)
+        speaker, words = (unescape_vtt(voice.group(1)), voice.group(2)) if voice else (None, body)
+        out.append({"start": start, "end": end, "text": unescape_vtt(words), "speaker": speaker})
+    return out
 
 
 def finished(sender: Caller, service: Caller, segments: list[dict[str, Any]], content: str = "") -> str:

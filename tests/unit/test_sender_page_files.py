@@ -26,12 +26,50 @@ def test_the_vendored_sdk_is_the_published_one_named_in_the_script() -> None:
 def test_every_module_the_page_imports_is_there() -> None:
     index = (PUBLIC / "index.html").read_text()
     referenced = re.findall(r'(?:src|href)="([^"#:]+)"', index)
-    assert "js/app.js" in referenced and "app.css" in referenced
+    assert "js/main.js" in referenced and "app.css" in referenced
     for ref in referenced:
         assert (PUBLIC / ref).is_file(), ref
     for module in (PUBLIC / "js").glob("*.js"):
         for ref in re.findall(r'from "(\.{1,2}/[^"]+)"', module.read_text()):
             assert (module.parent / ref).resolve().is_file(), (module.name, ref)
+
+
+def _imports(module: Path) -> dict[str, set[str]]:
+    """The page's modules that ``module`` imports, each with the names it takes from it ("*" for all)."""
+    out: dict[str, set[str]] = {}
+    for names, ref in re.findall(r'^import (.+?) from "\./([\w.]+)";$', module.read_text(), re.M | re.S):
+        taken = out.setdefault(ref, set())
+        if names.startswith("* as "):
+            taken.add("*")
+        else:
+            taken |= {name.strip() for name in names.strip("{} \n").split(",") if name.strip()}
+    return out
+
+
+def test_the_modules_import_one_way_and_only_what_is_exported() -> None:
+    """Screens import what the shell shares, never each other in a circle (a module evaluated before one
+    it imports would find that one's names unset); every name imported is one the module exports; and
+    index.html asks for every module at once, so a screen's module is no extra round trip."""
+    modules = {m.name: m for m in (PUBLIC / "js").glob("*.js")}
+    graph = {name: _imports(path) for name, path in modules.items()}
+    for name, imported in graph.items():
+        for ref, names in imported.items():
+            assert ref in modules, (name, ref)
+            exported = set(
+                re.findall(r"^export (?:async )?(?:function|const|let|class) (\w+)", modules[ref].read_text(), re.M)
+            )
+            assert names - {"*"} <= exported, (name, ref, sorted(names - exported - {"*"}))
+
+    def visit(name: str, path: tuple[str, ...]) -> None:
+        assert name not in path, " -> ".join((*path, name))
+        for ref in graph[name]:
+            visit(ref, (*path, name))
+
+    visit("main.js", ())
+    reached = {"main.js"} | {ref for imported in graph.values() for ref in imported}
+    assert reached == set(modules), set(modules) - reached  # no module left behind
+    preloaded = set(re.findall(r'<link rel="modulepreload" href="js/([\w.]+)">', (PUBLIC / "index.html").read_text()))
+    assert preloaded == set(modules) - {"main.js"}
 
 
 def _dicts() -> dict[str, dict[str, str]]:
@@ -49,8 +87,8 @@ def test_both_languages_say_everything_the_page_asks_for() -> None:
     dicts = _dicts()
     assert set(dicts["en"]) == set(dicts["ru"])
     assert len(dicts["en"]) > 90  # (the reader above missed none)
-    app = (PUBLIC / "js" / "app.js").read_text()
-    used = set(re.findall(r'\bt\("([a-z][A-Za-z_.]*[A-Za-z_])"\s*[,)]', app))
+    page = "\n".join(module.read_text() for module in sorted((PUBLIC / "js").glob("*.js")))
+    used = set(re.findall(r'\bt\("([a-z][A-Za-z_.]*[A-Za-z_])"\s*[,)]', page))
     assert used and not used - set(dicts["en"]), sorted(used - set(dicts["en"]))
     # The words for every activity and halt code the server can answer with.
     from sidecar.activity import Activity

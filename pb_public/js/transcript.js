@@ -1,0 +1,142 @@
+// The finished transcript beside its player: its lines (a click plays from there), the brief that
+// quotes them, the search, and the downloads.
+import * as api from "./api.js";
+import { h, stamp } from "./dom.js";
+import { t } from "./i18n.js";
+import { audioKind, audioNote, playAt, playerOf } from "./player.js";
+import { sayRefusal, state } from "./shell.js";
+
+const FORMATS = [
+  { format: "txt", label: "TXT" },
+  { format: "srt", label: "SRT" },
+  { format: "vtt", label: "WebVTT" },
+  { format: "json", label: "JSON" },
+];
+
+export function drawTranscript() {
+  const rec = state.record;
+  const body = document.getElementById("record-body");
+  if (!body) return;
+  const kind = audioKind(rec.poll);
+  const player = kind === "player" ? playerOf(rec) : [audioNote(kind)];
+
+  const speakers = [];
+  const lines = rec.cues.map((cue, i) => {
+    let speaker = null;
+    if (cue.speaker) {
+      if (!speakers.includes(cue.speaker)) speakers.push(cue.speaker);
+      speaker = h("span", { class: "speaker s" + (speakers.indexOf(cue.speaker) % 6) }, cue.speaker);
+    }
+    return h(
+      "li",
+      { class: "line", "data-index": String(i), "data-start": String(cue.start) },
+      h("button", { type: "button", class: "line-button", title: t("transcript.playFrom", { time: stamp(cue.start) }),
+        onclick: () => playFrom(i) },
+      h("span", { class: "time" }, stamp(cue.start)),
+      speaker,
+      h("span", { class: "text" }, cue.text)),
+    );
+  });
+  const list = rec.cues.length
+    ? h("ol", { class: "lines", id: "lines" }, lines)
+    : h("div", { class: "plain", id: "lines" },
+      rec.text ? rec.text.split(/\n{2,}/).map((p) => h("p", {}, p)) : h("p", {}, t("record.noSpeech")));
+  const count = h("p", { class: "hint", id: "search-count", role: "status" });
+  const search = h("input", {
+    id: "search",
+    type: "search",
+    placeholder: t("transcript.search"),
+    "aria-label": t("transcript.search"),
+    oninput: () => filterLines(search.value, count),
+  });
+  const downloads = h("div", { class: "downloads", role: "group", "aria-labelledby": "downloads-label" },
+    h("span", { id: "downloads-label" }, t("transcript.download")),
+    FORMATS.map(({ format, label }) =>
+      h("button", { type: "button", class: "download", "data-format": format, onclick: () => download(format) }, label)));
+  // The player stays in sight while the transcript scrolls: beside it on a wide screen, above it on a phone.
+  body.replaceChildren(
+    h(
+      "div",
+      { class: "transcript-layout" },
+      h("div", { class: "left" },
+        h("aside", { class: "side card", "aria-label": t("player.label") }, ...player),
+        h("div", { class: "tools card" }, downloads, rec.cues.length ? search : null, count)),
+      h("div", { class: "right" },
+        briefCard(rec),
+        h("section", { class: "card transcript", "aria-labelledby": "transcript-heading" },
+          h("h2", { id: "transcript-heading" }, t("transcript.title")), list)),
+    ),
+  );
+  document.getElementById("record-audio")?.replaceChildren(); // its player, if any, moved into the aside
+}
+
+// The brief and topics, when the service wrote them: each sentence with the quote
+// that grounds it, a button that plays the recording from the quote's time.
+export function briefCard(rec) {
+  if (!rec.brief && rec.topics.length === 0) return null;
+  const sentences = rec.quotes.length
+    ? h("ul", { class: "brief-lines" }, rec.quotes.map((q) => {
+      const start = Number.isFinite(Number(q.start)) ? Math.max(0, Number(q.start)) : 0;
+      return h("li", {},
+        h("span", { class: "sentence" }, String(q.sentence || "")),
+        " ",
+        h("button", { type: "button", class: "quote", title: t("transcript.playFrom", { time: stamp(start) }),
+          onclick: () => playAt(start) },
+        h("span", { class: "time" }, stamp(start)), " «" + String(q.quote || "") + "»"));
+    }))
+    : rec.brief ? h("p", {}, rec.brief) : null;
+  const topics = rec.topics.length
+    ? h("ul", { class: "topics", "aria-label": t("brief.topics") }, rec.topics.map((name) => h("li", { class: "topic" }, name)))
+    : null;
+  return h("section", { class: "card brief", id: "brief", "aria-labelledby": "brief-heading" },
+    h("h2", { id: "brief-heading" }, t("brief.title")), sentences, topics,
+    h("p", { class: "hint" }, t("brief.hint")));
+}
+
+async function playFrom(index) {
+  const rec = state.record;
+  const cue = rec && rec.cues[index];
+  if (cue) await playAt(cue.start);
+}
+
+function filterLines(query, count) {
+  const q = query.trim().toLocaleLowerCase();
+  let shown = 0;
+  for (const li of document.querySelectorAll("#lines li.line")) {
+    const cue = state.record.cues[Number(li.dataset.index)];
+    const text = li.querySelector(".text");
+    const hit = !q || (cue.text + " " + (cue.speaker || "")).toLocaleLowerCase().includes(q);
+    li.hidden = !hit;
+    if (hit) shown++;
+    text.replaceChildren(...highlight(cue.text, q));
+  }
+  count.textContent = q ? (shown ? t("transcript.matches", { count: shown }) : t("transcript.noMatches")) : "";
+}
+
+function highlight(text, q) {
+  if (!q) return [text];
+  const out = [];
+  const lower = text.toLocaleLowerCase();
+  let at = 0;
+  for (let i = lower.indexOf(q); i >= 0; i = lower.indexOf(q, i + q.length)) {
+    out.push(text.slice(at, i), h("mark", {}, text.slice(i, i + q.length)));
+    at = i + q.length;
+  }
+  out.push(text.slice(at));
+  return out;
+}
+
+async function download(format) {
+  const rec = state.record;
+  try {
+    const blob = await api.exportBlob(rec.id, format);
+    const base = (rec.poll && rec.poll.title ? rec.poll.title : rec.id).replace(/[\\/:*?"<>|\n\r\t]+/g, " ").trim();
+    const a = h("a", { href: URL.createObjectURL(blob), download: (base || rec.id).slice(0, 120) + "." + format });
+    document.body.append(a);
+    a.click();
+    a.remove();
+    setTimeout(() => URL.revokeObjectURL(a.href), 10000);
+  } catch (err) {
+    sayRefusal(err);
+  }
+}

@@ -432,6 +432,9 @@ def test_a_sender_changes_their_password_on_the_page(pb: PocketBaseServer, brows
     sender = pb.new_sender()  # a session elsewhere (the sender's command, another device)
     page = browser.page
     browser.open()
+    # Signed out, the bar offers neither (a class's display once showed them through `hidden`).
+    expect(page.get_by_role("link", name="Change password")).to_be_hidden()
+    expect(page.get_by_role("button", name="Sign out")).to_be_hidden()
     browser.sign_in(sender.email, PASSWORD)
     page.get_by_role("link", name="Change password").click()
     expect(page.get_by_role("heading", name="Change your password")).to_be_visible()

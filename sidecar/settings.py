@@ -206,7 +206,8 @@ class OfflineSettings(Section):
     compute_type: str = "int8"
     # 0: the cores shared among the workers (workers × threads ≤ cores).
     threads: int = Field(default=0, ge=0)
-    beam_size: int = Field(default=5, ge=1)
+    # 1: greedy decoding. Measured (PF9): about 0.5 points more word errors than 5, for 0.8× the time.
+    beam_size: int = Field(default=1, ge=1)
     # 30-second windows decoded at once; 1 decodes them one after another.
     batch_size: int = Field(default=4, ge=1, le=64)
     cache_dir: str = ""  # where base's two parts are joined once; default $XDG_CACHE_HOME/transcriber

@@ -61,4 +61,4 @@ function settle(app, name, fingerprint, key) {
   return { outcome: outcome, first: last === null };
 }
 
-module.exports = { given: given, settle: settle, remember: remember, decide: decide, TABLE: TABLE };
+module.exports = { given: given, settle: settle, remember: remember };

@@ -53,7 +53,7 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / ticks
 
 
-# --- the same SQL as pb_hooks/lib/queue.js, on the SQLite file directly ----------------------
+# --- the same SQL as pb_hooks/lib/claim.js, on the SQLite file directly ----------------------
 
 
 def _claim_sql(stages: list[str]) -> str:

@@ -122,8 +122,8 @@ def filled_pocketbase(tmp: Path, total: int, ahead: int) -> Iterator[tuple[Any, 
 
 
 def _claim_source() -> str:
-    """The claim's ``FROM`` clause as pb_hooks/lib/queue.js writes it (an index hint included)."""
-    text = (ROOT / "pb_hooks" / "lib" / "queue.js").read_text()
+    """The claim's ``FROM`` clause as pb_hooks/lib/claim.js writes it (an index hint included)."""
+    text = (ROOT / "pb_hooks" / "lib" / "claim.js").read_text()
     m = re.search(r"SELECT id FROM (audio_records(?: INDEXED BY \w+| NOT INDEXED)?)", text)
     return m.group(1) if m else "audio_records"
 

@@ -36,89 +36,84 @@ function emailAndPassword(use, args) {
   return { email: args[0], password: password };
 }
 
-$app.rootCmd.addCommand(new Command({
-  use: "service-upsert EMAIL",
-  short: "Create or update the sidecar's service account (password from TRANSCRIBER_ACCOUNT_PASSWORD)",
-  run: (cmd, args) => {
-    const account = emailAndPassword("service-upsert EMAIL", args);
-    const email = account.email;
-    const password = account.password;
+// A command on one account, `NAME EMAIL`, its password from the environment: `run(email, password)`.
+function accountCommand(name, short, run) {
+  $app.rootCmd.addCommand(new Command({
+    use: name + " EMAIL",
+    short: short,
+    run: (cmd, args) => {
+      const account = emailAndPassword(name + " EMAIL", args);
+      run(account.email, account.password);
+    },
+  }));
+}
+
+// The sender with this email, or exit 1 saying there is none.
+function senderOrExit(email) {
+  try {
+    return $app.findAuthRecordByEmail("users", email);
+  } catch (_) {
+    console.error("no sender with email " + email);
+    $os.exit(1);
+  }
+}
+
+// Saves `rec`, or exits 1 saying `refused` and why.
+function saveOrExit(rec, refused) {
+  try {
+    $app.save(rec);
+  } catch (err) {
+    console.error(refused + ": " + err);
+    $os.exit(1);
+  }
+}
+
+accountCommand("service-upsert", "Create or update the sidecar's service account (password from TRANSCRIBER_ACCOUNT_PASSWORD)",
+  (email, password) => {
     upsertAccount("services", email, password, (rec) => {
       if (rec.isNew()) rec.set("name", "sidecar");
       rec.setVerified(true);
     });
     console.log("service account ready: " + email);
-  },
-}));
+  });
 
-$app.rootCmd.addCommand(new Command({
-  use: "user-add EMAIL",
-  short: "Create a sender account (password from TRANSCRIBER_ACCOUNT_PASSWORD)",
-  run: (cmd, args) => {
-    const account = emailAndPassword("user-add EMAIL", args);
-    const email = account.email;
-    const password = account.password;
-    let exists = false;
-    try {
-      $app.findAuthRecordByEmail("users", email);
-      exists = true;
-    } catch (_) { /* free */ }
-    if (exists) {
-      console.error("a sender with email " + email + " already exists");
-      $os.exit(1);
-    }
-    const rec = new Record($app.findCollectionByNameOrId("users"));
-    rec.setEmail(email);
-    rec.setPassword(password);
-    rec.setVerified(true);
-    try {
-      $app.save(rec);
-    } catch (err) {
-      console.error("cannot create the sender: " + err);
-      $os.exit(1);
-    }
-    console.log("sender created: " + email);
-  },
-}));
+accountCommand("user-add", "Create a sender account (password from TRANSCRIBER_ACCOUNT_PASSWORD)", (email, password) => {
+  let exists = false;
+  try {
+    $app.findAuthRecordByEmail("users", email);
+    exists = true;
+  } catch (_) { /* free */ }
+  if (exists) {
+    console.error("a sender with email " + email + " already exists");
+    $os.exit(1);
+  }
+  const rec = new Record($app.findCollectionByNameOrId("users"));
+  rec.setEmail(email);
+  rec.setPassword(password);
+  rec.setVerified(true);
+  saveOrExit(rec, "cannot create the sender");
+  console.log("sender created: " + email);
+});
 
 // A sender's new password, set by the owner on the host (a sender who forgot theirs, where no mail is set
 // up for the reset). Saving a new password refreshes the account's token key: every session of theirs ends.
-$app.rootCmd.addCommand(new Command({
-  use: "user-password EMAIL",
-  short: "Set a sender's password (from TRANSCRIBER_ACCOUNT_PASSWORD); their sessions end",
-  run: (cmd, args) => {
-    const account = emailAndPassword("user-password EMAIL", args);
-    let rec;
-    try {
-      rec = $app.findAuthRecordByEmail("users", account.email);
-    } catch (_) {
-      console.error("no sender with email " + account.email);
-      $os.exit(1);
-    }
-    rec.setPassword(account.password);
+accountCommand("user-password", "Set a sender's password (from TRANSCRIBER_ACCOUNT_PASSWORD); their sessions end",
+  (email, password) => {
+    const rec = senderOrExit(email);
+    rec.setPassword(password);
     rec.refreshTokenKey();
-    try {
-      $app.save(rec);
-    } catch (err) {
-      console.error("the password was refused: " + err);
-      $os.exit(1);
-    }
-    console.log("password set for " + account.email);
-  },
-}));
+    saveOrExit(rec, "the password was refused");
+    console.log("password set for " + email);
+  });
 
 // The owner's superuser account from [pocketbase] superuser_email and
 // superuser_password (password from TRANSCRIBER_ACCOUNT_PASSWORD), seeded as
 // lib/seeds.js says: created when missing, its password set only when the
 // file's changed since it was last applied, so a password the owner changed
 // in the panel stays. Run by hand (no fingerprint), it sets the password.
-$app.rootCmd.addCommand(new Command({
-  use: "owner-upsert EMAIL",
-  short: "Create the owner's superuser account, or set its password where the settings changed it (password from TRANSCRIBER_ACCOUNT_PASSWORD)",
-  run: (cmd, args) => {
-    const account = emailAndPassword("owner-upsert EMAIL", args);
-    const email = account.email;
-    const password = account.password;
+accountCommand("owner-upsert",
+  "Create the owner's superuser account, or set its password where the settings changed it (password from TRANSCRIBER_ACCOUNT_PASSWORD)",
+  (email, password) => {
     const seeds = require(`${__hooks}/lib/seeds.js`);
     const name = "superuser:" + email.toLowerCase();
     const fingerprint = (seeds.given() || {})[name];
@@ -140,8 +135,7 @@ $app.rootCmd.addCommand(new Command({
     if (done.outcome === "apply") seeds.remember($app, name, fingerprint);
     const report = { key: "superuser", email: email, outcome: done.outcome, first: done.first, exists: rec !== null };
     console.log(JSON.stringify({ seeds: [report] }));
-  },
-}));
+  });
 
 // The [backups] keys the settings name, seeded into PocketBase's backup
 // settings as lib/seeds.js says: `cron`, `keep`, and `s3` (the S3 keys as one:
@@ -245,13 +239,7 @@ $app.rootCmd.addCommand(new Command({
     }
     const email = args[0];
     const keepAccount = args.indexOf("--keep-account") >= 0;
-    let user;
-    try {
-      user = $app.findAuthRecordByEmail("users", email);
-    } catch (_) {
-      console.error("no sender with email " + email);
-      $os.exit(1);
-    }
+    const user = senderOrExit(email);
     // Looked up before the transaction: inside it, only `tx` may touch the database.
     const present = {};
     for (const table of ["record_events", "texts", "insights", "record_status", "topics", "erasures",

@@ -1,30 +1,20 @@
 /// <reference path="../pb_data/types.d.ts" />
 // Guards on the owner's admin panel (SPEC ST5, ST6).
 
-// ST5: recordings are never deleted, by anyone, the panel included.
-onRecordDeleteRequest((e) => {
-  throw new BadRequestError("Recordings are never deleted. To stop one, set 'halted_at' (halt it) instead.");
-}, "audio_records");
-
-onRecordDelete((e) => {
-  throw new BadRequestError("Recordings are never deleted. To stop one, set 'halted_at' (halt it) instead.");
-}, "audio_records");
+// ST5: recordings are never deleted, by anyone: not through the records API, the panel
+// included (the request), nor by a hook's own delete (the model).
+for (const refuse of [onRecordDeleteRequest, onRecordDelete]) {
+  refuse((e) => {
+    throw new BadRequestError("Recordings are never deleted. To stop one, set 'halted_at' (halt it) instead.");
+  }, "audio_records");
+}
 
 // ST6: the save runs in a transaction, so the stored row read by the merge is
-// the one the write replaces (claims cannot slip in between: one writer).
-onRecordUpdateRequest((e) => {
-  $app.runInTransaction((tx) => {
-    e.app = tx;
-    e.next();
-  });
-}, "audio_records");
+// the one the write replaces (claims cannot slip in between: one writer). The
+// sender's page follows the owner's changes (stage, halt, title) live.
+onRecordUpdateRequest((e) => require(`${__hooks}/lib/panel.js`).inTransaction(e), "audio_records");
 
-onRecordUpdate((e) => {
-  require(`${__hooks}/lib/panel.js`).mergeOwnerEdit(e.app, e.record);
-  e.next();
-  // The sender's page follows the owner's changes (stage, halt, title) live.
-  require(`${__hooks}/lib/live.js`).publish(e.app, e.record);
-}, "audio_records");
+onRecordUpdate((e) => require(`${__hooks}/lib/panel.js`).ownerSave(e), "audio_records");
 
 // A recording is made by an upload (intake writes its file in the same
 // transaction); one made here would have no audio and wait forever.
@@ -69,19 +59,13 @@ onRecordUpdateRequest((e) => {
 // halts it, or asks for it on an older recording (a new row); the answer
 // itself (quotes, counts) is the step's. Rows are kept with their recording.
 onRecordUpdateRequest((e) => {
-  $app.runInTransaction((tx) => {
-    require(`${__hooks}/lib/panel.js`).mergeInsightsEdit(tx, e.record);
-    e.app = tx;
-    e.next();
-  });
+  const panel = require(`${__hooks}/lib/panel.js`);
+  panel.inTransaction(e, panel.mergeInsightsEdit);
 }, "insights");
 
 onRecordCreateRequest((e) => {
-  $app.runInTransaction((tx) => {
-    require(`${__hooks}/lib/panel.js`).newInsights(tx, e.record);
-    e.app = tx;
-    e.next();
-  });
+  const panel = require(`${__hooks}/lib/panel.js`);
+  panel.inTransaction(e, panel.newInsights);
 }, "insights");
 
 onRecordDeleteRequest((e) => {

@@ -17,7 +17,7 @@ the runner reports each run as one ``Verdict``.
 
 One vocabulary: an ``Outcome``'s value is its name everywhere — the settle
 route's ``outcome`` (``POST /api/pipeline/{queue}/{id}/settle``), the JS
-transition table (pb_hooks/lib/queue.js ``TRANSITIONS``/``OUTCOMES``), the
+transition table (pb_hooks/lib/transitions.js ``TRANSITIONS``), the
 journal's ``kind`` (``record_events``) and the metrics' ``outcome`` label.
 tests/unit/test_vocabulary.py holds them together.
 """

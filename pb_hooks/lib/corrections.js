@@ -8,6 +8,8 @@
 // segment times are kept. A changed segment loses its word timings (the new
 // words have none) and says `corrected: true`; nothing of the old words
 // survives, which matters when the correction removes a name.
+const exports_ = require("./exports.js");
+const journal = require("./journal.js");
 
 // Beyond this many differing words the diff would cost too much time; the
 // words are then spread over the segments in proportion to their old length.
@@ -156,7 +158,6 @@ function followContent(app, row) {
   const before = row.original().getString("content");
   const after = row.getString("content");
   if (before === after) return;
-  const exports_ = require(`${__hooks}/lib/exports.js`);
   const recordId = row.getString("record");
   let segments = rederive(exports_.segmentsOf(row.original()), after);
   let how = " timed segments follow the new text";
@@ -168,8 +169,8 @@ function followContent(app, row) {
   row.set("segments", segments);
   const changed = segments.filter((s) => s.corrected).length;
   const rec = app.findRecordById("audio_records", recordId);
-  require(`${__hooks}/lib/records.js`).journal(app, rec.id, rec.getString("state"), "note",
+  journal.add(app, rec.id, rec.getString("state"), "note",
     "transcript corrected by the owner: " + changed + " of " + segments.length + how, "owner");
 }
 
-module.exports = { rederive: rederive, spread: spread, followContent: followContent };
+module.exports = { followContent: followContent };

@@ -1,4 +1,5 @@
 // PocketBase's own errors, answered again with a `code` (see errors.pb.js).
+const respond = require("./respond.js");
 
 const CODES = {
   400: "bad_request",
@@ -57,7 +58,7 @@ function withCode(e, err) {
   let message = String(api.message || "");
   if (status === 413) {
     message = e.request.url.path === "/api/transcriber/records"
-      ? "The upload is larger than the limit of " + Math.floor(require(`${__hooks}/lib/intake.js`).maxUploadBytes() / 1048576) + " MB."
+      ? "The upload is larger than the limit of " + Math.floor(require("./intake.js").maxUploadBytes() / 1048576) + " MB."
       : "The request is larger than the server accepts.";
   }
   if (status === 429) {
@@ -65,7 +66,7 @@ function withCode(e, err) {
     e.response.header().set("Retry-After", String(wait));
     message = "Too many requests from this address; try again in " + wait + " seconds.";
   }
-  return require(`${__hooks}/lib/respond.js`).fail(e, status, codeFor(e, status, data), message, data);
+  return respond.fail(e, status, codeFor(e, status, data), message, data);
 }
 
 module.exports = { withCode: withCode };

@@ -1,8 +1,10 @@
 // Insights: what the step reads, what it writes, and what senders and the
 // owner see of it (a brief grounded in quotes, up to five topics).
-const records = require(`${__hooks}/lib/records.js`);
-const live = require(`${__hooks}/lib/live.js`);
-const stages = require(`${__hooks}/lib/stages.js`);
+const datetimes = require("./datetimes.js");
+const journal = require("./journal.js");
+const live = require("./live.js");
+const records = require("./records.js");
+const stages = require("./stages.js");
 
 const MAX_TOPICS = 5;
 const MAX_QUOTES = 20;
@@ -73,7 +75,7 @@ function store(tx, row, body, now) {
   // panel's merge runs on saves only); queue_rev tells a form opened before it that it is outdated.
   tx.db().newQuery(
     "UPDATE audio_records SET brief = {:brief}, topics = {:topics}, queue_rev = queue_rev + 1, updated = {:upd} WHERE id = {:id}",
-  ).bind({ id: rec.id, brief: brief, topics: JSON.stringify(ids), upd: new Date(now).toISOString().replace("T", " ") }).execute();
+  ).bind({ id: rec.id, brief: brief, topics: JSON.stringify(ids), upd: datetimes.dbTime(now) }).execute();
   // The sender's page shows the brief as soon as it is written.
   live.publish(tx, rec.id);
   row.set("quotes", quotes);
@@ -109,9 +111,9 @@ function ownerEdited(app, recordId, now) {
     "UPDATE insights SET state = {:done}, claim_token = '', claim_expires_at = 0, available_at = 0, activity = '', " +
     "queue_rev = queue_rev + 1, state_entered_at = {:now} WHERE id = {:id}",
   ).bind({ id: row.id, now: now, done: stages.DONE }).execute();
-  records.journal(app, recordId, stages.INSIGHTS_JOURNAL_STAGE, "note",
+  journal.add(app, recordId, stages.INSIGHTS_JOURNAL_STAGE, "note",
     "the brief or the topics were edited by the owner: the insights step stops and will not write over them " +
     "(set the insights row's state to queued to run it again)", "owner");
 }
 
-module.exports = { rowOf: rowOf, source: source, store: store, view: view, ownerEdited: ownerEdited };
+module.exports = { source: source, store: store, view: view, ownerEdited: ownerEdited };

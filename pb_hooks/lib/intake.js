@@ -1,16 +1,16 @@
 // I1: accept one recording from a sender. Everything cheap to check is
 // checked before anything is written; the record and its original file row
 // are then created in one transaction, so a failure leaves nothing behind.
-const respond = require(`${__hooks}/lib/respond.js`);
-const media = require(`${__hooks}/lib/media.js`);
-const records = require(`${__hooks}/lib/records.js`);
-const queue = require(`${__hooks}/lib/queue.js`);
-const quotas = require(`${__hooks}/lib/quotas.js`);
-const live = require(`${__hooks}/lib/live.js`);
-
-const form = require(`${__hooks}/lib/form.js`);
-const stages = require(`${__hooks}/lib/stages.js`);
-const settings = require(`${__hooks}/lib/settings.js`);
+const form = require("./form.js");
+const journal = require("./journal.js");
+const live = require("./live.js");
+const media = require("./media.js");
+const quotas = require("./quotas.js");
+const records = require("./records.js");
+const respond = require("./respond.js");
+const settings = require("./settings.js");
+const stages = require("./stages.js");
+const transitions = require("./transitions.js");
 
 const MAX_TITLE = 500;
 // H7: each text field is bounded in bytes before it is read, counted or
@@ -144,7 +144,7 @@ function accept(e, upload) {
     rec.set("attempts", 0);
     if (language !== "" && language !== "auto") rec.set("language_hint", language);
     tx.save(rec);
-    queue.enqueue(tx, rec);
+    transitions.enqueue(tx, rec);
 
     const row = new Record(tx.findCollectionByNameOrId("files"));
     row.set("record", rec.id);
@@ -157,7 +157,7 @@ function accept(e, upload) {
     row.set("blob", file);
     tx.save(row);
 
-    records.journal(tx, rec.id, stages.UPLOADED, "accepted", "accepted " + file.size + " bytes (" + container + (codec ? "/" + codec : "") + (plays ? "" :
+    journal.add(tx, rec.id, stages.UPLOADED, "accepted", "accepted " + file.size + " bytes (" + container + (codec ? "/" + codec : "") + (plays ? "" :
       ", which a browser does not play: a playable copy comes with normalize") + "), " +
       (admitted.reserveMs / 1000).toFixed(1) + " s of audio reserved (" + (length.declared ? "the length its header declares" :
         "its header declares no length: a guess from its size") + ")", "intake");

@@ -14,7 +14,7 @@
 // saved row hands each message over in the background — each in a goroutine
 // of its own, so two changes close together may arrive in either order: the
 // row's `seq` numbers them, and a client keeps the highest.
-const records = require(`${__hooks}/lib/records.js`);
+const records = require("./records.js");
 
 const COLLECTION = "record_status";
 
@@ -72,4 +72,4 @@ function write(app, rec) {
   app.save(row);
 }
 
-module.exports = { publish: publish, COLLECTION: COLLECTION };
+module.exports = { publish: publish };

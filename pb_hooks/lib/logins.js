@@ -34,7 +34,7 @@
 // password is generated (nothing to guess), its e-mail is fixed, and the
 // workers on a new host sign in from an address it has never seen.
 
-const respond = require(`${__hooks}/lib/respond.js`);
+const respond = require("./respond.js");
 
 const FREE = 5;
 const BASE_MS = 1000;
@@ -564,6 +564,5 @@ function figures() {
 }
 
 module.exports = {
-  guard, resetConfirmed, begin, failed, succeeded, abandoned, tooMany, flush, tick, figures,
-  FREE, BASE_MS, CAP_MS, WINDOW_MS, ATTACK_AT, UNDER_ATTACK, QUIET_MS,
+  guard, resetConfirmed, begin, failed, succeeded, tooMany, flush, tick, figures,
 };

@@ -320,44 +320,6 @@ function amrMs(b, size) {
   return frame ? ms((size - at) / frame * 20) : null;
 }
 
-// The length `file` declares (ms), or null. `container` is sniff()'s answer.
-function declaredMs(file, container) {
-  const reader = file.reader.open();
-  try {
-    const size = file.size;
-    const head = bytesAt(reader, 0, HEAD);
-    switch (container) {
-      case "riff":
-      case "wav64":
-        return ascii(head, 8, 4) === "WAVE" || container === "wav64" ? wavMs(reader, size) : null;
-      case "flac":
-        return (head[4] & 0x7f) === 0 ? flacInfoMs(head, 8) : null;
-      case "aiff":
-        return aiffMs(reader, size);
-      case "au":
-        return auMs(head, size);
-      case "ogg":
-        return oggMs(reader, head, size);
-      case "mp3":
-      case "mpeg-audio":
-        return mpegMs(head, size);
-      case "mp4":
-        return mp4Ms(reader, size);
-      case "matroska":
-        return matroskaMs(head);
-      case "amr":
-        return amrMs(head, size);
-      default:
-        return null;
-    }
-  } catch (_) {
-    return null; // a header too broken to read says nothing; normalize will tell
-  } finally {
-    reader.close();
-  }
-}
-
-
 // ---------------------------------------------------------------------------
 // What a browser plays. The sender's page plays the audio beside its
 // transcript; an original a browser cannot play gets a playable copy at
@@ -540,41 +502,53 @@ function tracksCodec(b, from, to) {
   return "";
 }
 
-// The audio codec inside `file` (a short name, see above), "" when the header
-// does not say or the container alone decides. `container` is sniff()'s answer.
-function codecOf(file, container) {
+// What each container's header says, read from the open `reader`, the file's `size` and
+// its first HEAD bytes: `ms`, the length it declares (see above), and `codec`, the audio
+// codec inside it (a short name, see above). A reader a container lacks: its header does
+// not say, or the container alone decides.
+const MPEG = { ms: (r, size, head) => mpegMs(head, size), codec: (r, size, head) => mpegCodec(r, head) };
+const HEADERS = {
+  riff: {
+    ms: (r, size, head) => ascii(head, 8, 4) === "WAVE" ? wavMs(r, size) : null,
+    codec: (r, size, head) => ascii(head, 8, 4) === "WAVE" ? wavCodec(r, size) : "",
+  },
+  wav64: { ms: wavMs, codec: wavCodec },
+  flac: { ms: (r, size, head) => (head[4] & 0x7f) === 0 ? flacInfoMs(head, 8) : null, codec: () => "flac" },
+  adts: { codec: () => "aac" },
+  aiff: { ms: aiffMs },
+  au: { ms: (r, size, head) => auMs(head, size) },
+  ogg: { ms: (r, size, head) => oggMs(r, head, size), codec: (r, size, head) => oggCodec(head) },
+  mp3: MPEG,
+  "mpeg-audio": MPEG,
+  mp4: { ms: mp4Ms, codec: mp4Codec },
+  matroska: { ms: (r, size, head) => matroskaMs(head), codec: (r, size, head) => matroskaCodec(head) },
+  amr: { ms: (r, size, head) => amrMs(head, size), codec: (r, size, head) => ascii(head, 0, 9) === "#!AMR-WB\n" ? "amr_wb" : "amr_nb" },
+};
+
+// What the header of `file` (of `container`, sniff()'s answer) says of `what` (HEADERS),
+// or `none`: it does not say, or it is too broken to read (normalize will tell the rest).
+function fromHeader(file, container, what, none) {
+  const read = (HEADERS[container] || {})[what];
+  if (!read) return none;
   const reader = file.reader.open();
   try {
-    const size = file.size;
-    const head = bytesAt(reader, 0, HEAD);
-    switch (container) {
-      case "riff":
-        return ascii(head, 8, 4) === "WAVE" ? wavCodec(reader, size) : "";
-      case "wav64":
-        return wavCodec(reader, size);
-      case "flac":
-        return "flac";
-      case "adts":
-        return "aac";
-      case "ogg":
-        return oggCodec(head);
-      case "mp3":
-      case "mpeg-audio":
-        return mpegCodec(reader, head);
-      case "mp4":
-        return mp4Codec(reader, size);
-      case "matroska":
-        return matroskaCodec(head);
-      case "amr":
-        return ascii(head, 0, 9) === "#!AMR-WB\n" ? "amr_wb" : "amr_nb";
-      default:
-        return "";
-    }
+    return read(reader, file.size, bytesAt(reader, 0, HEAD));
   } catch (_) {
-    return ""; // a header too broken to read: not playable as it is; normalize will tell the rest
+    return none;
   } finally {
     reader.close();
   }
+}
+
+// The length `file` declares (ms), or null.
+function declaredMs(file, container) {
+  return fromHeader(file, container, "ms", null);
+}
+
+// The audio codec inside `file`, "" when the header does not say or the container alone
+// decides. A codec that could not be read is not playable as it is.
+function codecOf(file, container) {
+  return fromHeader(file, container, "codec", "");
 }
 
 module.exports = { sniff: sniff, declaredMs: declaredMs, codecOf: codecOf, browserPlays: browserPlays };

@@ -6,10 +6,11 @@
 // counts as the owner's intent about the stage or the halt only when its
 // `queue_rev` is still the stored one (neither the stage nor the halt changed
 // since it opened; claims and postpones do not count).
-const queue = require(`${__hooks}/lib/queue.js`);
-const records = require(`${__hooks}/lib/records.js`);
-const insights = require(`${__hooks}/lib/insights.js`);
-const stages = require(`${__hooks}/lib/stages.js`);
+const insights = require("./insights.js");
+const journal = require("./journal.js");
+const live = require("./live.js");
+const stages = require("./stages.js");
+const transitions = require("./transitions.js");
 
 const QUEUE_FIELDS = [
   "state", "state_entered_at", "halted_at", "halt_code", "halt_reason", "attempts",
@@ -17,9 +18,40 @@ const QUEUE_FIELDS = [
   "progress_at", "activity", "quota_ms", "quota_at", "lease_ended_at", "duration_ms",
 ];
 
-// Applies a queue transition of lib/queue.js to the record being saved.
-function apply(rec, fields) {
-  for (const f in fields) rec.set(f, fields[f]);
+// Runs the rest of a save (`e.next()`) in one transaction, `before(tx, e.record)` first:
+// the stored row a merge reads is the one the write replaces (claims cannot slip in
+// between: one writer).
+function inTransaction(e, before) {
+  $app.runInTransaction((tx) => {
+    if (before) before(tx, e.record);
+    e.app = tx;
+    e.next();
+  });
+}
+
+// What the form asks of the queue: its `queue_rev`, its stage and its halt.
+function wantedOf(rec) {
+  return { rev: rec.getInt("queue_rev"), state: rec.getString("state"), halted: rec.getString("halted_at") !== "", reason: rec.getString("halt_reason") };
+}
+
+// The owner's change of the stage or the halt of `rec` (of `table`, `stored` as stored),
+// applied to it as lib/transitions.js says, each journalled. Returns which it made.
+function ownerChanges(app, table, rec, stored, wanted, now) {
+  const stageSet = wanted.state !== stored.getString("state");
+  if (stageSet) {
+    transitions.setOn(rec, stored, "stage_set", now, { to: wanted.state });
+    transitions.journalled(app, table, stored, "stage_set", { to: wanted.state }, "owner");
+  }
+  const wasHalted = stored.getString("halted_at") !== "";
+  let change = null;
+  // Resumed from the stage the row is in now (the one just set, if any).
+  if (wasHalted && !wanted.halted) change = { name: "resumed", a: {} };
+  else if (!wasHalted && wanted.halted) change = { name: "halted", a: { code: "halted_by_owner", reason: wanted.reason || "halted by the owner" } };
+  if (change) {
+    transitions.setOn(rec, rec, change.name, now, change.a);
+    transitions.journalled(app, table, rec, change.name, change.a, "owner");
+  }
+  return { stageSet: stageSet, halted: change && change.name === "halted" ? change.a.reason : null };
 }
 
 // A stage set by the owner asks for the work to be redone from there. The
@@ -44,7 +76,7 @@ function supersedeNormalized(app, recordId) {
   }
 }
 
-// Whether a current normalized copy with speech in it has lost its blob (pipeline.pb.js, normalized/remove).
+// Whether a current normalized copy with speech in it has lost its blob (lib/attachments.js removeNormalized).
 function normalizedRemoved(app, recordId) {
   const rows = app.findRecordsByFilter(
     "files", "record = {:id} && role = 'normalized' && superseded = false && removed_at > 0 && speech_ms > 0",
@@ -55,12 +87,7 @@ function normalizedRemoved(app, recordId) {
 // `rec` holds the submitted values; `app` is the transaction the save runs in.
 function mergeOwnerEdit(app, rec) {
   const stored = app.findRecordById("audio_records", rec.id);
-  const wanted = {
-    rev: rec.getInt("queue_rev"),
-    state: rec.getString("state"),
-    halted: rec.getString("halted_at") !== "",
-    reason: rec.getString("halt_reason"),
-  };
+  const wanted = wantedOf(rec);
   for (const f of QUEUE_FIELDS) rec.set(f, stored.get(f));
   const briefEdited = rec.getString("brief") !== stored.getString("brief") ||
     JSON.stringify(rec.getStringSlice("topics")) !== JSON.stringify(stored.getStringSlice("topics"));
@@ -69,7 +96,7 @@ function mergeOwnerEdit(app, rec) {
   const stage = stored.getString("state");
   if (rec.getString("owner") !== stored.getString("owner")) {
     // Who may read a recording is its owner: a change of hands is history worth keeping.
-    records.journal(app, rec.id, stage, "note",
+    journal.add(app, rec.id, stage, "note",
       "owner changed by the owner of the service from " + stored.getString("owner") + " to " + rec.getString("owner"), "owner");
   }
   if (wanted.rev !== stored.getInt("queue_rev")) {
@@ -95,24 +122,22 @@ function mergeOwnerEdit(app, rec) {
   const now = Date.now();
   // The owner's brief and topics are theirs: the insights step never writes over them.
   if (briefEdited) insights.ownerEdited(app, rec.id, now);
-  if (wanted.state !== stage) {
-    apply(rec, queue.fieldsOf(stored, "stage_set", now, { to: wanted.state }));
-    records.journal(app, rec.id, wanted.state, "stage_set", "stage changed by the owner from " + stage + " to " + wanted.state, "owner");
+  const changed = ownerChanges(app, "audio_records", rec, stored, wanted, now);
+  if (changed.stageSet) {
     supersedeAttempts(app, rec.id);
     // O9: back to uploaded means normalize again; the earlier normalized copies stay as history.
     if (wanted.state === stages.UPLOADED) supersedeNormalized(app, rec.id);
   }
-  if (wasHalted && !wanted.halted) {
-    // Resumed from the stage the record is in now (the one just set, if any).
-    apply(rec, queue.fieldsOf(rec, "resumed", now));
-    records.journal(app, rec.id, rec.getString("state"), "resumed", "halt cleared by the owner", "owner");
-  } else if (!wasHalted && wanted.halted) {
-    const reason = wanted.reason || "halted by the owner";
-    apply(rec, queue.fieldsOf(rec, "halted", now, { code: "halted_by_owner", reason: reason }));
-    records.journal(app, rec.id, rec.getString("state"), "halted", "halted_by_owner: " + reason, "owner");
-    // P16: every halt is also a log line (PocketBase's log, beside the sidecar's own halts).
-    app.logger().warn("record halted by the owner", "record", rec.id, "reason", reason);
-  }
+  // P16: every halt is also a log line (PocketBase's log, beside the sidecar's own halts).
+  if (changed.halted !== null) app.logger().warn("record halted by the owner", "record", rec.id, "reason", changed.halted);
+}
+
+// The owner's save of a recording, in the transaction `inTransaction` opened: merged,
+// saved, and followed live by the sender's page (stage, halt, title).
+function ownerSave(e) {
+  mergeOwnerEdit(e.app, e.record);
+  e.next();
+  live.publish(e.app, e.record);
 }
 
 // The queue fields of an insights row (the rest is the step's answer: read-only here too).
@@ -128,9 +153,8 @@ const INSIGHTS_KEPT = [
 // moved the row is refused.
 function mergeInsightsEdit(app, row) {
   const stored = app.findRecordById("insights", row.id);
-  const wanted = { rev: row.getInt("queue_rev"), state: row.getString("state"), halted: row.getString("halted_at") !== "", reason: row.getString("halt_reason") };
+  const wanted = wantedOf(row);
   for (const f of INSIGHTS_KEPT) row.set(f, stored.get(f));
-  const recordId = stored.getString("record");
   const wasHalted = stored.getString("halted_at") !== "";
   const changes = wanted.state !== stored.getString("state") || wanted.halted !== wasHalted;
   if (!changes) return;
@@ -138,23 +162,7 @@ function mergeInsightsEdit(app, row) {
     throw new BadRequestError("This insights row changed since you opened it (it is now '" + stored.getString("state") + "'" +
       (wasHalted ? ", halted" : "") + "). Nothing was saved: close this form, open it again and redo your change.");
   }
-  const now = Date.now();
-  if (wanted.state !== stored.getString("state")) {
-    const fields = queue.fieldsOf(stored, "stage_set", now, { to: wanted.state });
-    for (const f in fields) row.set(f, fields[f]);
-    records.journal(app, recordId, stages.INSIGHTS_JOURNAL_STAGE, "stage_set", "insights set to " + wanted.state + " by the owner" +
-      (wanted.state === stages.QUEUED ? ": the brief and topics will be made again" : ""), "owner");
-  }
-  if (wasHalted && !wanted.halted) {
-    const fields = queue.fieldsOf(row, "resumed", now);
-    for (const f in fields) row.set(f, fields[f]);
-    records.journal(app, recordId, stages.INSIGHTS_JOURNAL_STAGE, "resumed", "insights halt cleared by the owner", "owner");
-  } else if (!wasHalted && wanted.halted) {
-    const reason = wanted.reason || "halted by the owner";
-    const fields = queue.fieldsOf(row, "halted", now, { code: "halted_by_owner", reason: reason });
-    for (const f in fields) row.set(f, fields[f]);
-    records.journal(app, recordId, stages.INSIGHTS_JOURNAL_STAGE, "halted", "halted_by_owner: " + reason, "owner");
-  }
+  ownerChanges(app, "insights", row, stored, wanted, Date.now());
 }
 
 // The owner asks for insights of a recording that has none (done before they were turned on):
@@ -171,9 +179,7 @@ function newInsights(app, row) {
     language: "", quotes: null, quotes_for: "", proposed: 0, kept: 0, provider: "", model: "",
   };
   for (const f in fields) row.set(f, fields[f]);
-  records.journal(app, rec.id, stages.INSIGHTS_JOURNAL_STAGE, "stage_set", "insights asked for by the owner", "owner");
+  journal.add(app, rec.id, stages.INSIGHTS_JOURNAL_STAGE, "stage_set", "insights asked for by the owner", "owner");
 }
 
-module.exports = {
-  mergeOwnerEdit: mergeOwnerEdit, QUEUE_FIELDS: QUEUE_FIELDS, mergeInsightsEdit: mergeInsightsEdit, newInsights: newInsights,
-};
+module.exports = { inTransaction: inTransaction, ownerSave: ownerSave, mergeInsightsEdit: mergeInsightsEdit, newInsights: newInsights };

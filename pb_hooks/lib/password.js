@@ -6,8 +6,8 @@
 // (lib/logins.js, the pair of this account and this address), PocketBase's
 // own save refreshes the account's token key (every other session is signed
 // out), and the answer is a fresh token for this session, as a login's is.
-const respond = require(`${__hooks}/lib/respond.js`);
-const logins = require(`${__hooks}/lib/logins.js`);
+const logins = require("./logins.js");
+const respond = require("./respond.js");
 
 // How long a password of `collection` may be, in characters.
 function lengthLimits(collection) {

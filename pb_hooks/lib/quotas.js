@@ -22,11 +22,10 @@
 // counts today). A sender resumes an over_quota halt only when its measured
 // length fits what is left of the day (`resumeExceeded`), and the resume
 // reserves that length at once, so a burst of resumes cannot all fit.
-const respond = require(`${__hooks}/lib/respond.js`);
-// PocketBase's stored datetime form, which sorts and compares as text.
-const dbTime = require(`${__hooks}/lib/queue.js`).dbTime;
-const stages = require(`${__hooks}/lib/stages.js`);
-const settings = require(`${__hooks}/lib/settings.js`);
+const datetimes = require("./datetimes.js");
+const respond = require("./respond.js");
+const settings = require("./settings.js");
+const stages = require("./stages.js");
 
 const HOUR_MS = 3600 * 1000;
 const DAY_MS = 24 * HOUR_MS;
@@ -45,11 +44,6 @@ function limits() {
 // the window (a record stamped a moment after `now` was read is not later).
 function secondsUntil(atMs, windowMs, now) {
   return Math.min(windowMs / 1000, Math.max(1, Math.ceil((atMs + windowMs - now) / 1000)));
-}
-
-// A stored datetime ("2026-01-02 03:04:05.678Z") in unix ms.
-function msOf(text) {
-  return Date.parse(String(text).replace(" ", "T"));
 }
 
 // A length in the largest unit that reads well: "2.5 hours", "40 minutes", "12 seconds".
@@ -78,13 +72,13 @@ function admit(tx, owner, now, length) {
 function countExceeded(tx, owner, now, q) {
   if (q.uploadsPerHour > 0) {
     const recent = tx.findRecordsByFilter("audio_records", "owner = {:owner} && created >= {:since}", "created",
-      q.uploadsPerHour, 0, { owner: owner, since: dbTime(now - HOUR_MS) });
+      q.uploadsPerHour, 0, { owner: owner, since: datetimes.dbTime(now - HOUR_MS) });
     if (recent.length >= q.uploadsPerHour) {
       return {
         code: "too_many_uploads",
         message: "You have sent " + plural(q.uploadsPerHour, "recording") + " in the last hour, the most allowed; " +
           "try again later.",
-        retryAfter: secondsUntil(msOf(recent[0].getString("created")), HOUR_MS, now),
+        retryAfter: secondsUntil(datetimes.msOf(recent[0].getString("created")), HOUR_MS, now),
       };
     }
   }

@@ -1,7 +1,7 @@
 // What a claimer must be able to read (the sidecar's AudioRecord, FileRow and
 // AttemptRow): each field the claim hands out, and the kind of value it holds.
 //
-// The claim checks a row twice inside its transaction (lib/queue.js): the
+// The claim checks a row twice inside its transaction (lib/claim.js): the
 // stored values in SQL, before its UPDATE writes (which would turn a text
 // `attempts` into 1, and leave a text `claim_expires_at` claimable never);
 // then the JSON it hands out, the recording's files and attempts with it (a
@@ -32,7 +32,7 @@ function kinds(kind, names) {
 const TEXTS = (names) => kinds("text", names);
 const COUNTS = (names) => kinds("count", names);
 
-// A recording as the claim hands it out (lib/queue.js CLAIMED_FIELDS), each a column.
+// A recording as the claim hands it out (its queue fields, never content: ST7), each a column.
 const RECORD = Object.assign(
   TEXTS(["id", "owner", "title", "state", "halted_at", "halt_code", "claim_token", "language_hint", "language"]),
   COUNTS(["state_entered_at", "attempts", "claim_expires_at", "paused_until", "progress_at", "lease_ended_at", "duration_ms"]),
@@ -44,7 +44,9 @@ const INSIGHTS = Object.assign(
   COUNTS(["state_entered_at", "attempts", "claim_expires_at", "paused_until", "progress_at"]),
   { progress: "fraction" },
 );
-const INSIGHTS_CLAIMED = Object.assign({}, INSIGHTS, TEXTS(["recording", "owner", "title", "language"]));
+// What the claim adds to an insights row from its recording (never the transcript: ST7).
+const OF_RECORDING = ["owner", "title", "language"];
+const INSIGHTS_CLAIMED = Object.assign({}, INSIGHTS, TEXTS(["recording"].concat(OF_RECORDING)));
 // A recording's rows as the claim brings them (PocketBase's JSON of each record).
 const FILE = Object.assign(
   TEXTS(["id", "record", "role", "format", "blob", "name", "location", "created"]),
@@ -56,6 +58,21 @@ const ATTEMPT = Object.assign(
     "copies_error"]),
   COUNTS(["piece", "offset_ms", "copies_removed_at"]),
 );
+
+// The row of each queue as the claim hands it out (and the settle route answers it), one
+// JSON text of the fields above: SQLite writes every column with its real type (a
+// fractional progress stays a float, a large counter an integer), so no value a running
+// system stores can fail the read. A DynamicModel shape fixes each column's Go type
+// instead, and one record whose value did not fit that shape failed every claim behind it.
+function pairs(names) {
+  return names.map((f) => "'" + f + "', " + f).join(", ");
+}
+const CLAIMED_JSON = {
+  audio_records: "json_object(" + pairs(Object.keys(RECORD)) + ")",
+  // Its recording's fields are null when that recording is gone.
+  insights: "json_object('recording', record, " + pairs(Object.keys(INSIGHTS)) + ", " +
+    OF_RECORDING.map((f) => "'" + f + "', (SELECT a." + f + " FROM audio_records a WHERE a.id = insights.record)").join(", ") + ")",
+};
 
 // The SQL that holds when every column of `shape` stores its kind (columns only: text,
 // count, fraction). Written once per table, in the claim's UPDATE and its probe.
@@ -136,6 +153,6 @@ function rowsMisfits(rows) {
 }
 
 module.exports = {
-  MAX_COUNT: MAX_COUNT, RECORD: RECORD, INSIGHTS: INSIGHTS, INSIGHTS_CLAIMED: INSIGHTS_CLAIMED,
+  MAX_COUNT: MAX_COUNT, RECORD: RECORD, INSIGHTS: INSIGHTS, INSIGHTS_CLAIMED: INSIGHTS_CLAIMED, CLAIMED_JSON: CLAIMED_JSON,
   storedSql: storedSql, misfits: misfits, storedMisfits: storedMisfits, rowsMisfits: rowsMisfits,
 };

@@ -1,6 +1,7 @@
-// What a sender sees of a record (I2) and the journal helper.
-const respond = require(`${__hooks}/lib/respond.js`);
-const stages = require(`${__hooks}/lib/stages.js`);
+// What a sender sees of a record (I2).
+const quotas = require("./quotas.js");
+const respond = require("./respond.js");
+const stages = require("./stages.js");
 
 function transcriptOf(app, recordId) {
   const rows = app.findRecordsByFilter("texts", "record = {:id} && kind = 'transcript'", "", 1, 0, { id: recordId });
@@ -90,7 +91,7 @@ function resumeRefusal(app, rec) {
 // A recording halted over_quota: whether the day's audio quota lets its sender
 // resume it now, and if not, when it will (ms; null: never under this quota).
 function quotaResume(app, rec, now) {
-  const over = require(`${__hooks}/lib/quotas.js`).resumeExceeded(app, rec, now);
+  const over = quotas.resumeExceeded(app, rec, now);
   if (!over) return { now: true, at: null };
   return { now: false, at: over.never ? null : now + over.retryAfter * 1000 };
 }
@@ -180,17 +181,6 @@ function findOwned(app, id, userId) {
   }
 }
 
-function journal(app, recordId, stage, kind, text, actor, writeKey) {
-  const ev = new Record(app.findCachedCollectionByNameOrId("record_events"));
-  ev.set("record", recordId);
-  ev.set("stage", stage);
-  ev.set("kind", kind);
-  ev.set("outcome_text", String(text || "").slice(0, 5000));
-  ev.set("actor", actor);
-  if (writeKey) ev.set("write_key", writeKey);
-  app.save(ev);
-}
-
 // The closed list of language codes (the schema's select values, SPEC L3).
 function languages(app) {
   return app.findCachedCollectionByNameOrId("audio_records").fields.getByName("language").values;
@@ -206,9 +196,7 @@ function rowsOf(app, id) {
 }
 
 module.exports = {
-  rowsOf: rowsOf,
-  pollBody: pollBody, findOwned: findOwned, journal: journal, transcriptOf: transcriptOf, languages: languages,
-  activities: activities, activityOf: activityOf, DERIVED_ONLY: DERIVED_ONLY, topicNames: topicNames,
-  SENDER_RESUMABLE: SENDER_RESUMABLE, MAX_SENDER_RESUMES: MAX_SENDER_RESUMES, resumeRefusal: resumeRefusal,
-  OVER_QUOTA: OVER_QUOTA, audioFiles: audioFiles, playbackOf: playbackOf,
+  rowsOf: rowsOf, pollBody: pollBody, findOwned: findOwned, transcriptOf: transcriptOf, languages: languages,
+  activities: activities, DERIVED_ONLY: DERIVED_ONLY, topicNames: topicNames, SENDER_RESUMABLE: SENDER_RESUMABLE,
+  resumeRefusal: resumeRefusal, OVER_QUOTA: OVER_QUOTA, audioFiles: audioFiles, playbackOf: playbackOf,
 };

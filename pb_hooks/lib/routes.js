@@ -1,6 +1,8 @@
-// Shared request plumbing for the pipeline routes (service user only).
-const respond = require(`${__hooks}/lib/respond.js`);
-const queue = require(`${__hooks}/lib/queue.js`);
+// The pipeline routes' plumbing (service user only): the request's body in, the
+// protocol's errors out as clear answers, and the fenced route in one place.
+const args = require("./args.js");
+const respond = require("./respond.js");
+const settle = require("./settle.js");
 
 // Runs fn(body) and maps the protocol's errors to clear answers:
 // 409 fenced_out when the caller's claim is gone, 400 for a bad request.
@@ -9,30 +11,33 @@ function handle(e, fn) {
   try {
     return fn(body);
   } catch (err) {
-    if (err instanceof queue.Fenced) {
+    if (err instanceof settle.Fenced) {
       return respond.fail(e, 409, "fenced_out", "This claim is no longer yours: " + err.message + ".");
     }
-    if (err instanceof queue.Invalid) {
+    if (err instanceof args.Invalid) {
       return respond.fail(e, 400, "invalid", err.message + ".");
     }
     throw err;
   }
 }
 
-// Multipart values arrive as strings; JSON as numbers.
-function num(body, name) {
-  const v = body[name];
-  if (typeof v === "string" && v.trim() !== "") body[name] = Number(v);
-  return queue.intArg(body, name);
+// The queue a route's path names: /api/pipeline/records/… or /api/pipeline/insights/….
+function tableOf(e) {
+  return e.request.url.path.split("/")[3] === "insights" ? "insights" : "audio_records";
 }
 
-function optNum(body, name) {
-  return body[name] === undefined || body[name] === "" ? 0 : num(body, name);
+// A route that writes under the caller's claim on the row {id} of `table`: `read(body)`
+// (optional) takes the request's arguments, so that a bad request is refused whoever holds
+// the claim; then `write(tx, rec, a, body)`, given what `read` returned, runs in one
+// transaction only while the body's `token` is the row's claim token (else 409
+// fenced_out). Answers 200 with what `write` returns.
+function fenced(e, table, read, write) {
+  const id = e.request.pathValue("id");
+  return handle(e, (body) => {
+    const token = args.text(body, "token", 100);
+    const a = read ? read(body) : null;
+    return e.json(200, settle.underFence($app, table, id, token, (tx, rec) => write(tx, rec, a, body)));
+  });
 }
 
-function optStr(body, name, max) {
-  const v = body[name];
-  return v === undefined || v === null ? null : String(v).slice(0, max || 5000);
-}
-
-module.exports = { handle: handle, num: num, optNum: optNum, optStr: optStr };
+module.exports = { handle: handle, tableOf: tableOf, fenced: fenced };

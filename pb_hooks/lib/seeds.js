@@ -16,12 +16,14 @@
 // itself where nothing in it is secret, an scrypt hash where it is (a
 // password, the S3 secret); never the secret.
 
+const settings = require("./settings.js");
+
 const TABLE = "_transcriber_seeds";
 
 // The fingerprints of the keys the settings name ({key: fingerprint}), from
 // the sidecar; null when none were passed (the command was run by hand).
 function given() {
-  const raw = require(`${__hooks}/lib/settings.js`).processValue("seedFingerprints");
+  const raw = settings.processValue("seedFingerprints");
   return raw ? JSON.parse(raw) : null;
 }
 
@@ -59,4 +61,4 @@ function settle(app, name, fingerprint, key) {
   return { outcome: outcome, first: last === null };
 }
 
-module.exports = { given: given, settle: settle, remember: remember, decide: decide, TABLE: TABLE };
+module.exports = { given: given, settle: settle, remember: remember };

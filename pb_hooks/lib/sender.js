@@ -1,20 +1,70 @@
-// What a sender does to their own recordings beyond uploading and polling
-// (the sender's page uses these; so may any client): listen to the audio,
-// resume a halt another try can cure, change the title, and learn what the
-// upload form offers. Someone else's recording answers the same 404 as a
-// missing id, everywhere.
-const respond = require(`${__hooks}/lib/respond.js`);
-const records = require(`${__hooks}/lib/records.js`);
-const queue = require(`${__hooks}/lib/queue.js`);
-const quotas = require(`${__hooks}/lib/quotas.js`);
-const live = require(`${__hooks}/lib/live.js`);
-const stages = require(`${__hooks}/lib/stages.js`);
+// What a sender does with their own recordings once uploaded (intake.pb.js; the
+// sender's page uses these, and so may any client): list and poll them, read the
+// transcript, listen to the audio, resume a halt another try can cure, change the
+// title, and learn what the upload form offers. Someone else's recording answers the
+// same 404 as a missing id, everywhere.
+const datetimes = require("./datetimes.js");
+const exports_ = require("./exports.js");
+const insights = require("./insights.js");
+const intake = require("./intake.js");
+const journal = require("./journal.js");
+const live = require("./live.js");
+const password = require("./password.js");
+const quotas = require("./quotas.js");
+const records = require("./records.js");
+const respond = require("./respond.js");
+const settle = require("./settle.js");
+const stages = require("./stages.js");
 
 const MAX_TITLE = 500;
 const MAX_TITLE_BYTES = 4 * MAX_TITLE;
 
 function notFound(e) {
   return respond.fail(e, 404, "not_found", "No such recording.");
+}
+
+// GET /api/transcriber/records?page=&perPage= (O12): the sender's own recordings, newest
+// first, a page at a time (the poll body without the text).
+function list(e) {
+  const query = e.request.url.query();
+  const page = parseInt(query.get("page") || "1", 10);
+  const perPage = parseInt(query.get("perPage") || "30", 10);
+  if (!(page >= 1 && page <= 1000000) || !(perPage >= 1 && perPage <= 500)) {
+    return respond.fail(e, 400, "bad_page", "page must be 1 or more and perPage from 1 to 500.");
+  }
+  const total = $app.countRecords("audio_records", $dbx.hashExp({ owner: e.auth.id }));
+  const rows = $app.findRecordsByFilter(
+    "audio_records", "owner = {:owner}", "-created,-id", perPage, (page - 1) * perPage, { owner: e.auth.id });
+  return e.json(200, {
+    page: page,
+    perPage: perPage,
+    totalItems: total,
+    totalPages: Math.ceil(total / perPage),
+    items: rows.map((r) => records.pollBody($app, r, false)),
+  });
+}
+
+// GET /api/transcriber/records/{id} (I2): the poll.
+function poll(e) {
+  const rec = records.findOwned($app, e.request.pathValue("id"), e.auth.id);
+  if (!rec) return notFound(e);
+  return e.json(200, records.pollBody($app, rec));
+}
+
+// GET /api/transcriber/records/{id}/transcript?format= (I4): the finished transcript in
+// txt, srt, vtt or json; 404 until done.
+function transcript(e) {
+  const format = String(e.request.url.query().get("format") || "txt");
+  if (["txt", "srt", "vtt", "json"].indexOf(format) < 0) {
+    return respond.fail(e, 400, "bad_format", "Unknown format '" + format.slice(0, 20) + "': use txt, srt, vtt or json.");
+  }
+  const rec = records.findOwned($app, e.request.pathValue("id"), e.auth.id);
+  const row = rec && stages.isTerminal(rec.getString("state")) ? records.transcriptOf($app, rec.id) : null;
+  if (!row) return respond.fail(e, 404, "not_found", "No finished transcript for this recording.");
+  const insight = format === "json" ? insights.view($app, rec, true) : null;
+  const out = exports_.render(row, format, rec, insight);
+  e.response.header().set("Content-Type", out.type);
+  return e.string(200, out.body);
 }
 
 // The signed-in sender: from the Authorization header, or, for an <audio>
@@ -79,7 +129,7 @@ function audio(e) {
 // POST /api/transcriber/records/{id}/resume
 function resume(e) {
   const now = Date.now();
-  const out = queue.resumeBySender($app, e.request.pathValue("id"), e.auth.id, now, (tx, rec) => {
+  const out = settle.resumeBySender($app, e.request.pathValue("id"), e.auth.id, now, (tx, rec) => {
     const why = records.resumeRefusal(tx, rec);
     if (why) return { status: 409, code: why.code, message: why.message };
     // Halted over_quota: only when its measured length fits what is left of the day.
@@ -133,8 +183,8 @@ function rename(e) {
     if (rec.getString("title") !== title) {
       const now = Date.now();
       tx.db().newQuery("UPDATE audio_records SET title = {:title}, updated = {:upd} WHERE id = {:id}")
-        .bind({ id: rec.id, title: title, upd: queue.dbTime(now) }).execute();
-      records.journal(tx, rec.id, rec.getString("state"), "note", "title changed by the sender", "sender");
+        .bind({ id: rec.id, title: title, upd: datetimes.dbTime(now) }).execute();
+      journal.add(tx, rec.id, rec.getString("state"), "note", "title changed by the sender", "sender");
     }
     saved = tx.findRecordById("audio_records", rec.id);
     live.publish(tx, saved);
@@ -150,11 +200,13 @@ function options(e) {
   const smtp = $app.settings().smtp;
   return e.json(200, {
     languages: records.languages($app),
-    max_upload_bytes: require(`${__hooks}/lib/intake.js`).maxUploadBytes(),
+    max_upload_bytes: intake.maxUploadBytes(),
     resumable_halt_codes: records.SENDER_RESUMABLE,
     password_reset: Boolean(smtp.enabled && String(smtp.host || "") !== ""),
-    password_length: require(`${__hooks}/lib/password.js`).lengthLimits($app.findCollectionByNameOrId("users")),
+    password_length: password.lengthLimits($app.findCollectionByNameOrId("users")),
   });
 }
 
-module.exports = { audio: audio, resume: resume, rename: rename, options: options };
+module.exports = {
+  list: list, poll: poll, transcript: transcript, audio: audio, resume: resume, rename: rename, options: options,
+};

@@ -105,4 +105,4 @@ function processValue(name) {
   return $os.getenv(PROCESS[name]);
 }
 
-module.exports = { DECLARED: DECLARED, PROCESS: PROCESS, envName: envName, get: get, ms: ms, processValue: processValue };
+module.exports = { get: get, ms: ms, processValue: processValue };

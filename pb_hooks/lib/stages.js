@@ -29,8 +29,13 @@ function isTerminal(stage) {
   return TERMINAL.indexOf(stage) >= 0;
 }
 
+// The stages the schema allows a row of `table` (audio_records, insights).
+function allowed(app, table) {
+  return app.findCachedCollectionByNameOrId(table).fields.getByName("state").values;
+}
+
 module.exports = {
   UPLOADED: UPLOADED, NORMALIZED: NORMALIZED, SUBMITTED: SUBMITTED, TRANSCRIBED: TRANSCRIBED, DONE: DONE,
-  RECORDING: RECORDING, TERMINAL: TERMINAL, QUEUED: QUEUED, INSIGHTS: INSIGHTS,
-  INSIGHTS_JOURNAL_STAGE: INSIGHTS_JOURNAL_STAGE, isTerminal: isTerminal,
+  RECORDING: RECORDING, QUEUED: QUEUED, INSIGHTS: INSIGHTS,
+  INSIGHTS_JOURNAL_STAGE: INSIGHTS_JOURNAL_STAGE, isTerminal: isTerminal, allowed: allowed,
 };

@@ -240,7 +240,7 @@ class PocketBaseClient:
         return await self.request("POST", f"/api/pipeline/{claim.queue}/{claim.id}/settle", json=body)
 
     async def note(self, claim: Claim, text: str) -> None:
-        body = {"token": claim.token, "kind": "note", "text": text, "write_key": _write_key()}
+        body = {"token": claim.token, "text": text, "write_key": _write_key()}
         await self._write("POST", f"/api/pipeline/{claim.queue}/{claim.id}/events", json=body)
 
     @_ride_out_restart

@@ -1,11 +1,11 @@
 """An in-memory twin of the PocketBase storage, held to the same contract (tests/contract).
 
 It keeps records, files, attempts, texts and the journal in dictionaries and
-applies the claim and the transitions exactly as pb_hooks/lib/queue.js does:
-one sort key (``available_at``), leases written at the claim, every write
-fenced by the token. It also plays the parts outside the pipeline that tests
-need: a sender's upload (``add_record``) and the owner's panel edits
-(``owner_halt``, ``owner_resume``, ``owner_set_stage``).
+applies the claim and the transitions exactly as pb_hooks/lib/claim.js and
+pb_hooks/lib/transitions.js do: one sort key (``available_at``), leases written
+at the claim, every write fenced by the token. It also plays the parts outside
+the pipeline that tests need: a sender's upload (``add_record``) and the owner's
+panel edits (``owner_halt``, ``owner_resume``, ``owner_set_stage``).
 
 Single-threaded and synchronous inside: each call is atomic with respect to
 the others, as PocketBase's single write connection makes them.
@@ -51,7 +51,7 @@ from sidecar.transcript.languages import LANGUAGES
 __all__ = ["Event", "InMemoryStorage", "InsightsRow", "Row"]
 
 _ALPHABET = string.ascii_lowercase + string.digits
-# At most this many rows are set aside by one claim (pb_hooks/lib/queue.js MAX_SET_ASIDE).
+# At most this many rows are set aside by one claim (pb_hooks/lib/claim.js MAX_SET_ASIDE).
 _MAX_SET_ASIDE = 5
 # A whole number past 2^53 is no longer one in JavaScript (pb_hooks/lib/readable.js MAX_COUNT).
 _MAX_COUNT = 2**53 - 1

@@ -5,8 +5,8 @@ is still the record's (P5); otherwise ``FencedOut``. Each class is named by
 its ``outcome`` (sidecar/outcome.py: ``Outcome`` ends the claim, ``Keep``
 keeps it), the one name the settle route, the JS transition table, the
 journal and the metrics use too. Their exact effect on the queue fields is
-defined once, in pb_hooks/lib/queue.js (the panel's owner edits use the same
-definitions), and mirrored by the in-memory twin. ``settle`` returns the row
+defined once, in pb_hooks/lib/transitions.js (the panel's owner edits use the
+same definitions), and mirrored by the in-memory twin. ``settle`` returns the row
 as written, so nothing needs reading again.
 """
 

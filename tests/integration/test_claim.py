@@ -306,6 +306,27 @@ def test_the_journal_names_each_outcome_as_the_settle_route_does(
     assert refused.status_code == 400 and "advanced" in refused.json()["message"]
 
 
+def test_a_step_journals_notes_only_and_an_outcome_only_through_settle(
+    pb: PocketBaseServer, sender: Caller, service: Caller, superuser: Caller
+) -> None:
+    """The events route writes a note, whatever else the body says: a try that failed is the settle route's
+    `failed` (its attempt spent, its retry time kept), never a journal row beside it."""
+    rid = sender.upload()
+    tok = service.try_claim().json()["token"]
+    for body in ({"text": "provider operation started"}, {"kind": "failed", "text": "boom"}):
+        resp = service.http.post(f"/api/pipeline/records/{rid}/events", json={"token": tok, **body})
+        assert resp.status_code == 200, resp.text
+    fenced = service.http.post(f"/api/pipeline/records/{rid}/events", json={"token": "stale", "text": "late"})
+    assert fenced.status_code == 409 and fenced.json()["code"] == "fenced_out"
+    events = superuser.http.get(
+        "/api/collections/record_events/records", params={"filter": f'record = "{rid}"', "sort": "created,@rowid"}
+    ).json()["items"]
+    assert [(e["kind"], e["outcome_text"], e["actor"]) for e in events[1:]] == [
+        ("note", "provider operation started", "worker"),
+        ("note", "boom", "worker"),
+    ]
+
+
 # -- rows a claimer cannot read ---------------------------------------------------------------------------------
 #
 # Every column the claim hands out is NOT NULL (sqlite3 .schema audio_records), so no NULL can be stored there;

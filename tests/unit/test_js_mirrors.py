@@ -145,7 +145,7 @@ def test_the_seeds_variable_is_the_one_the_hooks_read() -> None:
 
 def test_what_a_claimer_must_read_is_declared_alike_by_the_hook_the_twin_and_the_model() -> None:
     """pb_hooks/lib/readable.js's RECORD (checked by the claim), the twin's mirror of it, the fields the
-    claim hands out (queue.js CLAIMED_FIELDS) and the sidecar's AudioRecord: one list of fields, one kind each."""
+    claim hands out (readable.js CLAIMED_JSON) and the sidecar's AudioRecord: one list of fields, one kind each."""
     from sidecar.storage import memory
     from sidecar.storage.model import AudioRecord
 
@@ -158,7 +158,12 @@ def test_what_a_claimer_must_read_is_declared_alike_by_the_hook_the_twin_and_the
     hook.update(re.findall(r'\{ (\w+): "(\w+)" \}', block.group(1)))
     twin_kinds = {memory._TEXT: "text", memory._COUNT: "count", memory._FRACTION: "fraction"}
     assert hook == {name: twin_kinds[kind] for name, kind in memory._READABLE.items()}
-    queue = (HOOKS / "lib" / "queue.js").read_text()
-    claimed = re.search(r"^const CLAIMED_FIELDS = \[(.*?)\];", queue, re.M | re.S)
-    assert claimed and set(re.findall(r'"(\w+)"', claimed.group(1))) == set(hook)
+    # The claim (and the settle route's answer) hands out a recording's fields as RECORD names them, an
+    # insights row's as INSIGHTS does.
+    claimed = re.search(r"^const CLAIMED_JSON = \{\n(.*?)^\};", text, re.M | re.S)
+    assert claimed, "no CLAIMED_JSON in readable.js"
+    assert re.findall(r"^  (\w+): .*?pairs\(Object\.keys\((\w+)\)\)", claimed.group(1), re.M) == [
+        ("audio_records", "RECORD"),
+        ("insights", "INSIGHTS"),
+    ]
     assert set(hook) == set(AudioRecord.model_fields) - {"recording"}

@@ -1,5 +1,5 @@
 """One vocabulary for what a claim's holder writes (sidecar/outcome.py): the same names in the Python types,
-the settle route's table (pb_hooks/lib/queue.js), the journal's kinds and the metrics' labels."""
+the transition table (pb_hooks/lib/transitions.js), the journal's kinds and the metrics' labels."""
 
 from __future__ import annotations
 
@@ -10,14 +10,16 @@ from sidecar.outcome import Keep, Outcome, Verdict
 from sidecar.storage import transitions
 from tests.support.operator import ROOT
 
-QUEUE_JS = (ROOT / "pb_hooks" / "lib" / "queue.js").read_text()
+TRANSITIONS_JS = (ROOT / "pb_hooks" / "lib" / "transitions.js").read_text()
 
 
-def _keys_of(table: str) -> list[str]:
-    """The keys of a top-level ``const TABLE = { key: … }`` of queue.js (two-space indented)."""
-    m = re.search(rf"^const {table} = \{{\n(.*?)^\}};", QUEUE_JS, re.M | re.S)
-    assert m, f"queue.js: no {table}"
-    return re.findall(r"^  (\w+): ", m.group(1), re.M)
+def _entries() -> dict[str, str]:
+    """Each entry of transitions.js's ``const TRANSITIONS = { name: { … }, … }`` (names two-space indented,
+    what each says four), by name."""
+    m = re.search(r"^const TRANSITIONS = \{\n(.*?)^\};", TRANSITIONS_JS, re.M | re.S)
+    assert m, "transitions.js: no TRANSITIONS"
+    parts = re.split(r"^  (\w+): \{\n", m.group(1), flags=re.M)
+    return dict(zip(parts[1::2], parts[2::2], strict=True))
 
 
 def test_every_transition_type_is_named_by_its_outcome() -> None:
@@ -29,9 +31,20 @@ def test_every_transition_type_is_named_by_its_outcome() -> None:
 
 
 def test_the_settle_routes_table_takes_exactly_the_python_names() -> None:
-    assert sorted(_keys_of("OUTCOMES")) == sorted([*Outcome, *Keep])
+    entries = _entries()
+    # What the settle route takes: the entries a claim's holder sends arguments for.
+    assert sorted(name for name, says in entries.items() if re.search(r"^    args: ", says, re.M)) == sorted(
+        [*Outcome, *Keep]
+    )
     # The transition table: the same names, and the owner's own (panel.js) beside them.
-    assert set(_keys_of("TRANSITIONS")) == {*Outcome, *Keep, "resumed", "stage_set"}
+    assert set(entries) == {*Outcome, *Keep, "resumed", "stage_set"}
+    # Every one writes its fields; every outcome (not the two that keep the claim) journals.
+    assert all(re.search(r"^    fields: ", says, re.M) for says in entries.values())
+    assert {name for name, says in entries.items() if re.search(r"^    journal: ", says, re.M)} == {
+        *Outcome,
+        "resumed",
+        "stage_set",
+    }
 
 
 def test_every_outcome_is_a_verdict_and_a_documented_metric_label() -> None:

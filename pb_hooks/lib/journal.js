@@ -1,0 +1,26 @@
+// The journal (`record_events`): what happened to a recording, at which stage, by whom
+// ("intake", "worker", "owner", "sender"). Rows are only ever added: through the records
+// API, the panel included, the journal is read-only (panel.pb.js).
+const stages = require("./stages.js");
+
+// Adds a row to `recordId`'s journal, inside the caller's transaction (`app`). `writeKey`:
+// the key of the write that made it, so that a write repeated after its answer was lost
+// finds it (O4).
+function add(app, recordId, stage, kind, text, actor, writeKey) {
+  const ev = new Record(app.findCachedCollectionByNameOrId("record_events"));
+  ev.set("record", recordId);
+  ev.set("stage", stage);
+  ev.set("kind", kind);
+  ev.set("outcome_text", String(text || "").slice(0, 5000));
+  ev.set("actor", actor);
+  if (writeKey) ev.set("write_key", writeKey);
+  app.save(ev);
+}
+
+// Where the events of a row of a queue go: [the recording's id, the stage they name]. An
+// insights row's go on its recording's journal, under the stage "insights".
+function at(table, rec) {
+  return table === "insights" ? [rec.getString("record"), stages.INSIGHTS_JOURNAL_STAGE] : [rec.id, rec.getString("state")];
+}
+
+module.exports = { add: add, at: at };

@@ -67,8 +67,8 @@ def test_a_quote_copied_from_a_compacted_line_is_the_originals_passage_with_its_
 
 
 def test_a_speakers_name_counts_as_said() -> None:
-    segs = [{"start": 0.0, "end": 3.0, "speaker": "Наталья", "text": "Нагрузочное тестирование я проведу до пятницы."}]
-    index = Indexed(segs[0]["text"], segs, "ru")
+    said = "Нагрузочное тестирование я проведу до пятницы."
+    index = Indexed(said, [{"start": 0.0, "end": 3.0, "speaker": "Наталья", "text": said}], "ru")
     kept = ground_brief(
         [Proposal("Тестирование до пятницы проводит Наталья.", "Нагрузочное тестирование я проведу")], index, limit=5
     )

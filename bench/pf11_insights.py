@@ -97,6 +97,12 @@ class _ChildPeak:
             self._thread.join()
 
 
+def _knobs() -> dict[str, Any]:
+    """The summarizer's settings the benchmark may change to compare (``BENCH_PF11_PART_TOKENS``)."""
+    part = os.environ.get("BENCH_PF11_PART_TOKENS")
+    return {"part_tokens": int(part)} if part else {}
+
+
 def _source(language: str, length: str) -> tuple[Any, Any]:
     from sidecar.insights.summarize import Source
     from testkit.meetings import hour, ten_minutes
@@ -153,7 +159,7 @@ async def _run(mode: str, language: str, length: str, model: Path) -> dict[str, 
             if mode == "bare":
                 await _bare(chat, source)
             else:
-                found = await summarize_module.summarize(chat, source, sentences=settings.sentences)
+                found = await summarize_module.summarize(chat, source, sentences=settings.sentences, **_knobs())
                 result["brief"] = [q.as_json() for q in found.brief]
                 result["topics"] = found.topics
                 result["proposed"] = found.proposed
@@ -175,10 +181,11 @@ async def _run(mode: str, language: str, length: str, model: Path) -> dict[str, 
 async def _bare(chat: Any, source: Any) -> None:
     """The step's first request (same prompt, the whole transcript when it fits one) with no schema:
     the engine's own speed on this text."""
-    from sidecar.insights.prompt import line_of, messages_for
+    from sidecar.insights.compact import compact_lines
+    from sidecar.insights.prompt import messages_for
     from sidecar.insights.summarize import ANSWER_TOKENS
 
-    lines = [line_of(float(s["start"]), str(s["text"])) for s in source.segments]
+    lines = compact_lines(source.segments, source.language)
     budget = chat.context_tokens - ANSWER_TOKENS - 700 - 200
     fitted: list[str] = []
     used = 0

@@ -87,6 +87,7 @@ class Proposal:
 
     sentence: str
     quote: str
+    cut: bool = False  # the quote stopped at the answer's length limit: its last word may be cut short
 
 
 class Indexed:
@@ -129,17 +130,21 @@ class Indexed:
         self.stems = {_stem(w) for w in said} | {_stem(w) for w in speakers}
         self.counts = Counter(_stem(w) for w in said)
 
-    def locate(self, quote: str) -> tuple[float, float, str] | None:
+    def locate(self, quote: str, *, cut: bool = False) -> tuple[float, float, str] | None:
         """Where ``quote`` is said (start of its first word's segment, end of its last's) and the
-        transcript's own words there, or None."""
+        transcript's own words there, or None. A ``cut`` quote's last word may be the start of the word said."""
         folded = words(quote)
         q = [folded[i] for i in spoken(folded, self.language)]
         if not (MIN_QUOTE_WORDS <= len(q) <= MAX_QUOTE_WORDS):
             return None
         n = len(q)
+        whole, last = (q[:-1], q[-1]) if cut else (q, "")
         for i in self._at.get(q[0], ()):
-            if self.words[i : i + n] == q:
-                return self.times[i][0], self.times[i + n - 1][1], self._passage(i, i + n - 1)
+            if self.words[i : i + len(whole)] != whole:
+                continue
+            if cut and not (i + n - 1 < len(self.words) and self.words[i + n - 1].startswith(last)):
+                continue
+            return self.times[i][0], self.times[i + n - 1][1], self._passage(i, i + n - 1)
         return None
 
     def find(self, quote: str) -> tuple[float, float] | None:
@@ -200,7 +205,7 @@ def ground_brief(proposals: Iterable[Proposal], index: Indexed, *, limit: int) -
         if not sentence or " ".join(words(sentence)) in seen:
             dropped.append(f"{sentence[:80]!r}: empty or repeated")
             continue
-        where = index.locate(quote)
+        where = index.locate(quote, cut=p.cut)
         if where is None:
             dropped.append(f"{sentence[:80]!r}: its quote {quote[:80]!r} is not in the transcript")
             continue
@@ -232,6 +237,7 @@ def rank_dictionary(dictionary: Iterable[str], index: Indexed) -> list[str]:
 class TopicProposal:
     name: str
     quote: str = ""
+    cut: bool = False  # as a Proposal's
 
 
 def ground_topics(
@@ -246,7 +252,8 @@ def ground_topics(
         key = " ".join(words(p.name))
         if not key or key in chosen:
             continue
-        where = index.find(p.quote) if p.quote else None
+        located = index.locate(p.quote, cut=p.cut) if p.quote else None
+        where = located[2] if located else None
         if key in known:
             # The owner's own name, if the transcript speaks of it or the model quoted where it does:
             # a name picked for its place in a list is not a topic of this recording.
@@ -256,7 +263,7 @@ def ground_topics(
                 refused.append(f"{known[key][:60]!r}: the transcript neither says it nor was quoted for it")
             continue
         name_words = words(p.name)
-        if where is None or not any(_stem(w) in {_stem(q) for q in words(p.quote)} for w in name_words):
+        if where is None or not any(_stem(w) in {_stem(q) for q in words(where)} for w in name_words):
             refused.append(f"{p.name[:60]!r}: not in the dictionary, and no quote of the transcript says it")
             continue
         if len(name_words) > 6:

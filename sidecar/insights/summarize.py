@@ -45,7 +45,7 @@ from sidecar.insights.grounding import (
     in_language,
     rank_dictionary,
 )
-from sidecar.insights.prompt import answer_schema, messages_for, note_line, pick_schema, without_times
+from sidecar.insights.prompt import MAX_QUOTE, answer_schema, messages_for, note_line, pick_schema, without_times
 from sidecar.outcome import HaltCode, PermanentError
 
 __all__ = ["Chat", "Engine", "Insights", "Source", "summarize"]
@@ -63,6 +63,9 @@ DICTIONARY_SHARE = 0.2
 NOTES_PER_PART = 5
 # The transcript tokens of one part at most (0: as many as the context holds).
 PART_TOKENS = 0
+# A transcript (or part) is asked for at least one sentence per this many tokens, up to LEAST_SENTENCES.
+TOKENS_PER_SENTENCE = 800
+LEAST_SENTENCES = 3
 
 
 class Chat(Protocol):
@@ -150,12 +153,16 @@ def _topics(answer: _Answer, labels: set[str]) -> list[TopicProposal]:
         if isinstance(t, str):
             out.append(TopicProposal(t))
         else:
-            out.append(TopicProposal(t.name, without_labels(without_times(t.quote), labels)))
+            quote = without_labels(without_times(t.quote), labels)
+            out.append(TopicProposal(t.name, quote, cut=len(t.quote) >= MAX_QUOTE))
     return out
 
 
 def _proposals(answer: _Answer, labels: set[str]) -> list[Proposal]:
-    return [Proposal(s.sentence, without_labels(without_times(s.quote), labels)) for s in answer.brief]
+    return [
+        Proposal(s.sentence, without_labels(without_times(s.quote), labels), cut=len(s.quote) >= MAX_QUOTE)
+        for s in answer.brief
+    ]
 
 
 class _Run:
@@ -275,16 +282,19 @@ class _Run:
             raise ContextExceeded("no room left for the transcript")
         parts = await self.parts(self.lines, min(room, self.part_tokens) if self.part_tokens else room)
         if len(parts) <= 1:
+            lines = parts[0] if parts else []
             final = await self._final(
-                lambda firm, again: self._messages(parts[0] if parts else [], dictionary, firm, again)
+                lambda firm, again: self._messages(lines, dictionary, firm, again),
+                answer_schema(self.sentences, least=await self._least(lines, self.sentences)),
             )
             return final
         done = 0
 
         async def notes_of(i: int, part: list[str]) -> list[Quoted]:
             nonlocal done
+            schema = answer_schema(NOTES_PER_PART, topics=False, least=await self._least(part, NOTES_PER_PART))
             answer = await self.ask(
-                functools.partial(self._part_messages, part, dictionary, (i + 1, len(parts))), self.part_schema
+                functools.partial(self._part_messages, part, dictionary, (i + 1, len(parts))), schema
             )
             kept = ground_brief(_proposals(answer, self.labels), self.index, limit=NOTES_PER_PART)
             done += 1
@@ -295,9 +305,11 @@ class _Run:
         found = await self._each(notes_of, parts)
         return await self._combine([q for notes in found for q in notes], dictionary, room)
 
-    @property
-    def part_schema(self) -> dict[str, Any]:
-        return answer_schema(NOTES_PER_PART, topics=False)
+    async def _least(self, lines: list[str], most: int) -> int:
+        """The sentences a transcript this long is asked for at least: a small model that stops after one
+        sentence leaves most decisions out (measured), and ungrounded ones are dropped anyway."""
+        tokens = await self.tokens(json.dumps(lines, ensure_ascii=False))
+        return min(LEAST_SENTENCES, most, tokens // TOKENS_PER_SENTENCE)
 
     async def _each(self, work: Callable[[int, _T], Awaitable[_R]], items: list[_T]) -> list[_R]:
         """``work`` on each item, as many at once as the server answers at once; results in order."""
@@ -403,12 +415,14 @@ class _Run:
         grounded = ground_brief([Proposal(q.sentence, q.quote) for q in picked], self.index, limit=self.sentences)
         return self._insights(grounded, answer)
 
-    async def _final(self, messages_of: Callable[[bool, bool], list[dict[str, str]]]) -> Insights:
-        answer = await self.ask(lambda firm, again: messages_of(False, again))
+    async def _final(
+        self, messages_of: Callable[[bool, bool], list[dict[str, str]]], schema: dict[str, Any]
+    ) -> Insights:
+        answer = await self.ask(lambda firm, again: messages_of(False, again), schema)
         proposals = _proposals(answer, self.labels)
         if proposals and not in_language(" ".join(p.sentence for p in proposals), self.language):
             self.notes.append(f"the brief was not in {self.language}; asked again")
-            answer_again = await self.ask(lambda firm, again: messages_of(True, again))
+            answer_again = await self.ask(lambda firm, again: messages_of(True, again), schema)
             again_proposals = _proposals(answer_again, self.labels)
             if again_proposals and not in_language(" ".join(p.sentence for p in again_proposals), self.language):
                 self.notes.append(f"the brief was again not in {self.language}: no brief")

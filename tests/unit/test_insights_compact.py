@@ -144,3 +144,14 @@ def test_any_quote_taken_from_the_compacted_lines_is_found_in_the_original(
     found = index.locate(quote)
     assert found is not None, (quote, original)
     assert _norm(found[2]) in _norm(original)
+
+
+def test_a_quote_cut_at_the_answers_length_limit_may_end_in_part_of_a_word() -> None:
+    segs = [{"start": 2.0, "end": 6.0, "text": "We decided to ship the billing page on Friday."}]
+    index = Indexed(segs[0]["text"], segs, "en")
+    cut = Proposal("The billing page ships on Friday.", "decided to ship the billing page on Fri", cut=True)
+    assert [q.quote for q in ground_brief([cut], index, limit=5).kept] == ["decided to ship the billing page on Friday"]
+    whole = Proposal("The billing page ships on Friday.", "decided to ship the billing page on Fri")
+    assert ground_brief([whole], index, limit=5).kept == []  # a quote the model ended itself is whole words
+    wrong = Proposal("The billing page ships on Monday.", "decided to ship the billing page on Mon", cut=True)
+    assert ground_brief([wrong], index, limit=5).kept == []

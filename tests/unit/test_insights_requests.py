@@ -188,3 +188,26 @@ async def test_a_note_not_in_the_transcripts_language_is_not_offered() -> None:
     offered = next(doc(m)["notes"] for m, _ in chat.requests if "notes" in doc(m))
     assert not any(russian in n for n in offered) and russian not in found.text
     assert any("not in en" in n for n in found.notes)
+
+
+async def test_a_long_enough_transcript_is_asked_for_several_sentences_a_short_one_for_none_at_least() -> None:
+    for items, least in ((3, None), (150, 3)):
+        source, _ = meeting(items)
+        chat = Scripted(lambda m, s: {"brief": [], "topics": []})
+        await summarize(chat, source)
+        assert chat.requests[0][1]["properties"]["brief"].get("minItems") == least
+
+
+def test_the_openai_engine_sends_as_many_at_once_as_configured() -> None:
+    from pydantic import SecretStr
+
+    from sidecar.clock import FakeClock
+    from sidecar.insights.engines import OpenAIEngine
+    from sidecar.settings import InsightsSettings
+
+    async def opened(parallel: int) -> int:
+        settings = InsightsSettings(provider="openai", model="m", api_key=SecretStr("k"), parallel=parallel)
+        async with OpenAIEngine(settings, FakeClock()).open() as chat:
+            return chat.parallel
+
+    assert anyio.run(opened, 1) == 1 and anyio.run(opened, 3) == 3

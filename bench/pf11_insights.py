@@ -141,7 +141,13 @@ async def _run(mode: str, language: str, length: str, model: Path) -> dict[str, 
     def counted(proposals: Iterable[Proposal], index: Indexed, *, limit: int) -> Grounded:
         said = list(proposals)
         out = ground_brief(said, index, limit=limit)
-        checks.append({"proposed": [p.sentence for p in said], "kept": [q.as_json() for q in out.kept]})
+        checks.append(
+            {
+                "proposed": [p.sentence for p in said],
+                "quotes": [p.quote for p in said],
+                "kept": [q.as_json() for q in out.kept],
+            }
+        )
         return out
 
     vars(summarize_module)["ground_brief"] = counted  # the summarizer looks it up at each call

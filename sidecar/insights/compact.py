@@ -45,11 +45,12 @@ def _fold(word: str) -> str:
 
 
 def spoken(folded: Sequence[str], language: str) -> list[int]:
-    """The positions of ``folded`` (case-folded words) kept: no filler, no word right after itself."""
+    """The positions of ``folded`` (case-folded words) kept: no filler, no word right after itself (a number
+    is never a repeat: "3.3" is two words)."""
     fillers = FILLERS.get(language, frozenset())
     kept: list[int] = []
     for i, w in enumerate(folded):
-        if w in fillers or (kept and folded[kept[-1]] == w):
+        if w in fillers or (kept and folded[kept[-1]] == w and not w.isdigit()):
             continue
         kept.append(i)
     return kept

@@ -28,6 +28,7 @@ def test_fillers_and_words_said_twice_are_left_out_and_punctuation_stays() -> No
     # A filler of one language is a word of another: "er" is German for "he".
     assert compact_text("Er sagt, er kommt.", "de") == "Er sagt, er kommt."
     assert compact_text("Er, we ship.", "en") == "we ship."
+    assert compact_text("It moves to 3.3 and then 10 10 later.", "en") == "It moves to 3.3 and then 10 10 later."
 
 
 def test_lines_have_no_times_and_a_speakers_turn_is_one_line_under_a_short_label() -> None:
@@ -147,8 +148,8 @@ def test_any_quote_taken_from_the_compacted_lines_is_found_in_the_original(
 
 
 def test_a_quote_cut_at_the_answers_length_limit_may_end_in_part_of_a_word() -> None:
-    segs = [{"start": 2.0, "end": 6.0, "text": "We decided to ship the billing page on Friday."}]
-    index = Indexed(segs[0]["text"], segs, "en")
+    said = "We decided to ship the billing page on Friday."
+    index = Indexed(said, [{"start": 2.0, "end": 6.0, "text": said}], "en")
     cut = Proposal("The billing page ships on Friday.", "decided to ship the billing page on Fri", cut=True)
     assert [q.quote for q in ground_brief([cut], index, limit=5).kept] == ["decided to ship the billing page on Friday"]
     whole = Proposal("The billing page ships on Friday.", "decided to ship the billing page on Fri")

@@ -211,3 +211,21 @@ def test_the_openai_engine_sends_as_many_at_once_as_configured() -> None:
             return chat.parallel
 
     assert anyio.run(opened, 1) == 1 and anyio.run(opened, 3) == 3
+
+
+async def test_the_offline_engine_is_asked_for_json_without_whitespace() -> None:
+    from pathlib import Path
+
+    from sidecar.clock import FakeClock
+    from sidecar.insights.offline import OfflineChat
+    from sidecar.insights.prompt import answer_schema
+
+    chat = OfflineChat("http://127.0.0.1:9", Path("model.gguf"), "key", 8192, FakeClock())
+    try:
+        body = chat._body([{"role": "user", "content": "x"}], answer_schema(3), 100)
+    finally:
+        await chat.aclose()
+    assert "response_format" not in body
+    head, schema = body["grammar"].split("start: %json ", 1)
+    assert head == "%llguidance {}\n"
+    assert json.loads(schema) == {**answer_schema(3), "x-guidance": {"whitespace_flexible": False}}

@@ -113,12 +113,12 @@ this form, and nothing else:
 {{"brief": [{{"quote": "...", "sentence": "..."}}, {{"quote": "...", "sentence": "..."}}], "topics": [{{"name": "...", \
 "quote": "..."}}]}}
 
-Brief: up to {sentences} items, one for each decision, agreement or assignment; when there are fewer, the main \
-open questions. "quote": the passage of the transcript that says it, copied word for word (4 to 10 words of one \
-line: what was said, never the speaker's name alone). "sentence": what was decided or changed, who does what, by \
-when, in one short sentence (at most 15 words) in {language}: the thing and the outcome (the new date, what is in \
-or out, who does it, the deadline), with names, numbers and dates as the transcript says them. Never add names, \
-numbers or dates that the transcript does not contain.{example}
+Brief: one sentence for each decision, agreement or assignment, up to {sentences}, written in {language}: what \
+was decided or changed, who does what, by when. Name the thing and the outcome (the new date, what is in or out, \
+who does it, the deadline), with names, numbers and dates as the transcript says them. When there are fewer \
+decisions, add the main open questions. "quote" is the passage of the transcript that says it, copied word for \
+word (4 to 10 words of one line: what was said, never the speaker's name alone). Never add names, numbers or \
+dates that the transcript does not contain.
 
 Topics: at most {topics}, what the meeting is about. Use names from "dictionary" exactly as written there when \
 they fit (their quote may be empty); only when none fits, a new short name (one to three words, in {language}) \
@@ -126,13 +126,6 @@ with a quote from the transcript that mentions it. Never choose a dictionary nam
 order of "dictionary" means nothing.
 
 A "part" field says that the transcript is one part of a longer meeting: write what this part decides."""
-
-# A sentence of the wanted shape, in the transcript's language (a small model copies the language of its example;
-# given an example quote too, it began every quote with that quote's first word, and none was found).
-_EXAMPLES = {
-    "en": "The workshop moves to Monday; Anna books the room by Friday.",
-    "ru": "Семинар переносится на понедельник; Анна бронирует зал до пятницы.",
-}
 
 _NOTES = """
 
@@ -145,13 +138,8 @@ Topics as above, their quotes taken from the notes' quotes."""
 
 def rules(language: str, sentences: int) -> str:
     """The instructions: the same for every request of one transcript, so the server reads them once."""
-    example = _EXAMPLES.get(language)
-    return _RULES.format(
-        sentences=sentences,
-        language=language_name(language),
-        topics=MAX_TOPICS,
-        example=f"\nA sentence of that shape: {example}" if example else "",
-    )
+    # No example answer: a 1.5B model copied an example's sentence, or began every quote with its first word.
+    return _RULES.format(sentences=sentences, language=language_name(language), topics=MAX_TOPICS)
 
 
 def note_line(number: int, sentence: str, quote: str) -> str:

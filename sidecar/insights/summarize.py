@@ -61,6 +61,9 @@ OVERHEAD_TOKENS = 200
 # The dictionary takes at most this share of what a request may hold.
 DICTIONARY_SHARE = 0.2
 NOTES_PER_PART = 5
+# A quote this long may have been cut by the answer's length limit (the grammar stops some characters short of
+# MAX_QUOTE: measured 91-93 for Russian quotes).
+CUT_QUOTE = int(MAX_QUOTE * 0.85)
 # The transcript tokens of one part at most (0: as many as the context holds).
 PART_TOKENS = 0
 # A transcript (or part) is asked for at least one sentence per this many tokens, up to LEAST_SENTENCES.
@@ -154,15 +157,25 @@ def _topics(answer: _Answer, labels: set[str]) -> list[TopicProposal]:
             out.append(TopicProposal(t))
         else:
             quote = without_labels(without_times(t.quote), labels)
-            out.append(TopicProposal(t.name, quote, cut=len(t.quote) >= MAX_QUOTE))
+            out.append(TopicProposal(t.name, quote, cut=len(t.quote) >= CUT_QUOTE))
     return out
 
 
 def _proposals(answer: _Answer, labels: set[str]) -> list[Proposal]:
     return [
-        Proposal(s.sentence, without_labels(without_times(s.quote), labels), cut=len(s.quote) >= MAX_QUOTE)
+        Proposal(
+            _unlabelled(s.sentence, labels),
+            without_labels(without_times(s.quote), labels),
+            cut=len(s.quote) >= CUT_QUOTE,
+        )
         for s in answer.brief
     ]
+
+
+def _unlabelled(sentence: str, labels: set[str]) -> str:
+    """A sentence without the speaker's label a model copied its line with ("S2: We ship on Friday.")."""
+    head, colon, rest = sentence.partition(":")
+    return rest.strip() if colon and head.strip() in labels and rest.strip() else sentence
 
 
 class _Run:

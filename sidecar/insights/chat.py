@@ -107,10 +107,12 @@ class ChatServer:
         clock: Clock | None = None,
         name: str = "openai",
         chars_per_token: float = 2.5,
+        parallel: int = 1,
     ) -> None:
         self.name = name
         self.model = model
         self.context_tokens = context_tokens
+        self.parallel = max(1, parallel)  # requests sent at once (the parts of a long transcript)
         self._url = chat_endpoint(base_url)
         host = urlsplit(self._url).hostname or "?"
         self.who = "OpenAI" if host == "api.openai.com" else f"the chat server at {host}"

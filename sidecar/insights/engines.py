@@ -38,6 +38,7 @@ class OpenAIEngine:
             context_tokens=s.context_tokens,
             client=self._client,
             clock=self.clock,
+            parallel=s.parallel,
         )
         try:
             yield chat

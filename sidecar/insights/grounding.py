@@ -2,10 +2,12 @@
 
 A model's answer is a proposal. Here each sentence of the brief keeps its
 place only if the quote it gives is found in the transcript (words in order;
-case, punctuation and ``ё``/``е`` do not matter), at least ``MIN_QUOTE_WORDS``
+case, punctuation and ``ё``/``е`` do not matter, nor the fillers and repeated
+words the model was not shown: ``compact``), at least ``MIN_QUOTE_WORDS``
 long, and the sentence itself names no number and no name the transcript
-never says (the invented "November 22nd"). The time of a kept quote is the
-transcript's own. The brief as a whole must be in the transcript's language.
+never says (the invented "November 22nd"; a speaker's name is said). The
+quote kept is the transcript's own passage and its time the transcript's.
+The brief as a whole must be in the transcript's language.
 
 Topics: a name of the owner's dictionary (matched whatever its case) is kept
 as the dictionary spells it; a new name only with a quote found in the
@@ -22,6 +24,8 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from sidecar.insights.compact import short_label, spoken
 
 __all__ = [
     "MAX_NEW_TOPICS",
@@ -51,9 +55,13 @@ _DIGITS = re.compile(r"\d+")
 _STEM = 5
 
 
+def _fold(word: str) -> str:
+    return word.casefold().replace("ё", "е")
+
+
 def words(text: str) -> list[str]:
     """The words of ``text``, case-folded, ``ё`` read as ``е``: what quote matching compares."""
-    return [w.casefold().replace("ё", "е") for w in _WORD.findall(text)]
+    return [_fold(w) for w in _WORD.findall(text)]
 
 
 def _stem(word: str) -> str:
@@ -79,38 +87,77 @@ class Proposal:
 
     sentence: str
     quote: str
+    cut: bool = False  # the quote stopped at the answer's length limit: its last word may be cut short
 
 
 class Indexed:
-    """A transcript's words in order, each with the time of the segment it was said in."""
+    """A transcript's words in order, each with the time of the segment it was said in.
 
-    def __init__(self, text: str, segments: Sequence[dict[str, Any]] = ()) -> None:
-        self.words: list[str] = []
-        self.times: list[tuple[float, float]] = []
+    Read as the model reads it (``compact.spoken``: no fillers of ``language``, a word said twice in a
+    row once), so a quote copied from the compacted transcript is found; each word keeps where the
+    original says it, so what a kept quote shows is the original's own passage."""
+
+    def __init__(self, text: str, segments: Sequence[dict[str, Any]] = (), language: str = "") -> None:
+        said: list[str] = []
+        times: list[tuple[float, float]] = []
+        spans: list[tuple[int, int, int]] = []  # (segment, first character, end) of each word
+        self._texts: list[str] = []
+        speakers: set[str] = set()
         for seg in segments:
-            said = words(str(seg.get("text", "")))
+            seg_text = str(seg.get("text", ""))
             span = (_seconds(seg.get("start")), _seconds(seg.get("end")))
-            self.words += said
-            self.times += [span] * len(said)
-        if not self.words:  # no timed segments (a correction without times): the text, untimed
-            self.words = words(text)
-            self.times = [(0.0, 0.0)] * len(self.words)
+            found = list(_WORD.finditer(seg_text))
+            said += [_fold(m.group()) for m in found]
+            times += [span] * len(found)
+            spans += [(len(self._texts), m.start(), m.end()) for m in found]
+            self._texts.append(seg_text)
+            speakers.update(words(short_label(seg.get("speaker"))))
+        if not said:  # no timed segments (a correction without times): the text, untimed
+            found = list(_WORD.finditer(text))
+            said = [_fold(m.group()) for m in found]
+            times = [(0.0, 0.0)] * len(said)
+            spans = [(0, m.start(), m.end()) for m in found]
+            self._texts = [text]
+        self.language = language
+        kept = spoken(said, language)
+        self.words: list[str] = [said[i] for i in kept]
+        self.times: list[tuple[float, float]] = [times[i] for i in kept]
+        self._spans = [spans[i] for i in kept]
         self._at: dict[str, list[int]] = {}
         for i, w in enumerate(self.words):
             self._at.setdefault(w, []).append(i)
-        self.stems = {_stem(w) for w in self.words}
-        self.counts = Counter(_stem(w) for w in self.words)
+        # The speakers' names are the transcript's too (a brief may say who decided).
+        self.stems = {_stem(w) for w in said} | {_stem(w) for w in speakers}
+        self.counts = Counter(_stem(w) for w in said)
 
-    def find(self, quote: str) -> tuple[float, float] | None:
-        """Where ``quote`` is said (start of its first word's segment, end of its last's), or None."""
-        q = words(quote)
+    def locate(self, quote: str, *, cut: bool = False) -> tuple[float, float, str] | None:
+        """Where ``quote`` is said (start of its first word's segment, end of its last's) and the
+        transcript's own words there, or None. A ``cut`` quote's last word may be the start of the word said."""
+        folded = words(quote)
+        q = [folded[i] for i in spoken(folded, self.language)]
         if not (MIN_QUOTE_WORDS <= len(q) <= MAX_QUOTE_WORDS):
             return None
         n = len(q)
+        whole, last = (q[:-1], q[-1]) if cut else (q, "")
         for i in self._at.get(q[0], ()):
-            if self.words[i : i + n] == q:
-                return self.times[i][0], self.times[i + n - 1][1]
+            if self.words[i : i + len(whole)] != whole:
+                continue
+            if cut and not (i + n - 1 < len(self.words) and self.words[i + n - 1].startswith(last)):
+                continue
+            return self.times[i][0], self.times[i + n - 1][1], self._passage(i, i + n - 1)
         return None
+
+    def find(self, quote: str) -> tuple[float, float] | None:
+        """Where ``quote`` is said (start of its first word's segment, end of its last's), or None."""
+        where = self.locate(quote)
+        return None if where is None else (where[0], where[1])
+
+    def _passage(self, first: int, last: int) -> str:
+        (seg_a, start, _), (seg_b, _, end) = self._spans[first], self._spans[last]
+        if seg_a == seg_b:
+            return self._texts[seg_a][start:end]
+        pieces = [self._texts[seg_a][start:], *self._texts[seg_a + 1 : seg_b], self._texts[seg_b][:end]]
+        return " ".join(" ".join(p.split()) for p in pieces if p.strip())
 
     def says(self, word: str) -> bool:
         return _stem(word) in self.stems
@@ -158,7 +205,7 @@ def ground_brief(proposals: Iterable[Proposal], index: Indexed, *, limit: int) -
         if not sentence or " ".join(words(sentence)) in seen:
             dropped.append(f"{sentence[:80]!r}: empty or repeated")
             continue
-        where = index.find(quote)
+        where = index.locate(quote, cut=p.cut)
         if where is None:
             dropped.append(f"{sentence[:80]!r}: its quote {quote[:80]!r} is not in the transcript")
             continue
@@ -170,7 +217,8 @@ def ground_brief(proposals: Iterable[Proposal], index: Indexed, *, limit: int) -
             dropped.append(f"{sentence[:80]!r}: over {limit} sentences")
             continue
         seen.add(" ".join(words(sentence)))
-        kept.append(Quoted(sentence, quote, *where))
+        start, end, passage = where
+        kept.append(Quoted(sentence, passage, start, end))  # the transcript's words, as it says them
     return Grounded(kept, dropped, proposed)
 
 
@@ -189,6 +237,7 @@ def rank_dictionary(dictionary: Iterable[str], index: Indexed) -> list[str]:
 class TopicProposal:
     name: str
     quote: str = ""
+    cut: bool = False  # as a Proposal's
 
 
 def ground_topics(
@@ -203,7 +252,8 @@ def ground_topics(
         key = " ".join(words(p.name))
         if not key or key in chosen:
             continue
-        where = index.find(p.quote) if p.quote else None
+        located = index.locate(p.quote, cut=p.cut) if p.quote else None
+        where = located[2] if located else None
         if key in known:
             # The owner's own name, if the transcript speaks of it or the model quoted where it does:
             # a name picked for its place in a list is not a topic of this recording.
@@ -213,7 +263,7 @@ def ground_topics(
                 refused.append(f"{known[key][:60]!r}: the transcript neither says it nor was quoted for it")
             continue
         name_words = words(p.name)
-        if where is None or not any(_stem(w) in {_stem(q) for q in words(p.quote)} for w in name_words):
+        if where is None or not any(_stem(w) in {_stem(q) for q in words(where)} for w in name_words):
             refused.append(f"{p.name[:60]!r}: not in the dictionary, and no quote of the transcript says it")
             continue
         if len(name_words) > 6:

@@ -25,6 +25,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx
@@ -96,6 +97,16 @@ class OfflineChat(ChatServer):
 
     async def aclose(self) -> None:
         await self._http_client.aclose()
+
+    def _body(self, messages: list[dict[str, str]], schema: dict[str, Any], max_tokens: int) -> dict[str, Any]:
+        body = super()._body(messages, schema, max_tokens)
+        if self.structured == "json_schema":
+            # The schema as llama.cpp's own grammar, without the whitespace a model pretty-prints JSON with:
+            # every token written costs as much as five read (measured: 9 against 45 a second on 2 cores).
+            del body["response_format"]
+            compact = {**schema, "x-guidance": {"whitespace_flexible": False}}
+            body["grammar"] = "%llguidance {}\nstart: %json " + json.dumps(compact)
+        return body
 
     async def count_tokens(self, text: str) -> int:
         try:

@@ -1,11 +1,15 @@
 """From a transcript to a grounded brief and topics, in requests that each fit the model's context.
 
-A transcript that fits is one request. A longer one (a six-hour meeting) is
-read in parts, each within the context: each part gives notes (sentences with
-quotes, checked against the whole transcript at once, so nothing ungrounded
-travels on), then the notes give the brief of the whole, in as many rounds as
-they need to fit. The final answer is checked again (``grounding``): what is
-kept is what the transcript says.
+The model reads the transcript compacted (``compact``: no times, no fillers,
+short speaker labels). A transcript that fits is one request. A longer one (a
+six-hour meeting) is read in parts, each within the context and as many at
+once as the server answers at once (``Chat.parallel``): each part gives notes
+(sentences with quotes, checked against the whole transcript at once, so
+nothing ungrounded travels on), then the model picks, by number, the notes
+that make the brief of the whole and chooses the topics, in as many rounds as
+the notes need to fit. Every request of a transcript starts with the same
+instructions, so a server with a prompt cache reads them once. The brief is
+checked again (``grounding``): what is kept is what the transcript says.
 
 Every answer is parsed against the schema; one that is not that JSON is asked
 for once more, then the step halts ``unparsable_answer``. A brief not in the
@@ -22,12 +26,14 @@ import re
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
+import anyio
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from sidecar.insights import parts as cutting
 from sidecar.insights.chat import ContextExceeded
+from sidecar.insights.compact import compact_lines, compact_text, short_label, without_labels
 from sidecar.insights.grounding import (
     Grounded,
     Indexed,
@@ -40,19 +46,30 @@ from sidecar.insights.grounding import (
     in_language,
     rank_dictionary,
 )
-from sidecar.insights.prompt import answer_schema, line_of, messages_for, without_times
+from sidecar.insights.prompt import MAX_QUOTE, answer_schema, messages_for, note_line, pick_schema, without_times
 from sidecar.outcome import HaltCode, PermanentError
 
 __all__ = ["Chat", "Engine", "Insights", "Source", "summarize"]
 
+_T = TypeVar("_T")
+_R = TypeVar("_R")
+
 log = logging.getLogger("transcriber.insights")
 
-# Tokens kept for the answer, and for the instructions and the JSON around the data.
+# Tokens kept for the answer, and (besides the instructions, counted) for the JSON around the data and a retry's line.
 ANSWER_TOKENS = 1024
-OVERHEAD_TOKENS = 700
+OVERHEAD_TOKENS = 200
 # The dictionary takes at most this share of what a request may hold.
 DICTIONARY_SHARE = 0.2
 NOTES_PER_PART = 5
+# A quote this long may have been cut by the answer's length limit (the grammar stops some characters short of
+# MAX_QUOTE: measured 91-93 for Russian quotes).
+CUT_QUOTE = int(MAX_QUOTE * 0.85)
+# The transcript tokens of one part at most (0: as many as the context holds).
+PART_TOKENS = 0
+# A transcript (or part) is asked for at least one sentence per this many tokens, up to LEAST_SENTENCES.
+TOKENS_PER_SENTENCE = 800
+LEAST_SENTENCES = 3
 
 
 class Chat(Protocol):
@@ -60,6 +77,7 @@ class Chat(Protocol):
     who: str
     model: str
     context_tokens: int
+    parallel: int  # requests the server answers at once
 
     async def complete(self, messages: list[dict[str, str]], schema: dict[str, Any], max_tokens: int) -> str: ...
 
@@ -114,6 +132,7 @@ class _Answer(BaseModel):
     model_config = ConfigDict(extra="ignore")
     brief: list[_Sentence] = []
     topics: list[_Topic | str] = []
+    keep: list[int] = []  # the combining request's: numbers of notes
 
 
 _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.MULTILINE)
@@ -132,15 +151,32 @@ def parse_answer(content: str) -> _Answer | None:
         return None
 
 
-def _topics(answer: _Answer) -> list[TopicProposal]:
+def _topics(answer: _Answer, labels: set[str]) -> list[TopicProposal]:
     out = []
     for t in answer.topics:
-        out.append(TopicProposal(t) if isinstance(t, str) else TopicProposal(t.name, without_times(t.quote)))
+        if isinstance(t, str):
+            out.append(TopicProposal(t))
+        else:
+            quote = without_labels(without_times(t.quote), labels)
+            out.append(TopicProposal(t.name, quote, cut=len(t.quote) >= CUT_QUOTE))
     return out
 
 
-def _proposals(answer: _Answer) -> list[Proposal]:
-    return [Proposal(s.sentence, without_times(s.quote)) for s in answer.brief]
+def _proposals(answer: _Answer, labels: set[str]) -> list[Proposal]:
+    return [
+        Proposal(
+            _unlabelled(s.sentence, labels),
+            without_labels(without_times(s.quote), labels),
+            cut=len(s.quote) >= CUT_QUOTE,
+        )
+        for s in answer.brief
+    ]
+
+
+def _unlabelled(sentence: str, labels: set[str]) -> str:
+    """A sentence without the speaker's label a model copied its line with ("S2: We ship on Friday.")."""
+    head, colon, rest = sentence.partition(":")
+    return rest.strip() if colon and head.strip() in labels and rest.strip() else sentence
 
 
 class _Run:
@@ -151,11 +187,13 @@ class _Run:
         sentences: int,
         on_progress: Callable[[float], Awaitable[None]] | None,
         answer_tokens: int = ANSWER_TOKENS,
+        part_tokens: int = 0,
     ) -> None:
         self.chat = chat
         self.answer_tokens = answer_tokens
-        self.index = Indexed(source.text, source.segments)
+        self.part_tokens = part_tokens
         self.language = source.language or detect_language(source.text)
+        self.index = Indexed(source.text, source.segments, self.language)
         self.dictionary = rank_dictionary(source.topics, self.index)
         self.sentences = sentences
         self.schema = answer_schema(sentences)
@@ -163,16 +201,20 @@ class _Run:
         self.requests = 0
         self.notes: list[str] = []
         segs = [s for s in source.segments if str(s.get("text", "")).strip()]
+        self.labels = {short_label(s.get("speaker")) for s in segs} - {""}
         if segs:
-            self.lines = [line_of(float(s.get("start") or 0), str(s["text"])) for s in segs]
+            self.lines = compact_lines(segs, self.language)
         else:
-            self.lines = [line_of(0, p) for p in re.split(r"(?<=[.!?…])\s+", source.text) if p.strip()]
+            said = [compact_text(p, self.language) for p in re.split(r"(?<=[.!?…])\s+", source.text)]
+            self.lines = [p for p in said if p.strip()]
 
-    async def ask(self, messages_of: Callable[[bool, bool], list[dict[str, str]]]) -> _Answer:
+    async def ask(
+        self, messages_of: Callable[[bool, bool], list[dict[str, str]]], schema: dict[str, Any] | None = None
+    ) -> _Answer:
         """One answer parsed; a second request if the first was not the JSON asked for."""
         for again in (False, True):
             self.requests += 1
-            content = await self.chat.complete(messages_of(False, again), self.schema, self.answer_tokens)
+            content = await self.chat.complete(messages_of(False, again), schema or self.schema, self.answer_tokens)
             answer = parse_answer(content)
             if answer is not None:
                 return answer
@@ -191,8 +233,10 @@ class _Run:
         return await self.chat.count_tokens(text)
 
     async def budget(self) -> int:
-        """Tokens the data of one request may take."""
-        return self.chat.context_tokens - self.answer_tokens - OVERHEAD_TOKENS
+        """Tokens the data of one request may take: the context less the answer and the longest instructions."""
+        longest = messages_for(notes=[], dictionary=[], language=self.language, sentences=self.sentences)
+        instructions = await self.tokens(longest[0]["content"])
+        return self.chat.context_tokens - self.answer_tokens - instructions - OVERHEAD_TOKENS
 
     async def fit_dictionary(self, budget: int) -> tuple[list[str], int]:
         """The most spoken-of names of the owner's dictionary that fit their share of a request,
@@ -231,22 +275,69 @@ class _Run:
         room = budget - used
         if room < 200:
             raise ContextExceeded("no room left for the transcript")
-        parts = await self.parts(self.lines, room)
+        parts = await self.parts(self.lines, min(room, self.part_tokens) if self.part_tokens else room)
         if len(parts) <= 1:
+            lines = parts[0] if parts else []
             final = await self._final(
-                lambda firm, again: self._messages(parts[0] if parts else [], dictionary, firm, again)
+                lambda firm, again: self._messages(lines, dictionary, firm, again),
+                answer_schema(self.sentences, least=await self._least(lines, self.sentences)),
             )
             return final
-        notes: list[dict[str, Any]] = []
-        for i, part in enumerate(parts, 1):
-            answer = await self.ask(functools.partial(self._part_messages, part, dictionary, (i, len(parts))))
-            kept = ground_brief(_proposals(answer), self.index, limit=NOTES_PER_PART)
-            notes += [
-                {"time": line_of(q.start, "").strip(), "sentence": q.sentence, "quote": q.quote} for q in kept.kept
-            ]
+        done = 0
+
+        async def notes_of(i: int, part: list[str]) -> list[Quoted]:
+            nonlocal done
+            schema = answer_schema(NOTES_PER_PART, topics=False, least=await self._least(part, NOTES_PER_PART))
+            answer = await self.ask(
+                functools.partial(self._part_messages, part, dictionary, (i + 1, len(parts))), schema
+            )
+            kept = ground_brief(_proposals(answer, self.labels), self.index, limit=NOTES_PER_PART)
+            done += 1
             if self.on_progress is not None:
-                await self.on_progress(i / (len(parts) + 1))
-        return await self._reduce(notes, dictionary, room)
+                await self.on_progress(done / (len(parts) + 1))
+            return self._in_language(kept.kept)
+
+        found = await self._each(notes_of, parts)
+        return await self._combine([q for notes in found for q in notes], dictionary, room)
+
+    async def _least(self, lines: list[str], most: int) -> int:
+        """The sentences a transcript this long is asked for at least: a small model that stops after one
+        sentence leaves most decisions out (measured), and ungrounded ones are dropped anyway."""
+        tokens = await self.tokens(json.dumps(lines, ensure_ascii=False))
+        return min(LEAST_SENTENCES, most, tokens // TOKENS_PER_SENTENCE)
+
+    async def _each(self, work: Callable[[int, _T], Awaitable[_R]], items: list[_T]) -> list[_R]:
+        """``work`` on each item, as many at once as the server answers at once; results in order."""
+        if self.chat.parallel <= 1 or len(items) <= 1:
+            return [await work(i, item) for i, item in enumerate(items)]
+        results: dict[int, _R] = {}
+        failed: list[BaseException] = []
+        limiter = anyio.CapacityLimiter(self.chat.parallel)
+
+        async def one(i: int, item: _T, cancel: anyio.CancelScope) -> None:
+            async with limiter:
+                try:
+                    results[i] = await work(i, item)
+                except Exception as exc:  # the first failure ends the others: it is the step's
+                    failed.append(exc)
+                    cancel.cancel()
+
+        async with anyio.create_task_group() as tg:
+            for i, item in enumerate(items):
+                tg.start_soon(one, i, item, tg.cancel_scope)
+        if failed:
+            raise failed[0]
+        return [results[i] for i in range(len(items))]
+
+    def _in_language(self, notes: list[Quoted]) -> list[Quoted]:
+        """A part's notes in the transcript's language (one in another could not be fixed by asking again)."""
+        kept = []
+        for q in notes:
+            if in_language(q.sentence, self.language):
+                kept.append(q)
+            else:
+                self.notes.append(f"note dropped: {q.sentence[:80]!r} is not in {self.language}")
+        return kept
 
     def _part_messages(
         self, lines: list[str], dictionary: list[str], part: tuple[int, int], firm: bool, again: bool
@@ -255,20 +346,19 @@ class _Run:
             lines=lines,
             dictionary=dictionary,
             language=self.language,
-            sentences=NOTES_PER_PART,
+            sentences=self.sentences,  # the instructions are the same for every request of a transcript
             part=part,
             retry_json=again,
         )
 
     def _notes_messages(
-        self, notes: list[dict[str, Any]], dictionary: list[str], sentences: int, firm: bool, again: bool
+        self, notes: list[Quoted], dictionary: list[str], sentences: int, firm: bool, again: bool
     ) -> list[dict[str, str]]:
         return messages_for(
-            notes=notes,
+            notes=[note_line(i, q.sentence, q.quote) for i, q in enumerate(notes, 1)],
             dictionary=dictionary,
             language=self.language,
             sentences=sentences,
-            firm_language=firm,
             retry_json=again,
         )
 
@@ -282,37 +372,59 @@ class _Run:
             retry_json=again,
         )
 
-    async def _reduce(self, notes: list[dict[str, Any]], dictionary: list[str], room: int) -> Insights:
-        """Notes of many parts, combined in rounds until they fit one request."""
+    async def _combine(self, notes: list[Quoted], dictionary: list[str], room: int) -> Insights:
+        """The notes of many parts: the model picks those that make the brief, in rounds until they fit one
+        request, and the topics with the last."""
         while True:
-            groups = [group for group, _ in await cutting.groups(notes, room, self.tokens)] or [[]]
+            rendered = [note_line(i + 1, note.sentence, note.quote) for i, note in enumerate(notes)]
+            groups: list[list[Quoted]] = []
+            for group, _ in await cutting.groups(rendered, room, self.tokens):
+                at = sum(len(g) for g in groups)
+                groups.append(notes[at : at + len(group)])
+            groups = groups or [[]]
             if len(groups) == 1:
-                return await self._final(functools.partial(self._notes_messages, groups[0], dictionary, self.sentences))
-            combined: list[dict[str, Any]] = []
-            for group in groups:
-                answer = await self.ask(functools.partial(self._notes_messages, group, dictionary, NOTES_PER_PART))
-                kept = ground_brief(_proposals(answer), self.index, limit=NOTES_PER_PART)
-                combined += [
-                    {"time": line_of(q.start, "").strip(), "sentence": q.sentence, "quote": q.quote} for q in kept.kept
-                ]
+                return await self._picked_brief(groups[0], dictionary)
+
+            async def pick(i: int, group: list[Quoted]) -> list[Quoted]:
+                answer = await self.ask(
+                    functools.partial(self._notes_messages, group, dictionary, NOTES_PER_PART),
+                    pick_schema(NOTES_PER_PART, len(group)),
+                )
+                return _picked(answer, group, NOTES_PER_PART)
+
+            combined = [q for kept in await self._each(pick, groups) for q in kept]
             if len(combined) >= len(notes):
                 combined = combined[: max(1, len(notes) // 2)]
             notes = combined
 
-    async def _final(self, messages_of: Callable[[bool, bool], list[dict[str, str]]]) -> Insights:
-        answer = await self.ask(lambda firm, again: messages_of(False, again))
-        proposals = _proposals(answer)
+    async def _picked_brief(self, notes: list[Quoted], dictionary: list[str]) -> Insights:
+        """The brief of a long transcript: the notes the model picks (each checked again), and its topics."""
+        answer = await self.ask(
+            functools.partial(self._notes_messages, notes, dictionary, self.sentences),
+            pick_schema(self.sentences, len(notes)),
+        )
+        picked = _picked(answer, notes, self.sentences)
+        grounded = ground_brief([Proposal(q.sentence, q.quote) for q in picked], self.index, limit=self.sentences)
+        return self._insights(grounded, answer)
+
+    async def _final(
+        self, messages_of: Callable[[bool, bool], list[dict[str, str]]], schema: dict[str, Any]
+    ) -> Insights:
+        answer = await self.ask(lambda firm, again: messages_of(False, again), schema)
+        proposals = _proposals(answer, self.labels)
         if proposals and not in_language(" ".join(p.sentence for p in proposals), self.language):
             self.notes.append(f"the brief was not in {self.language}; asked again")
-            answer_again = await self.ask(lambda firm, again: messages_of(True, again))
-            again_proposals = _proposals(answer_again)
+            answer_again = await self.ask(lambda firm, again: messages_of(True, again), schema)
+            again_proposals = _proposals(answer_again, self.labels)
             if again_proposals and not in_language(" ".join(p.sentence for p in again_proposals), self.language):
                 self.notes.append(f"the brief was again not in {self.language}: no brief")
                 proposals = []
             else:
                 answer, proposals = answer_again, again_proposals
-        grounded: Grounded = ground_brief(proposals, self.index, limit=self.sentences)
-        topics, refused = ground_topics(_topics(answer), self.dictionary, self.index)
+        return self._insights(ground_brief(proposals, self.index, limit=self.sentences), answer)
+
+    def _insights(self, grounded: Grounded, answer: _Answer) -> Insights:
+        topics, refused = ground_topics(_topics(answer, self.labels), self.dictionary, self.index)
         self.notes += [f"sentence dropped: {d}" for d in grounded.dropped]
         self.notes += [f"topic refused: {r}" for r in refused]
         return Insights(
@@ -332,6 +444,15 @@ async def summarize(
     sentences: int = 5,
     on_progress: Callable[[float], Awaitable[None]] | None = None,
     answer_tokens: int = ANSWER_TOKENS,
+    part_tokens: int = PART_TOKENS,
 ) -> Insights:
-    """The grounded brief and the topics of ``source``, asked of ``chat`` (each answer at most ``answer_tokens``)."""
-    return await _Run(chat, source, sentences, on_progress, answer_tokens).run()
+    """The grounded brief and the topics of ``source``, asked of ``chat`` (each answer at most ``answer_tokens``,
+    a transcript longer than ``part_tokens`` read in parts; 0: as long as the context holds)."""
+    return await _Run(chat, source, sentences, on_progress, answer_tokens, part_tokens).run()
+
+
+def _picked(answer: _Answer, notes: list[Quoted], limit: int) -> list[Quoted]:
+    """The notes whose numbers the answer gives, in the transcript's order, at most ``limit`` (none valid:
+    the first ones, so that no brief is lost to a wrong number)."""
+    numbers = sorted({n for n in answer.keep if 1 <= n <= len(notes)})
+    return [notes[n - 1] for n in numbers][:limit] if numbers else notes[:limit]

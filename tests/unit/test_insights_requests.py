@@ -1,0 +1,238 @@
+"""What the summarizer sends and how it combines the answers (``sidecar.insights.summarize``), against a
+scripted chat: the compacted transcript, instructions shared by every request of a transcript, parts at
+once as far as the server answers at once, and the brief of a long meeting picked from the parts' notes."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import pytest
+
+from sidecar.insights.chat import ContextExceeded
+from sidecar.insights.summarize import Source, summarize
+
+pytestmark = pytest.mark.anyio
+
+Messages = list[dict[str, str]]
+
+
+class Scripted:
+    """A chat server whose answers a function gives; it keeps every request, and answers ``parallel`` at once."""
+
+    name = "scripted"
+    who = "the scripted server"
+    model = "scripted"
+
+    def __init__(self, answer: Callable[[Messages, dict[str, Any]], Any], *, context: int = 8192, parallel: int = 1):
+        self.answer = answer
+        self.context_tokens = context
+        self.parallel = parallel
+        self.requests: list[tuple[Messages, dict[str, Any]]] = []
+        self.at_once = 0
+        self.most_at_once = 0
+
+    async def complete(self, messages: Messages, schema: dict[str, Any], max_tokens: int) -> str:
+        self.requests.append((messages, schema))
+        self.at_once += 1
+        self.most_at_once = max(self.most_at_once, self.at_once)
+        try:
+            await anyio.sleep(0.01)
+            out = self.answer(messages, schema)
+            if isinstance(out, BaseException):
+                raise out
+            return out if isinstance(out, str) else json.dumps(out, ensure_ascii=False)
+        finally:
+            self.at_once -= 1
+
+    async def count_tokens(self, text: str) -> int:
+        return len(text) // 3 + 1
+
+
+def doc(messages: Messages) -> dict[str, Any]:
+    parsed: dict[str, Any] = json.loads(messages[-1]["content"])
+    return parsed
+
+
+def meeting(items: int) -> tuple[Source, list[str]]:
+    """A meeting of ``items`` points, two speakers taking turns, with fillers and a stutter in each."""
+    said = [f"Point {i}: we, um, we agreed that team {i} ships the the item {i} on day {i}." for i in range(items)]
+    segs = [
+        {"start": i * 10.0, "end": i * 10.0 + 9, "speaker": f"Speaker {i % 2 + 1}", "text": t}
+        for i, t in enumerate(said)
+    ]
+    return Source(" ".join(said), segs, "en", ["Shipping", "Hiring"]), said
+
+
+def note_for(lines: list[str]) -> dict[str, Any]:
+    """A part's answer: one sentence, quoting the first line of the part as the model saw it."""
+    first = lines[0].split(": ", 1)[1]  # without the speaker's label
+    number = first.split(":")[0].split()[-1]
+    return {"brief": [{"sentence": f"Team {number} ships item {number}.", "quote": first[:60]}]}
+
+
+async def test_the_model_reads_no_times_no_fillers_and_short_speaker_labels() -> None:
+    source, _ = meeting(3)
+    chat = Scripted(lambda m, s: {"brief": [], "topics": []})
+    await summarize(chat, source)
+    transcript = doc(chat.requests[0][0])["transcript"]
+    assert transcript == [
+        "S1: Point 0: we agreed that team 0 ships the item 0 on day 0.",
+        "S2: Point 1: we agreed that team 1 ships the item 1 on day 1.",
+        "S1: Point 2: we agreed that team 2 ships the item 2 on day 2.",
+    ]
+
+
+async def test_a_quote_from_the_compacted_text_keeps_the_originals_words_and_time() -> None:
+    source, said = meeting(3)
+    quote = "S2: Point 1: we agreed that team 1 ships the item"
+    chat = Scripted(lambda m, s: {"brief": [{"sentence": "Team 1 ships item 1.", "quote": quote}], "topics": []})
+    found = await summarize(chat, source)
+    assert [(q.quote, q.start, q.end) for q in found.brief] == [
+        ("Point 1: we, um, we agreed that team 1 ships the the item", 10.0, 19.0)
+    ]
+    assert found.brief[0].quote in said[1]
+
+
+async def test_every_request_of_a_long_meeting_starts_with_the_same_instructions_and_dictionary() -> None:
+    source, _ = meeting(300)
+
+    def answer(messages: Messages, schema: dict[str, Any]) -> Any:
+        d = doc(messages)
+        if "transcript" in d:
+            return note_for(d["transcript"])
+        return {"keep": [1, 3], "topics": [{"name": "Shipping", "quote": "team 4 ships the item"}]}
+
+    chat = Scripted(answer, context=4096)
+    found = await summarize(chat, source, answer_tokens=512)
+    parts = [(m, s) for m, s in chat.requests if "transcript" in doc(m)]
+    picks = [(m, s) for m, s in chat.requests if "notes" in doc(m)]
+    assert len(parts) >= 3 and len(picks) == 1
+    system = parts[0][0][0]["content"]
+    assert all(m[0]["content"] == system for m, _ in parts)  # the server's prompt cache reads them once
+    assert picks[0][0][0]["content"].startswith(system)
+    dictionary = json.dumps({"dictionary": doc(parts[0][0])["dictionary"]}, ensure_ascii=False)[:-1]
+    assert all(m[-1]["content"].startswith(dictionary + ",") for m, _ in chat.requests)
+    assert sorted(doc(parts[0][0])["dictionary"]) == ["Hiring", "Shipping"]
+    assert [doc(m)["part"] for m, _ in parts] == [f"{i} of {len(parts)}" for i in range(1, len(parts) + 1)]
+    # A part's notes carry no topics; the pick chooses the notes by number, and the topics.
+    assert all(set(s["properties"]) == {"brief"} for _, s in parts)
+    assert set(picks[0][1]["properties"]) == {"keep", "topics"}
+    notes = doc(picks[0][0])["notes"]
+    assert notes[0].startswith("1: Team 0 ships item 0. | Point 0: we, um, we agreed")
+    assert [q.sentence for q in found.brief] == ["Team 0 ships item 0.", notes[2].split(": ", 1)[1].split(" |")[0]]
+    assert found.topics == ["Shipping"]
+
+
+async def test_a_pick_of_no_valid_note_keeps_the_first_notes() -> None:
+    source, _ = meeting(300)
+
+    def answer(messages: Messages, schema: dict[str, Any]) -> Any:
+        d = doc(messages)
+        return note_for(d["transcript"]) if "transcript" in d else {"keep": [0, 999], "topics": []}
+
+    found = await summarize(Scripted(answer, context=4096), source, sentences=2, answer_tokens=512)
+    assert [q.sentence for q in found.brief][:1] == ["Team 0 ships item 0."] and len(found.brief) == 2
+
+
+async def test_parts_go_at_once_as_far_as_the_server_answers_at_once_and_keep_their_order() -> None:
+    source, _ = meeting(300)
+    for parallel in (1, 2):
+
+        def answer(messages: Messages, schema: dict[str, Any]) -> Any:
+            d = doc(messages)
+            return note_for(d["transcript"]) if "transcript" in d else {"keep": [1, 2, 3, 4, 5], "topics": []}
+
+        chat = Scripted(answer, context=4096, parallel=parallel)
+        found = await summarize(chat, source, answer_tokens=512)
+        assert chat.most_at_once == parallel
+        numbers = [int(q.sentence.split()[1]) for q in found.brief]
+        assert numbers == sorted(numbers) and numbers[0] == 0
+
+
+async def test_a_part_too_long_for_the_server_makes_the_parts_smaller_while_others_run() -> None:
+    source, _ = meeting(300)
+    refused = 0
+
+    def answer(messages: Messages, schema: dict[str, Any]) -> Any:
+        nonlocal refused
+        d = doc(messages)
+        if "transcript" in d:
+            if len(messages[-1]["content"]) > 4000:
+                refused += 1
+                return ContextExceeded("the request exceeds the available context size")
+            return note_for(d["transcript"])
+        return {"keep": [1], "topics": []}
+
+    found = await summarize(Scripted(answer, context=4096, parallel=2), source, answer_tokens=512)
+    assert refused >= 1 and found.brief and any("parts made smaller" in n for n in found.notes)
+
+
+async def test_a_note_not_in_the_transcripts_language_is_not_offered() -> None:
+    source, _ = meeting(300)
+    russian = "Команда ноль выпускает первый пункт в понедельник, как решили."
+
+    def answer(messages: Messages, schema: dict[str, Any]) -> Any:
+        d = doc(messages)
+        if "transcript" in d:
+            n = note_for(d["transcript"])
+            if d["part"].startswith("2 "):
+                n["brief"][0]["sentence"] = russian
+            return n
+        return {"keep": [1, 2, 3], "topics": []}
+
+    chat = Scripted(answer, context=4096)
+    found = await summarize(chat, source, answer_tokens=512)
+    offered = next(doc(m)["notes"] for m, _ in chat.requests if "notes" in doc(m))
+    assert not any(russian in n for n in offered) and russian not in found.text
+    assert any("not in en" in n for n in found.notes)
+
+
+async def test_a_long_enough_transcript_is_asked_for_several_sentences_a_short_one_for_none_at_least() -> None:
+    for items, least in ((3, None), (150, 3)):
+        source, _ = meeting(items)
+        chat = Scripted(lambda m, s: {"brief": [], "topics": []})
+        await summarize(chat, source)
+        assert chat.requests[0][1]["properties"]["brief"].get("minItems") == least
+
+
+def test_the_openai_engine_sends_as_many_at_once_as_configured() -> None:
+    from pydantic import SecretStr
+
+    from sidecar.insights.engines import OpenAIEngine
+    from sidecar.runtime.clock import FakeClock
+    from sidecar.settings import InsightsSettings
+
+    async def opened(parallel: int) -> int:
+        settings = InsightsSettings(provider="openai", model="m", api_key=SecretStr("k"), parallel=parallel)
+        async with OpenAIEngine(settings, FakeClock()).open() as chat:
+            return chat.parallel
+
+    assert anyio.run(opened, 1) == 1 and anyio.run(opened, 3) == 3
+
+
+async def test_the_offline_engine_is_asked_for_json_without_whitespace() -> None:
+    from pathlib import Path
+
+    from sidecar.insights.offline import OfflineChat
+    from sidecar.insights.prompt import answer_schema
+    from sidecar.runtime.clock import FakeClock
+
+    chat = OfflineChat("http://127.0.0.1:9", Path("model.gguf"), "key", 8192, FakeClock())
+    try:
+        body = chat._body([{"role": "user", "content": "x"}], answer_schema(3), 100)
+    finally:
+        await chat.aclose()
+    assert "response_format" not in body
+    head, schema = body["grammar"].split("start: %json ", 1)
+    assert head == "%llguidance {}\n"
+    assert json.loads(schema) == {**answer_schema(3), "x-guidance": {"whitespace_flexible": False}}
+
+
+async def test_a_speakers_label_copied_before_a_sentence_is_taken_off() -> None:
+    source, _ = meeting(3)
+    brief = [{"quote": "we agreed that team 1 ships", "sentence": "S2: Team 1 ships item 1."}]
+    found = await summarize(Scripted(lambda m, s: {"brief": brief, "topics": []}), source)
+    assert [q.sentence for q in found.brief] == ["Team 1 ships item 1."]

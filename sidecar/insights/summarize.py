@@ -62,6 +62,9 @@ OVERHEAD_TOKENS = 200
 # The dictionary takes at most this share of what a request may hold.
 DICTIONARY_SHARE = 0.2
 NOTES_PER_PART = 5
+# A note at its longest (MAX_QUOTE and MAX_SENTENCE characters, about three to a token, and its JSON): a part is
+# asked for no more notes than its answer has room for, or the answer is cut off and is not JSON.
+TOKENS_PER_NOTE = 150
 # A quote this long may have been cut by the answer's length limit (the grammar stops some characters short of
 # MAX_QUOTE: measured 91-93 for Russian quotes).
 CUT_QUOTE = int(MAX_QUOTE * 0.85)
@@ -191,6 +194,7 @@ class _Run:
     ) -> None:
         self.chat = chat
         self.answer_tokens = answer_tokens
+        self.per_part = max(1, min(NOTES_PER_PART, answer_tokens // TOKENS_PER_NOTE))
         self.part_tokens = part_tokens
         self.language = source.language or detect_language(source.text)
         self.index = Indexed(source.text, source.segments, self.language)
@@ -287,11 +291,11 @@ class _Run:
 
         async def notes_of(i: int, part: list[str]) -> list[Quoted]:
             nonlocal done
-            schema = answer_schema(NOTES_PER_PART, topics=False, least=await self._least(part, NOTES_PER_PART))
+            schema = answer_schema(self.per_part, topics=False, least=await self._least(part, self.per_part))
             answer = await self.ask(
                 functools.partial(self._part_messages, part, dictionary, (i + 1, len(parts))), schema
             )
-            kept = ground_brief(_proposals(answer, self.labels), self.index, limit=NOTES_PER_PART)
+            kept = ground_brief(_proposals(answer, self.labels), self.index, limit=self.per_part)
             done += 1
             if self.on_progress is not None:
                 await self.on_progress(done / (len(parts) + 1))
@@ -387,10 +391,10 @@ class _Run:
 
             async def pick(i: int, group: list[Quoted]) -> list[Quoted]:
                 answer = await self.ask(
-                    functools.partial(self._notes_messages, group, dictionary, NOTES_PER_PART),
-                    pick_schema(NOTES_PER_PART, len(group)),
+                    functools.partial(self._notes_messages, group, dictionary, self.per_part),
+                    pick_schema(self.per_part, len(group)),
                 )
-                return _picked(answer, group, NOTES_PER_PART)
+                return _picked(answer, group, self.per_part)
 
             combined = [q for kept in await self._each(pick, groups) for q in kept]
             if len(combined) >= len(notes):

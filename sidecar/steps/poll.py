@@ -3,7 +3,7 @@
 Each piece's result is stored the moment it is ready, so nothing asked for
 is asked for again. The provider that started an attempt is the one asked,
 whatever the configuration says now. A piece whose operation is lost for good
-(failed at the provider, results expired) is marked ``lost`` and the record
+(an error at the provider, results expired) is marked ``lost`` and the record
 halts; clearing the halt starts that piece alone again (LA3), the others kept.
 A poll that cannot reach its outcome (the provider or the network failing)
 spends an attempt like any failed step (O10); our own credentials being

@@ -60,7 +60,7 @@ function ownerChanges(app, table, rec, stored, wanted, now) {
 // resume (clearing the halt) does not do this: it must never pay twice.
 function supersedeAttempts(app, recordId) {
   const open = app.findRecordsByFilter(
-    "recognition_attempts", "record = {:id} && status != 'failed' && status != 'superseded'", "", 0, 0, { id: recordId });
+    "recognition_attempts", "record = {:id} && status != 'lost' && status != 'superseded'", "", 0, 0, { id: recordId });
   for (const row of open) {
     row.set("status", "superseded");
     app.save(row);

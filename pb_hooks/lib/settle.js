@@ -76,7 +76,7 @@ function settle(tx, table, rec, s) {
 
 // The sender clears a halt of their own recording (POST /api/transcriber/records/{id}/resume):
 // the owner's resume (ST6) and nothing else, in one transaction — claim released, attempts
-// afresh, the recognitions already started kept (a lost one was marked failed when the
+// afresh, the recognitions already started kept (a lost one was marked `lost` when the
 // record halted, so only that piece is recognized again: nothing is paid for twice),
 // journalled as done by the sender. `check(tx, rec)` returns a refusal, or null to go on
 // (having written what else the resume needs, in the same transaction: its quota's charge).

@@ -1,12 +1,12 @@
 """Removing provider-side copies no step will need again (O6): the uploaded audio, the stored results.
 
 Finalize removes an attempt's copies as soon as the transcript is stored, and
-a step that gives up on an attempt (``failed``) removes them at once. What
+a step that gives up on an attempt (``lost``) removes them at once. What
 escapes those (a removal that failed, an attempt superseded by a redo, a
 record halted and left alone) is found by this sweep, which the pool runs
 every ``[pipeline] sweep_every``. An attempt's copies are due when:
 
-* its record is done, or the attempt failed or was cleaned: nothing reads them again;
+* its record is done, or the attempt was lost or cleaned: nothing reads them again;
 * it was superseded and a newer attempt of its record exists: the redo went on without it;
 * its record has been halted longer than ``[pipeline] keep_halted_copies`` (a resume
   within that time finds its recognition where it was).
@@ -84,7 +84,7 @@ async def sweep_normalized(storage: Storage, clock: Clock, keep: timedelta) -> t
 
 async def _due(storage: Storage, item: SweepItem, clock: Clock, keep_halted: timedelta) -> bool:
     status = item.attempt.status
-    if item.record_state == "done" or status in (AttemptStatus.FAILED, AttemptStatus.CLEANED):
+    if item.record_state == "done" or status in (AttemptStatus.LOST, AttemptStatus.CLEANED):
         return True
     if item.record_halted_at:
         halted = _parse(item.record_halted_at)

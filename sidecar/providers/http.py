@@ -193,7 +193,7 @@ def credentials_refused(who: str, status: int | str, message: str, scrub: Scrub,
     """Our own credentials refused (O5): not the recording's fault, and nothing another attempt could fix.
 
     The record waits ``CREDENTIALS_WAIT`` and asks again, spending no attempt;
-    an operation already started is kept (never marked failed) and one not yet
+    an operation already started is kept (never marked lost) and one not yet
     started is started once the owner has fixed the credentials. ``kept`` says
     which, for the journal.
     """

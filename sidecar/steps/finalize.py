@@ -38,8 +38,8 @@ async def run(ctx: StepContext) -> StepResult:
         try:
             transcript = ctx.provider_for(attempt.provider).parse(raw)
         except PermanentError as exc:
-            failed = PermanentError(exc.code, f"{piece.label}: {exc}")
-            raise await recognition.fail_attempt(ctx, attempt, failed, REPOLL_HINT) from exc
+            unreadable = PermanentError(exc.code, f"{piece.label}: {exc}")
+            raise await recognition.lose_attempt(ctx, attempt, unreadable, REPOLL_HINT) from exc
         start = piece.file.offset_ms / 1000
         results.append(PieceResult(start, start + piece.file.duration_ms / 1000, transcript))
     joined = numbered(join(results)).model_copy(update={"duration": recording.duration_ms / 1000})

@@ -3,7 +3,7 @@
 Each piece's result is stored the moment it is ready, so nothing asked for
 is asked for again. The provider that started an attempt is the one asked,
 whatever the configuration says now. A piece whose operation is lost for good
-(failed at the provider, results expired) is marked failed and the record
+(an error at the provider, results expired) is marked ``lost`` and the record
 halts; clearing the halt starts that piece alone again (LA3), the others kept.
 A poll that cannot reach its outcome (the provider or the network failing)
 spends an attempt like any failed step (O10); our own credentials being
@@ -52,7 +52,7 @@ async def _ask(ctx: StepContext, piece: PieceWork) -> Polled:
         return _STORED
     attempt = piece.attempt
     if attempt is None or not attempt.operation_id:
-        # Its earlier attempt failed and the owner cleared the halt, or a try died
+        # Its earlier attempt was lost and the owner cleared the halt, or a try died
         # before the provider answered: start it (resuming, never paying twice).
         attempt = await recognition.start(ctx, piece)
         if attempt.raw_response:
@@ -61,7 +61,7 @@ async def _ask(ctx: StepContext, piece: PieceWork) -> Polled:
     try:
         polled = await provider.poll(attempt.operation_id)
     except PermanentError as exc:
-        raise await recognition.fail_attempt(
+        raise await recognition.lose_attempt(
             ctx, attempt, PermanentError(exc.code, f"{piece.label}: {exc}"), RETRY_PIECE_HINT
         ) from exc
     if not polled.ready or polled.raw is None:

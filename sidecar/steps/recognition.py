@@ -49,7 +49,7 @@ class Recording:
 async def recording(ctx: StepContext, *, to_start: bool = False) -> Recording:
     """The record's pieces, each piece with speech with its latest attempt still in play.
 
-    A ``failed`` attempt is never polled or finalized again; a ``superseded``
+    A ``lost`` attempt is never polled or finalized again; a ``superseded``
     one (the owner set the stage back) stays readable for a re-poll or
     re-finalize, but submit (``to_start``) starts a new recognition instead
     of resuming it. A missing piece is an error.
@@ -61,7 +61,7 @@ async def recording(ctx: StepContext, *, to_start: bool = False) -> Recording:
         raise PermanentError(
             HaltCode.UNSUPPORTED_MEDIA, f"normalized pieces are missing (have {len(rows)}); {REDO_FROM_UPLOAD}"
         )
-    over = (AttemptStatus.FAILED, AttemptStatus.SUPERSEDED) if to_start else (AttemptStatus.FAILED,)
+    over = (AttemptStatus.LOST, AttemptStatus.SUPERSEDED) if to_start else (AttemptStatus.LOST,)
     latest: dict[int, AttemptRow] = {}
     for a in await ctx.session.attempts():  # oldest first
         if a.status not in over:
@@ -137,14 +137,14 @@ async def start(ctx: StepContext, piece: PieceWork, progress: ProgressWriter | N
     )
 
 
-async def fail_attempt(
+async def lose_attempt(
     ctx: StepContext, attempt: AttemptRow, error: PermanentError, hint: str = REDO_HINT
 ) -> PermanentError:
-    """Marks the attempt failed, so that it is never polled again; the error to raise, with the way out.
+    """Marks the attempt lost, so that it is never polled again; the error to raise, with the way out.
 
     Its provider-side copies serve nothing now: they are removed at once (O6).
     """
-    await ctx.session.update_attempt(attempt.id, status=AttemptStatus.FAILED)
+    await ctx.session.update_attempt(attempt.id, status=AttemptStatus.LOST)
     await remove_copies(ctx, attempt)
     return PermanentError(error.code, f"{error}; {hint}")
 

@@ -287,7 +287,7 @@ class InMemoryStorage:
         self._release_for_owner(row)
         for attempt in self._attempts.values():
             if attempt.row.record == record_id and attempt.row.status not in (
-                AttemptStatus.FAILED,
+                AttemptStatus.LOST,
                 AttemptStatus.SUPERSEDED,
             ):
                 attempt.row.status = AttemptStatus.SUPERSEDED

@@ -41,7 +41,7 @@ class AttemptStatus(StrEnum):
     RUNNING = "running"  # the provider accepted it: operation_id is set
     READY = "ready"  # the raw response is stored
     CLEANED = "cleaned"  # the transcript is stored and the provider-side copy removed
-    FAILED = "failed"  # lost for good at the provider: never polled or finalized again
+    LOST = "lost"  # lost for good at the provider: never polled or finalized again
     SUPERSEDED = "superseded"  # the owner set the stage back: submit starts a new one
 
 

@@ -172,12 +172,12 @@ async def test_speechkit_failed_operation_halts_provider_failed_without_secrets(
     rec = superuser.record(rid)
     assert "INVALID_ARGUMENT (3): audio could not be decoded" in rec["halt_reason"]
     assert API_KEY not in rec["halt_reason"] and API_KEY not in json.dumps(events(superuser, rid))
-    # O6: a failed attempt's copies go at once: the upload and the results at SpeechKit.
+    # O6: a lost attempt's copies go at once: the upload and the results at SpeechKit.
     assert s3.keys(bucket) == [] and delete.call_count == 1
     [attempt] = superuser.http.get(
         "/api/collections/recognition_attempts/records", params={"filter": f'record="{rid}"'}
     ).json()["items"]
-    assert attempt["status"] == "failed" and attempt["copies_removed_at"] > 0
+    assert attempt["status"] == "lost" and attempt["copies_removed_at"] > 0
 
 
 async def test_openai_compatible_end_to_end(pb: PocketBaseServer, sender: Caller, api: respx.MockRouter) -> None:

@@ -186,7 +186,7 @@ async def test_a_lost_operation_is_recognized_again_when_the_owner_sets_the_stag
 
             halted = await until(lambda r: r["halted_at"])
             assert halted["halt_code"] == "results_expired" and "clear the halt" in halted["halt_reason"]
-            assert await anyio.to_thread.run_sync(attempts) == ["op-1:failed"]  # never polled again
+            assert await anyio.to_thread.run_sync(attempts) == ["op-1:lost"]  # never polled again
             await anyio.to_thread.run_sync(lambda: owner_sets(state="normalized", halted_at=""))
             done = await until(lambda r: r["state"] == "done" or r["halted_at"])
             assert done["state"] == "done", done
@@ -196,7 +196,7 @@ async def test_a_lost_operation_is_recognized_again_when_the_owner_sets_the_stag
             await anyio.to_thread.run_sync(lambda: owner_sets(state="normalized"))
             await until(lambda r: r["state"] == "done" and r["attempts"] == 0 and Expiring.starts == 3)
             assert sender.poll(rid)["text"] == "text of op-3"
-    assert attempts() == ["op-1:failed", "op-2:superseded", "op-3:cleaned"]
+    assert attempts() == ["op-1:lost", "op-2:superseded", "op-3:cleaned"]
     assert Expiring.starts == 3
 
 

@@ -157,7 +157,7 @@ def test_resuming_keeps_the_recognitions_already_paid_for(
     su = pb.superuser()
     rows = su.http.get("/api/collections/recognition_attempts/records", params={"filter": f'record="{rid}"'})
     (attempt,) = rows.json()["items"]
-    assert attempt["operation_id"] == "op1" and attempt["status"] not in ("superseded", "failed")
+    assert attempt["operation_id"] == "op1" and attempt["status"] not in ("superseded", "lost")
 
 
 @pytest.mark.parametrize(

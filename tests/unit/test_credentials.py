@@ -161,7 +161,7 @@ async def test_credentials_removed_from_the_settings_keep_the_running_recognitio
     """The owner switched providers and dropped SpeechKit's key while one of its recognitions ran.
 
     The attempt names SpeechKit, which is now made from settings without any
-    credential. Before, that halted the record and marked the paid operation failed.
+    credential. Before, that halted the record and marked the paid operation lost.
     """
     caplog.set_level(logging.WARNING, logger="transcriber")
     rid = await submitted(storage, audio, provider="speechkit")

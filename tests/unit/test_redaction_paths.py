@@ -149,7 +149,7 @@ async def test_speechkit_errors_keep_no_piece_of_the_key(
 ) -> None:
     caplog.set_level(logging.DEBUG)
     _respond(api.get(f"{OPS}/operations/op-1"), status, body)
-    if status == 400:  # the recognition is failed for good: its copies are removed at once
+    if status == 400:  # the recognition is lost for good: its copies are removed at once
         api.delete(f"{STT}/stt/v3/deleteRecognition").respond(200, json={})
     provider = SpeechKitProvider(
         SpeechKitSettings(api_key=SecretStr(key)),

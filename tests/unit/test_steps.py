@@ -82,7 +82,7 @@ async def test_a_poll_that_fails_spends_an_attempt_and_keeps_the_operation(
         assert row.halt_code == "attempts_exhausted" and row.state == "submitted"
         assert row.available_at == 0
         [attempt] = await storage.attempts_of(rid)
-        assert (attempt.operation_id, attempt.status) == ("op-1", AttemptStatus.RUNNING)  # kept, not failed
+        assert (attempt.operation_id, attempt.status) == ("op-1", AttemptStatus.RUNNING)  # kept, not lost
 
         down = False
         storage.owner_resume(rid)
@@ -146,7 +146,7 @@ async def pieces_submitted(storage: InMemoryStorage, pieces: int) -> str:
     return rid
 
 
-async def test_a_failed_piece_is_recognized_again_alone_and_the_others_are_kept(
+async def test_a_lost_piece_is_recognized_again_alone_and_the_others_are_kept(
     storage: InMemoryStorage, clock: FakeClock
 ) -> None:
     """LA3: the piece whose operation was lost halts the record; clearing the halt starts that piece only."""
@@ -179,7 +179,7 @@ async def test_a_failed_piece_is_recognized_again_alone_and_the_others_are_kept(
         assert row.halt_code == "results_expired" and "piece 2 of 3" in row.halt_reason
         assert "clear the halt" in row.halt_reason
         by_piece = {a.piece: a for a in await storage.attempts_of(rid)}
-        assert by_piece[0].status == AttemptStatus.READY and by_piece[1].status == AttemptStatus.FAILED
+        assert by_piece[0].status == AttemptStatus.READY and by_piece[1].status == AttemptStatus.LOST
 
         storage.owner_resume(rid)
         assert await run() is Verdict.ADVANCED  # submitted → transcribed

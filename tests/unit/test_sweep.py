@@ -60,14 +60,14 @@ async def sweep(storage: InMemoryStorage, provider: Copies) -> tuple[int, int]:
     return await sweep_once(storage, Providers(provider, provider_for).remove_copies, storage.clock, KEEP)
 
 
-async def test_copies_of_done_failed_and_redone_attempts_go_those_in_play_stay(
+async def test_copies_of_done_lost_and_redone_attempts_go_those_in_play_stay(
     storage: InMemoryStorage, clock: FakeClock
 ) -> None:
     cloud = Copies()
     done = storage.add_record()
     await attempt(storage, cloud, done, "op-done", AttemptStatus.READY, then="done")
-    failed = storage.add_record()
-    await attempt(storage, cloud, failed, "op-failed", AttemptStatus.FAILED)
+    lost = storage.add_record()
+    await attempt(storage, cloud, lost, "op-lost", AttemptStatus.LOST)
     redone = storage.add_record()
     await attempt(storage, cloud, redone, "op-old", AttemptStatus.RUNNING)
     storage.owner_set_stage(redone, "normalized")  # the old attempt is superseded...
@@ -99,7 +99,7 @@ async def test_a_halted_records_copies_are_kept_for_a_resume_then_removed(
 async def test_a_removal_that_fails_is_noted_once_and_tried_again(storage: InMemoryStorage, clock: FakeClock) -> None:
     cloud = Copies()
     rid = storage.add_record()
-    aid = await attempt(storage, cloud, rid, "op-1", AttemptStatus.FAILED)
+    aid = await attempt(storage, cloud, rid, "op-1", AttemptStatus.LOST)
     cloud.failing = True
     assert await sweep(storage, cloud) == (0, 1)
     assert await sweep(storage, cloud) == (0, 1)

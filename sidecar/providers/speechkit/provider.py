@@ -25,7 +25,7 @@ expired (401/403, or UNAUTHENTICATED/PERMISSION_DENIED inside a result
 stream), an authorized key that cannot be read, signed with or exchanged,
 Object Storage refusing the access keys: each raises ``CredentialsRefused``
 at the request where it shows, so the record waits for the owner and no
-operation, started or about to be, is failed for it. A refused authorized
+operation, started or about to be, is marked lost for it. A refused authorized
 key is read from its file again on the next try.
 
 Not confirmed against the real service (PROVIDERS.md, UNCONFIRMED items),
@@ -366,8 +366,8 @@ class SpeechKitProvider:
         a missing or revoked key, an expired token, a missing role; A.7) is
         never the recording's fault: whether the request starts a
         recognition, asks about one already paid for, or removes its copy,
-        the record waits for the owner to fix them and no operation is failed
-        for it (O5). ``kept`` says what became of the recognition.
+        the record waits for the owner to fix them and no operation is marked
+        lost for it (O5). ``kept`` says what became of the recognition.
         """
         if resp.is_success:
             return

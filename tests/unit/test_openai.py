@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 from pathlib import Path
@@ -71,19 +71,6 @@ VERBOSE = {
     ],
     "usage": {"type": "duration", "seconds": 7},
 }
-
-
-@pytest.fixture
-def api() -> Iterator[respx.MockRouter]:
-    with respx.mock(assert_all_called=True, assert_all_mocked=True) as router:
-        yield router
-
-
-@pytest.fixture
-def audio(tmp_path: Path) -> Path:
-    path = tmp_path / "normalized.ogg"
-    path.write_bytes(b"OggS" + b"\x02" * 2000)
-    return path
 
 
 def make(**settings: Any) -> OpenAIProvider:

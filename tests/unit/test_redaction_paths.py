@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import logging
 import tempfile
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -43,12 +42,6 @@ OPENAI_BODIES: list[tuple[str, str, dict[str, Any] | str]] = [
     ("FastAPI detail", PROBE_KEY, {"detail": [{"msg": f"bad key {PROBE_KEY[12:40]}"}]}),
     ("a long message, the key at its end", PROBE_KEY, {"error": {"message": "x" * 480 + f" key {PROBE_KEY}"}}),
 ]
-
-
-@pytest.fixture
-def api() -> Iterator[respx.MockRouter]:
-    with respx.mock(assert_all_called=True, assert_all_mocked=True) as router:
-        yield router
 
 
 def _respond(route: respx.Route, status: int, body: dict[str, Any] | str) -> None:

@@ -4,7 +4,7 @@ PROVIDERS.md documents (A.4–A.7), the bucket a real S3-compatible server (moto
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -40,13 +40,6 @@ IAM_TOKEN = "t1.9euelZ-test-iam-token-Qx7"
 OP_ID = "f8ddr61b30fk12345678"
 
 
-@pytest.fixture
-def audio(tmp_path: Path) -> Path:
-    path = tmp_path / "normalized.ogg"
-    path.write_bytes(b"OggS" + b"\x01" * 3000)
-    return path
-
-
 def make_provider(s3: S3Server, bucket: str, **settings: Any) -> SpeechKitProvider:
     values: dict[str, Any] = {"api_key": SecretStr(API_KEY)} | settings
     storage = s3.settings(bucket)
@@ -58,12 +51,6 @@ async def provider(s3: S3Server, bucket: str) -> AsyncIterator[SpeechKitProvider
     p = make_provider(s3, bucket)
     yield p
     await p.aclose()
-
-
-@pytest.fixture
-def api() -> Iterator[respx.MockRouter]:
-    with respx.mock(assert_all_called=True, assert_all_mocked=True) as router:
-        yield router
 
 
 # --- documented shapes ----------------------------------------------------------

@@ -8,12 +8,12 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, Self
 
 if TYPE_CHECKING:
-    from testkit.pocketbase import PocketBaseServer
+    from testkit.pocketbase import Caller, PocketBaseServer
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "bench" / "out"  # git-ignored: generated media, scratch PocketBase data dirs
@@ -153,37 +153,64 @@ def proc_status_kb(pid: int, key: str) -> int:
     return 0
 
 
+class Sampler:
+    """``sample`` runs in a daemon thread for the ``with`` block, until ``stopping`` is set as the block ends."""
+
+    _stopping: threading.Event
+    _thread: threading.Thread
+
+    def sample(self, stopping: threading.Event) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        self._stopping = threading.Event()
+        name = type(self).__name__
+        self._thread = threading.Thread(target=self.sample, args=(self._stopping,), name=name, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stopping.set()
+        self._thread.join()
+
+
 @dataclass
-class RssSampler:
+class RssSampler(Sampler):
     """Samples a process's VmRSS every ``interval`` seconds in a thread; keeps the peak."""
 
     pid: int
     interval: float = 0.05
     peak_kb: int = 0
     samples: int = 0
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
+    def sample(self, stopping: threading.Event) -> None:
+        while not stopping.is_set():
             rss = proc_status_kb(self.pid, "VmRSS")
             self.peak_kb = max(self.peak_kb, rss)
             self.samples += 1
-            self._stop.wait(self.interval)
-
-    def __enter__(self) -> RssSampler:
-        self._thread = threading.Thread(target=self._run, name=f"rss-{self.pid}", daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
+            stopping.wait(self.interval)
 
     def hwm_kb(self) -> int:
         """The kernel's own peak (VmHWM) of the process, read now."""
         return proc_status_kb(self.pid, "VmHWM")
+
+
+def upload(sender: Caller, name: str, data: bytes | IO[bytes], content_type: str | None = None) -> str:
+    """Uploads ``data`` as ``sender``, as the sender's page does: the new record's id."""
+    file = (name, data) if content_type is None else (name, data, content_type)
+    resp = sender.http.post("/api/transcriber/records", files={"file": file})
+    resp.raise_for_status()
+    return str(resp.json()["id"])
+
+
+def finished(sender: Caller, rid: str, name: str) -> bool:
+    """Whether the record ``rid`` (of the recording ``name``) is done, as the sender polls it; halted, it raises."""
+    poll = sender.http.get(f"/api/transcriber/records/{rid}").json()
+    if poll["status"] == "done":
+        return True
+    if poll["halted"]:
+        raise RuntimeError(f"{name} halted: {poll['halt_code']}")
+    return False
 
 
 def mb(kb: float) -> float:

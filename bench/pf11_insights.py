@@ -49,11 +49,11 @@ import sys
 import threading
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.common import Figure, in_fresh_process, load, own_peak_mb, proc_status_kb
+from bench.common import Figure, Sampler, in_fresh_process, load, own_peak_mb, proc_status_kb
 
 MODES = ("step", "bare")
 SENTENCES = 5  # [insights] sentences' default: the brief's room
@@ -69,34 +69,22 @@ def model_key() -> str:
 
 
 @dataclass
-class _ChildPeak:
+class _ChildPeak(Sampler):
     """The peak VmHWM of this process's children (the engine), read every 0.2 s while they live."""
 
     peak_kb: int = 0
     pid: int = 0
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
 
-    def _run(self) -> None:
+    def sample(self, stopping: threading.Event) -> None:
         import psutil
 
         me = psutil.Process()
-        while not self._stop.is_set():
+        while not stopping.is_set():
             for child in me.children(recursive=True):
                 kb = max(proc_status_kb(child.pid, "VmHWM"), proc_status_kb(child.pid, "VmRSS"))
                 if kb > self.peak_kb:
                     self.peak_kb, self.pid = kb, child.pid
-            self._stop.wait(0.2)
-
-    def __enter__(self) -> _ChildPeak:
-        self._thread = threading.Thread(target=self._run, name="child-peak", daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
+            stopping.wait(0.2)
 
 
 def _knobs() -> dict[str, Any]:

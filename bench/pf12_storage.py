@@ -27,7 +27,7 @@ from typing import Any
 
 import anyio
 
-from bench.common import CACHE, Figure, cleanup, pocketbase, scratch
+from bench.common import CACHE, Figure, cleanup, finished, pocketbase, scratch, upload
 
 
 def _speech(minutes: int) -> Path:
@@ -90,16 +90,11 @@ async def _through(pb: Any, src: Path, content_type: str) -> tuple[int, int, int
         async with anyio.create_task_group() as tg:
             await tg.start(pool.run, stop)
             with src.open("rb") as fh:
-                resp = sender.http.post("/api/transcriber/records", files={"file": (src.name, fh, content_type)})
-            resp.raise_for_status()
-            rid = resp.json()["id"]
+                rid = upload(sender, src.name, fh, content_type)
             with anyio.fail_after(1800):
                 while True:
-                    poll = sender.http.get(f"/api/transcriber/records/{rid}").json()
-                    if poll["status"] == "done":
+                    if finished(sender, rid, src.name):
                         break
-                    if poll["halted"]:
-                        raise RuntimeError(f"{src.name} halted: {poll['halt_code']}")
                     await anyio.sleep(0.2)
             stop.set()
     done = _stored(pb) - before

@@ -30,7 +30,7 @@ from typing import Any
 
 import anyio
 
-from bench.common import CACHE, Figure, in_fresh_process, scratch
+from bench.common import CACHE, Figure, in_fresh_process, scratch, upload
 
 ROUNDS = 5
 GOAL_S = 3.0
@@ -105,12 +105,7 @@ async def _notes(settings: Any, provider: Any, sender: Any, audio: Path) -> tupl
             for _ in range(1 + ROUNDS):
                 t0 = time.perf_counter()
 
-                def upload() -> str:
-                    resp = sender.http.post("/api/transcriber/records", files={"file": (audio.name, data)})
-                    resp.raise_for_status()
-                    return str(resp.json()["id"])
-
-                rid = await anyio.to_thread.run_sync(upload)
+                rid = await anyio.to_thread.run_sync(upload, sender, audio.name, data)
 
                 def poll(rid: str = rid) -> dict[str, Any]:
                     return dict(sender.http.get(f"/api/transcriber/records/{rid}").json())

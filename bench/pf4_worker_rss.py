@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import media
-from bench.common import ROOT, Figure, RssSampler, cleanup, mb, pocketbase, scratch
+from bench.common import ROOT, Figure, RssSampler, cleanup, finished, mb, pocketbase, scratch, upload
 
 
 def _worker(pb: Any, log: Path) -> subprocess.Popen[bytes]:
@@ -58,15 +58,8 @@ def one(pb: Any, sender: Any, src: Path, log: Path, timeout: float) -> tuple[flo
         with RssSampler(proc.pid, 0.05) as rss:
             t0 = time.perf_counter()
             with src.open("rb") as fh:
-                resp = sender.http.post("/api/transcriber/records", files={"file": (src.name, fh, "audio/mpeg")})
-            resp.raise_for_status()
-            rid = resp.json()["id"]
-            while True:
-                poll = sender.http.get(f"/api/transcriber/records/{rid}").json()
-                if poll["status"] == "done":
-                    break
-                if poll["halted"]:
-                    raise RuntimeError(f"{src.name} halted: {poll['halt_code']}")
+                rid = upload(sender, src.name, fh, "audio/mpeg")
+            while not finished(sender, rid, src.name):
                 if proc.poll() is not None:
                     raise RuntimeError(f"the worker exited with {proc.returncode}: see {log}")
                 if time.perf_counter() - t0 > timeout:

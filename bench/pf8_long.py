@@ -25,7 +25,7 @@ from typing import Any
 
 import anyio
 
-from bench.common import CACHE, Figure, in_fresh_process, own_peak_mb
+from bench.common import CACHE, Figure, in_fresh_process, own_peak_mb, upload
 
 PROVIDERS = ("offline", "speechkit", "openai")
 SIX_HOURS = 6 * 3600
@@ -118,12 +118,7 @@ async def _until_settled(pb: Any, provider: Any, sender: Any, audio: Path) -> tu
             await tg.start(pool.run, stop)
             t0 = time.perf_counter()
 
-            def upload() -> str:
-                resp = sender.http.post("/api/transcriber/records", files={"file": (audio.name, data)})
-                resp.raise_for_status()
-                return str(resp.json()["id"])
-
-            rid = await anyio.to_thread.run_sync(upload)
+            rid = await anyio.to_thread.run_sync(upload, sender, audio.name, data)
             while True:
                 body: dict[str, Any] = await anyio.to_thread.run_sync(
                     lambda: sender.http.get(f"/api/transcriber/records/{rid}").json()

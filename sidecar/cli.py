@@ -46,6 +46,7 @@ ConfigOpt = Annotated[Path | None, typer.Option("--config", help="TOML settings 
 DataDirOpt = Annotated[Path | None, typer.Option("--data-dir", help="PocketBase data directory.")]
 HttpOpt = Annotated[str | None, typer.Option("--http", help="PocketBase listen address HOST:PORT.")]
 VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")]
+NewPasswordOpt = Annotated[str | None, typer.Option("--password", help="Generated and printed when omitted.")]
 
 log = logging.getLogger("transcriber")
 
@@ -139,44 +140,43 @@ def _started(run: Callable[[], int]) -> int:
         raise typer.Exit(EXIT_STARTUP) from None
 
 
-@user_app.command("add")
-def user_add(
+def _give_password(
+    apply: Callable[[Settings, str, str], None],
     email: str,
-    password: Annotated[str | None, typer.Option("--password", help="Generated and printed when omitted.")] = None,
-    config: ConfigOpt = None,
-    data_dir: DataDirOpt = None,
-) -> None:
-    """Create a sender account."""
+    password: str | None,
+    config: Path | None,
+    data_dir: Path | None,
+) -> str | None:
+    """Gives ``email`` the password (a generated one when None) by ``apply``; the generated one, to print."""
     settings = _settings(config, data_dir)
-    generated = password is None
     pw = password or secrets.token_urlsafe(12)
     try:
         process.prepare(settings)
-        process.add_user(settings, email, pw)
+        apply(settings, email, pw)
     except RuntimeError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from exc
-    typer.echo(f"sender {email} created" + (f"; password: {pw}" if generated else ""))
+    return pw if password is None else None
+
+
+@user_app.command("add")
+def user_add(
+    email: str, password: NewPasswordOpt = None, config: ConfigOpt = None, data_dir: DataDirOpt = None
+) -> None:
+    """Create a sender account."""
+    generated = _give_password(process.add_user, email, password, config, data_dir)
+    typer.echo(f"sender {email} created" + (f"; password: {generated}" if generated else ""))
 
 
 @user_app.command("password")
 def user_password(
-    email: str,
-    password: Annotated[str | None, typer.Option("--password", help="Generated and printed when omitted.")] = None,
-    config: ConfigOpt = None,
-    data_dir: DataDirOpt = None,
+    email: str, password: NewPasswordOpt = None, config: ConfigOpt = None, data_dir: DataDirOpt = None
 ) -> None:
     """Set a sender's password (one who forgot theirs where no mail is set up); their sessions end."""
-    settings = _settings(config, data_dir)
-    generated = password is None
-    pw = password or secrets.token_urlsafe(12)
-    try:
-        process.prepare(settings)
-        process.set_password(settings, email, pw)
-    except RuntimeError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from exc
-    typer.echo(f"password of {email} set" + (f": {pw}" if generated else "") + "; their other sessions are signed out")
+    generated = _give_password(process.set_password, email, password, config, data_dir)
+    typer.echo(
+        f"password of {email} set" + (f": {generated}" if generated else "") + "; their other sessions are signed out"
+    )
 
 
 @user_app.command("export")

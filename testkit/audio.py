@@ -26,6 +26,7 @@ import av
 import numpy as np
 from av.audio.frame import AudioFrame
 from av.audio.stream import AudioStream
+from av.container import OutputContainer
 from av.video.frame import VideoFrame
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -73,6 +74,16 @@ def tone_frames(
         yield frame
 
 
+def _audio_stream(out: OutputContainer, codec: str, rate: int, channels: int, bit_rate: int | None) -> AudioStream:
+    """An audio stream of ``out`` in ``codec`` at ``rate``, ``channels`` and, when given, ``bit_rate``."""
+    stream = out.add_stream(codec, rate=rate)
+    assert isinstance(stream, AudioStream)
+    stream.layout = _LAYOUTS[channels]
+    if bit_rate is not None:
+        stream.bit_rate = bit_rate
+    return stream
+
+
 def write_audio(
     path: Path,
     seconds: float,
@@ -86,11 +97,7 @@ def write_audio(
 ) -> Path:
     """A tone in ``codec`` inside ``path``'s container, optionally beside a tiny video track."""
     with av.open(str(path), mode="w", format=container) as out:
-        audio = out.add_stream(codec, rate=rate)
-        assert isinstance(audio, AudioStream)
-        audio.layout = _LAYOUTS[channels]
-        if bit_rate is not None:
-            audio.bit_rate = bit_rate
+        audio = _audio_stream(out, codec, rate, channels, bit_rate)
         picture = out.add_stream("mpeg4", rate=10) if video else None
         if picture is not None:
             picture.width = picture.height = 64
@@ -231,11 +238,7 @@ def reencode(
     """``src``'s audio in ``codec`` inside ``dst``'s container (or ``container``), at ``rate`` and
     ``channels``: e.g. a spoken clip as AMR-NB (``libopencore_amrnb``, 8 kHz mono, in ``amr``)."""
     with av.open(str(dst), mode="w", format=container) as out:
-        stream = out.add_stream(codec, rate=rate)
-        assert isinstance(stream, AudioStream)
-        stream.layout = _LAYOUTS[channels]
-        if bit_rate is not None:
-            stream.bit_rate = bit_rate
+        stream = _audio_stream(out, codec, rate, channels, bit_rate)
         resampler = av.AudioResampler(format=stream.format.name, layout=_LAYOUTS[channels], rate=rate)
         with av.open(str(src)) as inp:
             for decoded in inp.decode(audio=0):

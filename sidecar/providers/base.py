@@ -21,10 +21,13 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Protocol
+from typing import ClassVar, Protocol
+
+from pydantic import ValidationError
 
 from sidecar.activity import Activity
 from sidecar.media.audio import AudioSpec
+from sidecar.outcome import HaltCode, PermanentError
 from sidecar.transcript.model import Transcript
 
 __all__ = ["AudioSpec", "OnProgress", "Polled", "Provider", "StartRequest", "Started"]
@@ -93,3 +96,27 @@ class Provider(Protocol):
     async def cleanup(self, operation_id: str, audio_uri: str) -> None: ...
 
     async def aclose(self) -> None: ...
+
+
+class AnswersAtStart:
+    """For a provider that recognizes inside ``start`` and keeps nothing on its side: there is no operation
+    to poll and nothing to clean up. ``answers_as`` names the provider in the halt reason."""
+
+    answers_as: ClassVar[str]
+
+    async def poll(self, operation_id: str) -> Polled:
+        raise PermanentError(
+            HaltCode.PROVIDER_FAILED,
+            f"the {self.answers_as} provider answers at start; there is no operation to poll",
+        )
+
+    async def cleanup(self, operation_id: str, audio_uri: str) -> None:
+        return None
+
+
+def stored_transcript(raw: bytes, provider: str) -> Transcript:
+    """A transcript stored as our own JSON, read back; one that cannot be read halts provider_failed."""
+    try:
+        return Transcript.model_validate_json(raw)
+    except ValidationError as e:
+        raise PermanentError(HaltCode.PROVIDER_FAILED, f"the {provider} result could not be read") from e

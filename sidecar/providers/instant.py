@@ -9,10 +9,7 @@ from __future__ import annotations
 
 import re
 
-from pydantic import ValidationError
-
-from sidecar.outcome import HaltCode, PermanentError
-from sidecar.providers.base import AudioSpec, OnProgress, Polled, Started, StartRequest
+from sidecar.providers.base import AnswersAtStart, AudioSpec, OnProgress, Started, StartRequest, stored_transcript
 from sidecar.transcript.model import Segment, Transcript, Word, to_json
 
 __all__ = ["DEFAULT_TEXT", "InstantProvider"]
@@ -22,8 +19,9 @@ DEFAULT_TEXT = "This is a fixed transcript. It does not depend on the audio."
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
-class InstantProvider:
+class InstantProvider(AnswersAtStart):
     name = "instant"
+    answers_as = "instant"
 
     def __init__(
         self,
@@ -50,20 +48,8 @@ class InstantProvider:
         transcript = self.transcript(request.duration_ms / 1000)
         return Started(operation_id=f"instant-{request.attempt_key}", raw=to_json(transcript).encode())
 
-    async def poll(self, operation_id: str) -> Polled:
-        raise PermanentError(
-            HaltCode.PROVIDER_FAILED,
-            "the instant provider answers at start; there is no operation to poll",
-        )
-
     def parse(self, raw: bytes) -> Transcript:
-        try:
-            return Transcript.model_validate_json(raw)
-        except ValidationError as e:
-            raise PermanentError(HaltCode.PROVIDER_FAILED, "the instant result could not be read") from e
-
-    async def cleanup(self, operation_id: str, audio_uri: str) -> None:
-        return None
+        return stored_transcript(raw, "instant")
 
     async def aclose(self) -> None:
         return None

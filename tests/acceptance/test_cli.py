@@ -6,6 +6,8 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -21,29 +23,37 @@ def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
     return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=120, env=env, check=False)
 
 
-def test_serve_answers_health_runs_workers_and_stops_cleanly(tmp_path: Path) -> None:
+@contextmanager
+def serving(data: Path, log_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+    """``transcriber serve`` (the instant provider) on ``data``, its output in ``log_path``: the process and
+    its URL once its workers run; killed after the block if it is still running."""
     port = free_port()
-    log = (tmp_path / "serve.log").open("w")
     env = dict(os.environ, TRANSCRIBER_PROVIDER__NAME="instant")
-    proc = subprocess.Popen(
-        [*CLI, "serve", "--data-dir", str(tmp_path / "data"), "--http", f"127.0.0.1:{port}"],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env=env,
-    )
+    with log_path.open("w") as log:
+        proc = subprocess.Popen(
+            [*CLI, "serve", "--data-dir", str(data), "--http", f"127.0.0.1:{port}"],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
     try:
-        wait_healthy(f"http://127.0.0.1:{port}", timeout=60)
-        eventually_sync(lambda: "workers running" in (tmp_path / "serve.log").read_text(), within=30)
+        url = f"http://127.0.0.1:{port}"
+        wait_healthy(url, timeout=60)
+        eventually_sync(lambda: "workers running" in log_path.read_text(), within=30)
+        yield proc, url
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def test_serve_answers_health_runs_workers_and_stops_cleanly(tmp_path: Path) -> None:
+    with serving(tmp_path / "data", tmp_path / "serve.log") as (proc, url):
         assert "workers running: 2" in (tmp_path / "serve.log").read_text()
         assert (tmp_path / "data" / "service-account.json").stat().st_mode & 0o077 == 0
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        log.close()
     try:
-        httpx.get(f"http://127.0.0.1:{port}/api/health", timeout=2)
+        httpx.get(f"{url}/api/health", timeout=2)
         raise AssertionError("PocketBase still answers after serve stopped")
     except httpx.TransportError:
         pass
@@ -72,27 +82,31 @@ def children_of(pid: int) -> list[tuple[int, str]]:
 
 def test_serve_exits_non_zero_when_its_pocketbase_dies(tmp_path: Path) -> None:
     """O2: with PocketBase gone the process is of no use; a supervisor restarts it on a non-zero exit."""
-    port = free_port()
     log_path = tmp_path / "serve.log"
-    env = dict(os.environ, TRANSCRIBER_PROVIDER__NAME="instant")
-    with log_path.open("w") as log:
-        proc = subprocess.Popen(
-            [*CLI, "serve", "--data-dir", str(tmp_path / "data"), "--http", f"127.0.0.1:{port}"],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=env,
-        )
-    try:
-        wait_healthy(f"http://127.0.0.1:{port}", timeout=60)
-        eventually_sync(lambda: "workers running" in log_path.read_text(), within=30)
+    with serving(tmp_path / "data", log_path) as (proc, _):
         [(child, name)] = children_of(proc.pid)
         assert name == "pocketbase"
         os.kill(child, signal.SIGKILL)
         assert proc.wait(60) == 3
-    finally:
-        if proc.poll() is None:
-            proc.kill()
     assert "PocketBase exited with code -9: stopping the workers" in log_path.read_text()
+
+
+@contextmanager
+def pocketbase_on(data: Path) -> Iterator[str]:
+    """``transcriber pocketbase`` on ``data`` for the block: its URL, once it answers."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [*CLI, "pocketbase", "--data-dir", str(data), "--http", f"127.0.0.1:{port}"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_healthy(url, timeout=60)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(10)
 
 
 def test_user_add_creates_a_sender_who_can_sign_in(tmp_path: Path) -> None:
@@ -106,20 +120,9 @@ def test_user_add_creates_a_sender_who_can_sign_in(tmp_path: Path) -> None:
     assert generated.returncode == 0 and "password:" in generated.stdout
     password = generated.stdout.rsplit("password:", 1)[1].strip()
 
-    port = free_port()
-    proc = subprocess.Popen(
-        [*CLI, "pocketbase", "--data-dir", str(data), "--http", f"127.0.0.1:{port}"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        url = f"http://127.0.0.1:{port}"
-        wait_healthy(url, timeout=60)
+    with pocketbase_on(data) as url:
         assert login(url, "users", "carol@example.com", "-starts-with-dash")
         assert login(url, "users", "dave@example.com", password)
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 def test_user_password_sets_a_senders_password_and_ends_their_sessions(tmp_path: Path) -> None:
@@ -127,15 +130,7 @@ def test_user_password_sets_a_senders_password_and_ends_their_sessions(tmp_path:
     data = tmp_path / "data"
     added = run_cli("user", "add", "frank@example.com", "--password", "frank-old-pw", "--data-dir", str(data))
     assert added.returncode == 0, added.stderr
-    port = free_port()
-    proc = subprocess.Popen(
-        [*CLI, "pocketbase", "--data-dir", str(data), "--http", f"127.0.0.1:{port}"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        url = f"http://127.0.0.1:{port}"
-        wait_healthy(url, timeout=60)
+    with pocketbase_on(data) as url:
         session = {"Authorization": login(url, "users", "frank@example.com", "frank-old-pw")}
         assert httpx.get(f"{url}/api/transcriber/records", headers=session).status_code == 200
         done = run_cli("user", "password", "frank@example.com", "--password", "frank-new-pw", "--data-dir", str(data))
@@ -149,9 +144,6 @@ def test_user_password_sets_a_senders_password_and_ends_their_sessions(tmp_path:
         assert login(url, "users", "frank@example.com", password)
         missing = run_cli("user", "password", "nobody@example.com", "--password", "whatever12", "--data-dir", str(data))
         assert missing.returncode == 1 and "no sender with email nobody@example.com" in missing.stderr
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 def test_a_bad_config_file_is_a_clear_error(tmp_path: Path) -> None:

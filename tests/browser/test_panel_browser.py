@@ -18,10 +18,9 @@ from typing import Any
 import pytest
 
 from sidecar.providers.instant import InstantProvider
-from testkit.pocketbase import PASSWORD, Caller, PocketBaseServer, running_pocketbase
-from tests.browser.panel import Panel, Screenshots, chromium_page, missing_browser
+from testkit.pocketbase import PASSWORD, Caller, PocketBaseServer
+from tests.browser.panel import Panel, Screenshots, chromium_page
 from tests.browser.pipeline import pipeline_in_background
-from tests.support.tools import require
 from tests.support.waiting import eventually_sync
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,17 +31,6 @@ NOT_READABLE = "the file is not a readable audio or video file"
 NEVER_DELETED = "Recordings are never deleted"
 
 pytestmark = pytest.mark.timeout(180)
-
-
-@pytest.fixture(autouse=True)
-def _browser() -> None:
-    require(missing_browser())
-
-
-@pytest.fixture
-def pb(tmp_path: Path) -> Iterator[PocketBaseServer]:
-    with running_pocketbase(tmp_path / "pb") as server:
-        yield server
 
 
 @pytest.fixture

@@ -26,11 +26,10 @@ from sidecar.providers.instant import InstantProvider
 from testkit.audio import reencode
 from testkit.media import wav_bytes
 from testkit.pocketbase import PASSWORD, Caller, PocketBaseServer, running_pocketbase
-from tests.browser.panel import Screenshots, chromium_page, missing_browser
+from tests.browser.panel import Screenshots, chromium_page
 from tests.browser.pipeline import pipeline_in_background
 from tests.browser.sender_page import FAKE_MICROPHONE, TEXT, PacedProvider, SenderPage
 from tests.support.mail import configure_mail, link_in, mail_sink
-from tests.support.tools import require
 from tests.support.waiting import eventually_sync
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,17 +39,6 @@ NEW_PASSWORD = "a-brand-new-secret-7"
 STAGES = ("uploaded", "normalized", "submitted", "transcribed")
 
 pytestmark = pytest.mark.timeout(240)
-
-
-@pytest.fixture(autouse=True)
-def _browser() -> None:
-    require(missing_browser())
-
-
-@pytest.fixture
-def pb(tmp_path: Path) -> Iterator[PocketBaseServer]:
-    with running_pocketbase(tmp_path / "pb") as server:
-        yield server
 
 
 @pytest.fixture

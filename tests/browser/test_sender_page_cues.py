@@ -10,10 +10,9 @@ from pathlib import Path
 import pytest
 
 from testkit.pocketbase import PASSWORD, Caller, PocketBaseServer
-from tests.browser.panel import Screenshots, chromium_page, missing_browser
+from tests.browser.panel import Screenshots, chromium_page
 from tests.browser.sender_page import SenderPage
 from tests.support.exports import NASTY, exported, finished, parse_srt, vtt_cues
-from tests.support.tools import require
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -35,7 +34,6 @@ def clock(seconds: float) -> str:
 def test_the_pages_lines_are_the_timed_exports_cues(
     pb: PocketBaseServer, sender: Caller, service: Caller, tmp_path: Path
 ) -> None:
-    require(missing_browser())
     from playwright.sync_api import expect
 
     rid = finished(sender, service, NASTY, content="whatever was said")

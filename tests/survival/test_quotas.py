@@ -17,7 +17,7 @@ from sidecar.serving.assembly import default_steps
 from sidecar.settings import QuotaSettings
 from testkit.audio import SPEECH_DIR, long_recording
 from testkit.media import wav_bytes
-from testkit.pocketbase import PocketBaseServer, created_ms, now_ms, running_pocketbase
+from testkit.pocketbase import Caller, PocketBaseServer, created_ms, now_ms, running_pocketbase
 from tests.support.sidecar import pool_running, running_sidecar
 from tests.support.waiting import eventually
 
@@ -141,18 +141,24 @@ def audio_spent(pb: PocketBaseServer, record_ids: list[str]) -> tuple[float, int
     return seconds, attempts
 
 
+# Only the day's audio limits: 15 minutes in 24 hours.
+A_QUARTER_HOUR_A_DAY = QuotaSettings(uploads_per_hour=0, waiting=0, audio_hours_per_day=0.25)
+
+
+def ten_at_once(sender: Caller, meeting: bytes) -> list[httpx.Response]:
+    """``meeting`` uploaded ten times in parallel by ``sender``: the ten answers."""
+    with ThreadPoolExecutor(10) as pool:
+        return list(pool.map(lambda _: sender.http.post(INTAKE, files={"file": ("meeting.flac", meeting)}), range(10)))
+
+
 def test_a_burst_of_long_recordings_cannot_spend_more_than_the_days_audio(tmp_path: Path) -> None:
     """The probe's burst: with 15 minutes a day, ten parallel 10-minute uploads were all accepted and
     recognized (1.7 h), only normalized audio counting. Now each reserves the length its header
     declares in the transaction that creates it: one fits, nine are refused at once."""
     meeting = ten_minutes_of_speech(tmp_path).read_bytes()
-    quotas = QuotaSettings(uploads_per_hour=0, waiting=0, audio_hours_per_day=0.25)
-    with running_pocketbase(tmp_path / "pb", quotas=quotas) as pb:
+    with running_pocketbase(tmp_path / "pb", quotas=A_QUARTER_HOUR_A_DAY) as pb:
         sender = pb.new_sender()
-        with ThreadPoolExecutor(10) as pool:
-            answers = list(
-                pool.map(lambda _: sender.http.post(INTAKE, files={"file": ("meeting.flac", meeting)}), range(10))
-            )
+        answers = ten_at_once(sender, meeting)
         assert sorted(r.status_code for r in answers) == [201] + [429] * 9
         for refused in (r for r in answers if r.status_code == 429):
             # space returns when the accepted recording leaves the 24-hour window
@@ -181,13 +187,9 @@ def test_recordings_whose_header_says_nothing_are_measured_before_any_recognitio
     their size (a few hundred KB of FLAC), measured at normalize, and halted over_quota there,
     before anything is sent to be recognized, once they would break 15 minutes a day."""
     meeting = flac_declaring(ten_minutes_of_speech(tmp_path), None)
-    quotas = QuotaSettings(uploads_per_hour=0, waiting=0, audio_hours_per_day=0.25)
-    with running_pocketbase(tmp_path / "pb", quotas=quotas) as pb:
+    with running_pocketbase(tmp_path / "pb", quotas=A_QUARTER_HOUR_A_DAY) as pb:
         sender = pb.new_sender()
-        with ThreadPoolExecutor(10) as pool:
-            answers = list(
-                pool.map(lambda _: sender.http.post(INTAKE, files={"file": ("meeting.flac", meeting)}), range(10))
-            )
+        answers = ten_at_once(sender, meeting)
         assert [r.status_code for r in answers] == [201] * 10
         rows = run_until_settled(pb, sender.id, 10)
         done = [r for r in rows if r["state"] == "done"]
@@ -203,14 +205,21 @@ def test_recordings_whose_header_says_nothing_are_measured_before_any_recognitio
         assert sum(r["quota_ms"] for r in rows) == 600_000
 
 
+TEN_SECONDS_A_DAY = QuotaSettings(uploads_per_hour=0, waiting=0, audio_hours_per_day=10 / 3600)
+
+
+def six_seconds_and_a_header_saying_two(tmp_path: Path) -> tuple[Path, bytes]:
+    """A 6-second recording (a FLAC file), and the same audio in a FLAC whose header says 2 seconds."""
+    short = tmp_path / "short.flac"
+    long_recording(short, 6, [(0.5, SPEECH_DIR / "fox.ogg")])
+    return short, flac_declaring(short, 2)
+
+
 def test_the_decoded_length_replaces_what_the_header_declared(tmp_path: Path) -> None:
     """A header that says 2 seconds of a 6-second recording reserves 2; normalize charges the 6 it
     decodes, and a recording whose true length breaks the quota halts over_quota, charged nothing."""
-    quotas = QuotaSettings(uploads_per_hour=0, waiting=0, audio_hours_per_day=10 / 3600)
-    short = tmp_path / "short.flac"
-    long_recording(short, 6, [(0.5, SPEECH_DIR / "fox.ogg")])
-    liar = flac_declaring(short, 2)
-    with running_pocketbase(tmp_path / "pb", quotas=quotas) as pb:
+    short, liar = six_seconds_and_a_header_saying_two(tmp_path)
+    with running_pocketbase(tmp_path / "pb", quotas=TEN_SECONDS_A_DAY) as pb:
         sender, su = pb.new_sender(), pb.superuser()
         first = sender.http.post(INTAKE, files={"file": ("liar.flac", liar)})
         second = sender.http.post(INTAKE, files={"file": ("honest.flac", short.read_bytes())})
@@ -251,11 +260,8 @@ def test_an_over_quota_halt_is_resumed_by_its_sender_once_the_days_audio_allows_
     Their sender's resume is refused with 429 and the time it will fit while the day is full, changing
     nothing; once the window has moved on it is taken, and it holds its 6 s from that moment: the other
     one, resumed next, no longer fits, however long ago it was uploaded."""
-    quotas = QuotaSettings(uploads_per_hour=0, waiting=0, audio_hours_per_day=10 / 3600)
-    short = tmp_path / "short.flac"
-    long_recording(short, 6, [(0.5, SPEECH_DIR / "fox.ogg")])
-    liar = flac_declaring(short, 2)
-    with running_pocketbase(tmp_path / "pb", quotas=quotas) as pb:
+    short, liar = six_seconds_and_a_header_saying_two(tmp_path)
+    with running_pocketbase(tmp_path / "pb", quotas=TEN_SECONDS_A_DAY) as pb:
         sender, su = pb.new_sender(), pb.superuser()
         first, second = sender.upload(liar, name="liar.flac"), sender.upload(liar, name="liar2.flac")
         honest = sender.upload(short)

@@ -170,17 +170,19 @@ def test_bad_input_is_unsupported_media(tmp_path: Path, kind: str) -> None:
     _no_leftovers(tmp_path)
 
 
-def test_bad_input_reasons_are_specific(tmp_path: Path) -> None:
-    cases = {
-        "video-without-audio": "no audio track",
-        "zero-length": "empty",
+@pytest.mark.parametrize(
+    ("kind", "expected"),
+    [
+        ("video-without-audio", "no audio track"),
+        ("zero-length", "empty"),
         # Cut inside its header pages: the demuxer finds no stream at all, or one it cannot read.
-        "ogg-truncated": "not a readable audio or video file|no audio track",
-        "random-bytes-as-wav": "not a readable audio or video file",
-    }
-    for kind, expected in cases.items():
-        with pytest.raises(PermanentError, match=expected):
-            normalize(BAD[kind](tmp_path), tmp_path / "out.ogg", OPUS)
+        ("ogg-truncated", "not a readable audio or video file|no audio track"),
+        ("random-bytes-as-wav", "not a readable audio or video file"),
+    ],
+)
+def test_bad_input_reasons_are_specific(tmp_path: Path, kind: str, expected: str) -> None:
+    with pytest.raises(PermanentError, match=expected):
+        normalize(BAD[kind](tmp_path), tmp_path / "out.ogg", OPUS)
 
 
 def _wav(path: Path, samples: np.ndarray, rate: int = 16000) -> Path:
@@ -220,22 +222,25 @@ def test_channels_the_resampler_cannot_mix_are_mixed_here(tmp_path: Path, channe
 # --- caps --------------------------------------------------------------------
 
 
+def _halted_too_long(src: Path, dst: Path, spec: AudioSpec) -> str:
+    """Normalizes ``src``, which must halt too_long: the reason it gives."""
+    with pytest.raises(PermanentError) as caught:
+        normalize(src, dst, spec)
+    assert caught.value.code is HaltCode.TOO_LONG
+    return str(caught.value)
+
+
 def test_too_long_by_probe(tmp_path: Path) -> None:
     src = write_audio(tmp_path / "in.flac", 3.0, codec="flac")
     spec = AudioSpec("ogg_opus", max_duration=timedelta(seconds=1))
-    with pytest.raises(PermanentError) as caught:
-        normalize(src, tmp_path / "out.ogg", spec)
-    assert caught.value.code is HaltCode.TOO_LONG
-    assert str(caught.value) == "the audio is 0:00:03 long (limit 0:00:01)"
+    assert _halted_too_long(src, tmp_path / "out.ogg", spec) == "the audio is 0:00:03 long (limit 0:00:01)"
 
 
 def test_too_long_by_decoding_when_the_container_does_not_say(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(audio, "_probed_duration_ms", lambda *_: None)
     src = write_audio(tmp_path / "in.mp3", 3.0, codec="libmp3lame")
-    with pytest.raises(PermanentError) as caught:
-        normalize(src, tmp_path / "out.wav", AudioSpec("wav_pcm16", max_duration=timedelta(seconds=2)))
-    assert caught.value.code is HaltCode.TOO_LONG
-    assert "(limit 0:00:02)" in str(caught.value)
+    reason = _halted_too_long(src, tmp_path / "out.wav", AudioSpec("wav_pcm16", max_duration=timedelta(seconds=2)))
+    assert "(limit 0:00:02)" in reason
     assert not (tmp_path / "out.wav").exists()
     _no_leftovers(tmp_path)
 
@@ -248,10 +253,8 @@ def test_within_the_duration_limit_passes(tmp_path: Path) -> None:
 
 def test_lossless_over_max_bytes_is_too_long(tmp_path: Path) -> None:
     src = write_audio(tmp_path / "in.wav", 2.0, codec="pcm_s16le")
-    with pytest.raises(PermanentError) as caught:
-        normalize(src, tmp_path / "out.flac", AudioSpec("flac", max_bytes=10_000))
-    assert caught.value.code is HaltCode.TOO_LONG
-    assert str(caught.value).endswith("(limit 10 kB)")
+    reason = _halted_too_long(src, tmp_path / "out.flac", AudioSpec("flac", max_bytes=10_000))
+    assert reason.endswith("(limit 10 kB)")
     _no_leftovers(tmp_path)
 
 
@@ -268,10 +271,8 @@ def test_lossy_output_shrinks_to_fit_max_bytes(tmp_path: Path, monkeypatch: pyte
 
 def test_lossy_that_cannot_fit_is_too_long(tmp_path: Path) -> None:
     src = write_audio(tmp_path / "in.wav", 4.0, codec="pcm_s16le")
-    with pytest.raises(PermanentError) as caught:
-        normalize(src, tmp_path / "out.mp3", AudioSpec("mp3", max_bytes=1_000))
-    assert caught.value.code is HaltCode.TOO_LONG
-    assert str(caught.value).endswith("(limit 1 kB)")
+    reason = _halted_too_long(src, tmp_path / "out.mp3", AudioSpec("mp3", max_bytes=1_000))
+    assert reason.endswith("(limit 1 kB)")
 
 
 # --- streaming, cancellation, threads ------------------------------------------

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -76,42 +78,10 @@ def api() -> Iterator[respx.MockRouter]:
         yield router
 
 
-@pytest.fixture
-def audio(tmp_path: Path) -> Path:
-    path = tmp_path / "normalized.ogg"
-    path.write_bytes(b"OggS" + b"\x01" * 3000)
-    return path
-
-
-def speechkit(s3: S3Server, bucket: str, **settings: Any) -> SpeechKitProvider:
-    storage = s3.settings(bucket)
-    return SpeechKitProvider(SpeechKitSettings(**settings), storage, store=ObjectStore(storage, max_attempts=1))
-
-
 async def claim(storage: InMemoryStorage, stage: str) -> Claimed:
     got = await storage.claim({stage: timedelta(minutes=5)})
     assert isinstance(got, Claimed)
     return got
-
-
-async def normalized(storage: InMemoryStorage, audio: Path) -> str:
-    """A record in ``normalized`` with its normalized audio: submit starts its recognition next."""
-    rid = storage.add_record()
-    got = await claim(storage, "uploaded")
-    await storage.attach_file(got.claim, audio, role="normalized", format="ogg_opus", duration_ms=5600)
-    await storage.settle(got.claim, Advanced("normalized"))
-    return rid
-
-
-async def submitted(storage: InMemoryStorage, audio: Path, provider: str) -> str:
-    """A record whose paid recognition runs at ``provider`` (operation OP_ID), waiting in ``submitted``."""
-    rid = await normalized(storage, audio)
-    got = await claim(storage, "normalized")
-    aid = await storage.create_attempt(got.claim, provider=provider, model="general")
-    uri = "https://storage.yandexcloud.net/bucket/transcriber/a/1.ogg"
-    await storage.update_attempt(got.claim, aid, AttemptChange(OP_ID, audio_uri=uri, status=AttemptStatus.RUNNING))
-    await storage.settle(got.claim, Advanced("submitted"))
-    return rid
 
 
 async def run_next(pool: WorkerPool, storage: InMemoryStorage) -> Verdict:
@@ -125,124 +95,136 @@ def refused_count(pool: WorkerPool, stage: str) -> float:
     return value
 
 
-async def assert_waits_for_the_owner(
+# The attempt as a refusal must leave it, by the stage the record waits in: a running recognition keeps
+# its operation; one being started has none yet.
+KEPT_ATTEMPT = {"submitted": (AttemptStatus.RUNNING, OP_ID), "normalized": (AttemptStatus.STARTED, "")}
+
+
+@dataclass
+class Case:
+    """What every test here works with: the twin's storage, the mocked APIs, a bucket, the audio and the log."""
+
+    api: respx.MockRouter
+    storage: InMemoryStorage
+    s3: S3Server
+    bucket: str
+    audio: Path
+    caplog: pytest.LogCaptureFixture
+
+    def speechkit(self, **settings: Any) -> SpeechKitProvider:
+        storage = self.s3.settings(self.bucket)
+        return SpeechKitProvider(SpeechKitSettings(**settings), storage, store=ObjectStore(storage, max_attempts=1))
+
+    async def normalized(self) -> str:
+        """A record in ``normalized`` with its normalized audio: submit starts its recognition next."""
+        rid = self.storage.add_record()
+        got = await claim(self.storage, "uploaded")
+        await self.storage.attach_file(got.claim, self.audio, role="normalized", format="ogg_opus", duration_ms=5600)
+        await self.storage.settle(got.claim, Advanced("normalized"))
+        return rid
+
+    async def submitted(self, provider: str = "speechkit") -> str:
+        """A record whose paid recognition runs at ``provider`` (operation OP_ID), waiting in ``submitted``."""
+        rid = await self.normalized()
+        got = await claim(self.storage, "normalized")
+        aid = await self.storage.create_attempt(got.claim, provider=provider, model="general")
+        uri = "https://storage.yandexcloud.net/bucket/transcriber/a/1.ogg"
+        change = AttemptChange(OP_ID, audio_uri=uri, status=AttemptStatus.RUNNING)
+        await self.storage.update_attempt(got.claim, aid, change)
+        await self.storage.settle(got.claim, Advanced("submitted"))
+        return rid
+
+    @asynccontextmanager
+    async def postponed(self, rid: str, provider: Provider, *, says: str) -> AsyncIterator[WorkerPool]:
+        """Runs the record's next step with ``provider``: it must wait for the owner (see
+        ``assert_waits_for_the_owner``); the pool is the test's for what comes next."""
+        stage = self.storage.row(rid).state
+        async with twin_sidecar(self.storage, default_steps(), provider=provider) as pool:
+            assert await run_next(pool, self.storage) is Verdict.POSTPONED
+            await self.assert_waits_for_the_owner(rid, stage=stage, says=says)
+            yield pool
+
+    async def assert_postponed(self, rid: str, provider: Provider, *, says: str) -> None:
+        """``postponed``, with nothing more for the pool to do."""
+        async with self.postponed(rid, provider, says=says):
+            pass
+
+    async def assert_waits_for_the_owner(self, rid: str, *, stage: str, says: str) -> None:
+        """Postponed (not failed, not halted), no attempt spent, the attempt as it was; journal and log say why."""
+        row = self.storage.row(rid)
+        assert (row.state, row.halted_at, row.halt_code, row.attempts) == (stage, "", "", 0)
+        assert row.available_at >= self.storage.clock.now_ms() + int(WAIT.total_seconds() * 1000)
+        last = self.storage.journal_of(rid)[-1]
+        assert last.kind == "postponed", (last.kind, last.text)
+        assert "credentials" in last.text, last.text
+        assert says in last.text, last.text
+        [attempt] = await self.storage.attempts_of(rid)
+        assert (attempt.status, attempt.operation_id) == KEPT_ATTEMPT[stage]
+        logged = "\n".join(r.getMessage() for r in self.caplog.records if r.name.startswith("transcriber"))
+        assert f"record {rid} waits" in logged and "credentials" in logged
+        everything = logged + "\n".join(e.text for e in self.storage.journal_of(rid)) + row.halt_reason
+        for secret in SECRETS:
+            assert secret not in everything
+
+
+@pytest.fixture
+def case(
+    api: respx.MockRouter,
     storage: InMemoryStorage,
-    rid: str,
+    s3: S3Server,
+    bucket: str,
+    audio: Path,
     caplog: pytest.LogCaptureFixture,
-    *,
-    stage: str,
-    says: str,
-    status: AttemptStatus,
-    operation_id: str,
-) -> None:
-    """Postponed (not failed, not halted), no attempt spent, the attempt as it was; journal and log say why."""
-    row = storage.row(rid)
-    assert (row.state, row.halted_at, row.halt_code, row.attempts) == (stage, "", "", 0)
-    assert row.available_at >= storage.clock.now_ms() + int(WAIT.total_seconds() * 1000)
-    last = storage.journal_of(rid)[-1]
-    assert last.kind == "postponed", (last.kind, last.text)
-    assert "credentials" in last.text, last.text
-    assert says in last.text, last.text
-    [attempt] = await storage.attempts_of(rid)
-    assert (attempt.status, attempt.operation_id) == (status, operation_id)
-    logged = "\n".join(r.getMessage() for r in caplog.records if r.name.startswith("transcriber"))
-    assert f"record {rid} waits" in logged and "credentials" in logged
-    everything = logged + "\n".join(e.text for e in storage.journal_of(rid)) + row.halt_reason
-    for secret in SECRETS:
-        assert secret not in everything
+) -> Case:
+    caplog.set_level(logging.WARNING, logger="transcriber")
+    return Case(api, storage, s3, bucket, audio, caplog)
 
 
 # --- while the recognition runs: polling and fetching its results ------------------------------------
 
 
-async def test_credentials_removed_from_the_settings_keep_the_running_recognition(
-    api: respx.MockRouter, storage: InMemoryStorage, audio: Path, caplog: pytest.LogCaptureFixture
-) -> None:
+async def test_credentials_removed_from_the_settings_keep_the_running_recognition(case: Case) -> None:
     """The owner switched providers and dropped SpeechKit's key while one of its recognitions ran.
 
     The attempt names SpeechKit, which is now made from settings without any
     credential. Before, that halted the record and marked the paid operation lost.
     """
-    caplog.set_level(logging.WARNING, logger="transcriber")
-    rid = await submitted(storage, audio, provider="speechkit")
-    async with twin_sidecar(storage, default_steps(), provider=StubProvider()) as pool:
-        assert await run_next(pool, storage) is Verdict.POSTPONED
+    rid = await case.submitted()
+    async with case.postponed(rid, StubProvider(), says="not configured") as pool:
         assert refused_count(pool, "submitted") == 1
-    await assert_waits_for_the_owner(
-        storage, rid, caplog, stage="submitted", says="not configured", status=AttemptStatus.RUNNING, operation_id=OP_ID
-    )
-    assert not api.calls  # nothing was asked of SpeechKit without a key
+    assert not case.api.calls  # nothing was asked of SpeechKit without a key
 
 
-async def test_an_unauthenticated_status_inside_the_results_keeps_the_recognition(
-    api: respx.MockRouter,
-    storage: InMemoryStorage,
-    clock: FakeClock,
-    s3: S3Server,
-    bucket: str,
-    audio: Path,
-    caplog: pytest.LogCaptureFixture,
-) -> None:
+async def test_an_unauthenticated_status_inside_the_results_keeps_the_recognition(case: Case, clock: FakeClock) -> None:
     """The operation finished well; the fetch of its results was refused mid-stream (code 16, A.7).
 
     Before, the stream's error failed the paid operation (provider_failed).
     """
-    caplog.set_level(logging.WARNING, logger="transcriber")
-    api.get(f"{OPS}/operations/{OP_ID}").respond(200, json=operation(True))
-    results = api.get(f"{STT}/stt/v3/getRecognition", params={"operationId": OP_ID})
+    case.api.get(f"{OPS}/operations/{OP_ID}").respond(200, json=operation(True))
+    results = case.api.get(f"{STT}/stt/v3/getRecognition", params={"operationId": OP_ID})
     refused = [
         *two_utterances()[:2],
         {"error": refusal(16, f"The token has expired: Bearer {IAM_TOKEN}")},
     ]
     results.respond(200, content=ndjson(refused))
-    rid = await submitted(storage, audio, provider="speechkit")
-    provider = speechkit(s3, bucket, iam_token=SecretStr(IAM_TOKEN))
-    async with twin_sidecar(storage, default_steps(), provider=provider) as pool:
-        assert await run_next(pool, storage) is Verdict.POSTPONED
-        await assert_waits_for_the_owner(
-            storage,
-            rid,
-            caplog,
-            stage="submitted",
-            says="UNAUTHENTICATED (16)",
-            status=AttemptStatus.RUNNING,
-            operation_id=OP_ID,
-        )
+    rid = await case.submitted()
+    provider = case.speechkit(iam_token=SecretStr(IAM_TOKEN))
+    async with case.postponed(rid, provider, says="UNAUTHENTICATED (16)") as pool:
         # A new token, and the same operation's results are fetched: nothing started twice.
         results.respond(200, content=ndjson(two_utterances()))
         clock.advance(WAIT.total_seconds() + 1)
-        assert await run_next(pool, storage) is Verdict.ADVANCED
-    [attempt] = await storage.attempts_of(rid)
+        assert await run_next(pool, case.storage) is Verdict.ADVANCED
+    [attempt] = await case.storage.attempts_of(rid)
     assert (attempt.status, attempt.operation_id) == (AttemptStatus.READY, OP_ID)
 
 
-async def test_a_key_file_that_is_no_longer_a_key_keeps_the_recognition(
-    api: respx.MockRouter,
-    storage: InMemoryStorage,
-    s3: S3Server,
-    bucket: str,
-    audio: Path,
-    tmp_path: Path,
-    caplog: pytest.LogCaptureFixture,
-) -> None:
+async def test_a_key_file_that_is_no_longer_a_key_keeps_the_recognition(case: Case, tmp_path: Path) -> None:
     """The authorized key's file was overwritten with other JSON. Before, the step crashed and spent attempts."""
-    caplog.set_level(logging.WARNING, logger="transcriber")
     key_file = tmp_path / "authorized_key.json"
     key_file.write_text(json.dumps([{"id": KEY_ID}]))
-    rid = await submitted(storage, audio, provider="speechkit")
-    provider = speechkit(s3, bucket, service_account_key=str(key_file))
-    async with twin_sidecar(storage, default_steps(), provider=provider) as pool:
-        assert await run_next(pool, storage) is Verdict.POSTPONED
-    await assert_waits_for_the_owner(
-        storage,
-        rid,
-        caplog,
-        stage="submitted",
-        says="is not an authorized key",
-        status=AttemptStatus.RUNNING,
-        operation_id=OP_ID,
-    )
-    assert not api.calls
+    rid = await case.submitted()
+    await case.assert_postponed(rid, case.speechkit(service_account_key=str(key_file)), says="is not an authorized key")
+    assert not case.api.calls
 
 
 def _key_file(path: Path, key: rsa.RSAPrivateKey) -> Path:
@@ -279,43 +261,25 @@ def keys() -> tuple[rsa.RSAPrivateKey, rsa.RSAPrivateKey]:
 
 
 async def test_a_replaced_key_file_is_read_again_after_a_refusal(
-    api: respx.MockRouter,
-    storage: InMemoryStorage,
-    clock: FakeClock,
-    s3: S3Server,
-    bucket: str,
-    audio: Path,
-    tmp_path: Path,
-    keys: tuple[rsa.RSAPrivateKey, rsa.RSAPrivateKey],
-    caplog: pytest.LogCaptureFixture,
+    case: Case, clock: FakeClock, tmp_path: Path, keys: tuple[rsa.RSAPrivateKey, rsa.RSAPrivateKey]
 ) -> None:
     """The old key was deleted: the exchange is refused, the record waits; the owner puts the new key in
     the same file and the recognition is asked about again without a restart. Before, the refused key stayed
     in memory and the record waited until the process restarted."""
-    caplog.set_level(logging.WARNING, logger="transcriber")
     old, new = keys
     key_file = _key_file(tmp_path / "authorized_key.json", old)
-    api.post(IAM).mock(side_effect=Iam(new))
-    poll = api.get(f"{OPS}/operations/{OP_ID}").respond(200, json=operation(False))
-    rid = await submitted(storage, audio, provider="speechkit")
-    provider = speechkit(s3, bucket, service_account_key=str(key_file))
-    async with twin_sidecar(storage, default_steps(), provider=provider) as pool:
-        assert await run_next(pool, storage) is Verdict.POSTPONED
-        await assert_waits_for_the_owner(
-            storage,
-            rid,
-            caplog,
-            stage="submitted",
-            says=f"refused the service account key (401): check the key {KEY_ID}",
-            status=AttemptStatus.RUNNING,
-            operation_id=OP_ID,
-        )
+    case.api.post(IAM).mock(side_effect=Iam(new))
+    poll = case.api.get(f"{OPS}/operations/{OP_ID}").respond(200, json=operation(False))
+    rid = await case.submitted()
+    provider = case.speechkit(service_account_key=str(key_file))
+    says = f"refused the service account key (401): check the key {KEY_ID}"
+    async with case.postponed(rid, provider, says=says) as pool:
         assert not poll.calls
 
         _key_file(key_file, new)
         clock.advance(WAIT.total_seconds() + 1)
-        assert await run_next(pool, storage) is Verdict.POSTPONED
-    assert storage.journal_of(rid)[-1].text.endswith("waiting on the provider")
+        assert await run_next(pool, case.storage) is Verdict.POSTPONED
+    assert case.storage.journal_of(rid)[-1].text.endswith("waiting on the provider")
     assert poll.calls.last.request.headers["Authorization"] == "Bearer t1.fresh-1"
 
 
@@ -328,99 +292,56 @@ async def test_a_replaced_key_file_is_read_again_after_a_refusal(
     ],
 )
 async def test_refusals_while_the_recognition_runs_keep_it(
-    api: respx.MockRouter,
-    storage: InMemoryStorage,
-    s3: S3Server,
-    bucket: str,
-    audio: Path,
-    tmp_path: Path,
-    keys: tuple[rsa.RSAPrivateKey, rsa.RSAPrivateKey],
-    caplog: pytest.LogCaptureFixture,
-    how: str,
-    says: str,
+    case: Case, tmp_path: Path, keys: tuple[rsa.RSAPrivateKey, rsa.RSAPrivateKey], how: str, says: str
 ) -> None:
     """The documented refusals at each request of a running recognition (these already waited: kept so)."""
-    caplog.set_level(logging.WARNING, logger="transcriber")
     settings: dict[str, Any] = {"iam_token": SecretStr(IAM_TOKEN)}
     if how == "expired static token while polling":
-        api.get(f"{OPS}/operations/{OP_ID}").respond(401, json=refusal(16, f"The token has expired: {IAM_TOKEN}"))
+        case.api.get(f"{OPS}/operations/{OP_ID}").respond(401, json=refusal(16, f"The token has expired: {IAM_TOKEN}"))
     elif how == "results refused to the service account":
-        api.get(f"{OPS}/operations/{OP_ID}").respond(200, json=operation(True))
-        api.get(f"{STT}/stt/v3/getRecognition").respond(403, json=refusal(7, "Permission denied"))
+        case.api.get(f"{OPS}/operations/{OP_ID}").respond(200, json=operation(True))
+        case.api.get(f"{STT}/stt/v3/getRecognition").respond(403, json=refusal(7, "Permission denied"))
     else:
         settings = {"service_account_key": str(_key_file(tmp_path / "key.json", keys[0]))}
-        api.post(IAM).respond(400, json=refusal(3, "Invalid JWT: key not found"))
-    rid = await submitted(storage, audio, provider="speechkit")
-    async with twin_sidecar(storage, default_steps(), provider=speechkit(s3, bucket, **settings)) as pool:
-        assert await run_next(pool, storage) is Verdict.POSTPONED
-    await assert_waits_for_the_owner(
-        storage, rid, caplog, stage="submitted", says=says, status=AttemptStatus.RUNNING, operation_id=OP_ID
-    )
+        case.api.post(IAM).respond(400, json=refusal(3, "Invalid JWT: key not found"))
+    rid = await case.submitted()
+    await case.assert_postponed(rid, case.speechkit(**settings), says=says)
 
 
 # --- while the recognition is being started ---------------------------------------------------------
 
 
 async def test_an_expired_token_at_the_start_waits_and_the_upload_is_used_once_it_works(
-    api: respx.MockRouter,
-    storage: InMemoryStorage,
-    clock: FakeClock,
-    s3: S3Server,
-    bucket: str,
-    audio: Path,
-    caplog: pytest.LogCaptureFixture,
+    case: Case, clock: FakeClock
 ) -> None:
     """recognizeFileAsync refuses the static IAM token (401, 12 hours up). Before, the record halted
     provider_rejected and the upload was removed; now it waits, and the next try starts the recognition
     from the same upload."""
-    caplog.set_level(logging.WARNING, logger="transcriber")
-    recognize = api.post(f"{STT}/stt/v3/recognizeFileAsync")
+    recognize = case.api.post(f"{STT}/stt/v3/recognizeFileAsync")
     recognize.respond(401, json=refusal(16, f"The token has expired: Bearer {IAM_TOKEN}"))
-    rid = await normalized(storage, audio)
-    provider = speechkit(s3, bucket, iam_token=SecretStr(IAM_TOKEN))
-    async with twin_sidecar(storage, default_steps(), provider=provider) as pool:
-        assert await run_next(pool, storage) is Verdict.POSTPONED
-        await assert_waits_for_the_owner(
-            storage,
-            rid,
-            caplog,
-            stage="normalized",
-            says="nothing was started",
-            status=AttemptStatus.STARTED,
-            operation_id="",
-        )
+    rid = await case.normalized()
+    provider = case.speechkit(iam_token=SecretStr(IAM_TOKEN))
+    async with case.postponed(rid, provider, says="nothing was started") as pool:
         assert refused_count(pool, "normalized") == 1
-        [waiting] = await storage.attempts_of(rid)
-        assert waiting.audio_uri and len(s3.keys(bucket)) == 1  # the upload is kept for the next try
+        [waiting] = await case.storage.attempts_of(rid)
+        assert waiting.audio_uri and len(case.s3.keys(case.bucket)) == 1  # the upload is kept for the next try
 
         recognize.respond(200, json=operation(False))
         clock.advance(WAIT.total_seconds() + 1)
-        assert await run_next(pool, storage) is Verdict.ADVANCED
-    [attempt] = await storage.attempts_of(rid)
+        assert await run_next(pool, case.storage) is Verdict.ADVANCED
+    [attempt] = await case.storage.attempts_of(rid)
     assert (attempt.status, attempt.operation_id, attempt.audio_uri) == (
         AttemptStatus.RUNNING,
         OP_ID,
         waiting.audio_uri,
     )
-    assert recognize.call_count == 2 and len(s3.keys(bucket)) == 1
+    assert recognize.call_count == 2 and len(case.s3.keys(case.bucket)) == 1
 
 
-async def test_no_speechkit_credentials_at_the_start_wait_before_anything_is_uploaded(
-    api: respx.MockRouter,
-    storage: InMemoryStorage,
-    s3: S3Server,
-    bucket: str,
-    audio: Path,
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    caplog.set_level(logging.WARNING, logger="transcriber")
-    rid = await normalized(storage, audio)
-    async with twin_sidecar(storage, default_steps(), provider=speechkit(s3, bucket)) as pool:
-        assert await run_next(pool, storage) is Verdict.POSTPONED
-    await assert_waits_for_the_owner(
-        storage, rid, caplog, stage="normalized", says="not configured", status=AttemptStatus.STARTED, operation_id=""
-    )
-    assert s3.keys(bucket) == [] and not api.calls
+async def test_no_speechkit_credentials_at_the_start_wait_before_anything_is_uploaded(case: Case) -> None:
+    rid = await case.normalized()
+    await case.assert_postponed(rid, case.speechkit(), says="not configured")
+    assert case.s3.keys(case.bucket) == [] and not case.api.calls
 
 
 @pytest.mark.parametrize(
@@ -442,28 +363,15 @@ async def test_no_speechkit_credentials_at_the_start_wait_before_anything_is_upl
     ],
 )
 async def test_openai_refusing_our_key_waits_and_recognizes_once_it_works(
-    api: respx.MockRouter,
-    storage: InMemoryStorage,
-    clock: FakeClock,
-    audio: Path,
-    caplog: pytest.LogCaptureFixture,
-    status: int,
-    body: dict[str, Any],
-    api_key: str | None,
+    case: Case, clock: FakeClock, status: int, body: dict[str, Any], api_key: str | None
 ) -> None:
     """The synchronous call is the paid operation. Before, a 401/403 halted the record provider_rejected."""
-    caplog.set_level(logging.WARNING, logger="transcriber")
-    call = api.post(OPENAI).respond(status, json=body)
-    rid = await normalized(storage, audio)
+    call = case.api.post(OPENAI).respond(status, json=body)
+    rid = await case.normalized()
     key = SecretStr(api_key) if api_key else None
-    provider: Provider = OpenAIProvider(OpenAISettings(api_key=key))
-    async with twin_sidecar(storage, default_steps(), provider=provider) as pool:
-        assert await run_next(pool, storage) is Verdict.POSTPONED
-        await assert_waits_for_the_owner(
-            storage, rid, caplog, stage="normalized", says=f"({status}", status=AttemptStatus.STARTED, operation_id=""
-        )
+    async with case.postponed(rid, OpenAIProvider(OpenAISettings(api_key=key)), says=f"({status}") as pool:
         call.respond(200, json={"text": "The quick brown fox.", "language": "english", "duration": 2.0})
         clock.advance(WAIT.total_seconds() + 1)
-        assert await run_next(pool, storage) is Verdict.ADVANCED
-    [attempt] = await storage.attempts_of(rid)
+        assert await run_next(pool, case.storage) is Verdict.ADVANCED
+    [attempt] = await case.storage.attempts_of(rid)
     assert attempt.status == AttemptStatus.READY and call.call_count == 2

@@ -134,13 +134,18 @@ def test_throttling_and_server_errors_are_retryable(code: str, status: int) -> N
     assert code in str(error)
 
 
+def _refusal_quoting_our_keys(code: str, status: int) -> Exception:
+    """S3's refusal ``code`` with our access key and secret in its message, classified as an upload's."""
+    store = ObjectStore(S3Server("http://x", None).settings("b"))
+    message = f"key {ACCESS_KEY_ID} secret {SECRET_ACCESS_KEY} refused"
+    return classify(_client_error(code, status, message), "upload the audio", store._scrub)
+
+
 @pytest.mark.parametrize(
     ("code", "status"), [("NoSuchBucket", 404), ("RequestTimeTooSkewed", 403), ("EntityTooLarge", 400)]
 )
 def test_refusals_are_permanent_and_keep_the_keys_out(code: str, status: int) -> None:
-    store = ObjectStore(S3Server("http://x", None).settings("b"))
-    message = f"key {ACCESS_KEY_ID} secret {SECRET_ACCESS_KEY} refused"
-    error = classify(_client_error(code, status, message), "upload the audio", store._scrub)
+    error = _refusal_quoting_our_keys(code, status)
     assert isinstance(error, PermanentError) and error.code == HaltCode.PROVIDER_REJECTED
     assert code in str(error)
     assert ACCESS_KEY_ID not in str(error) and SECRET_ACCESS_KEY not in str(error)
@@ -151,9 +156,7 @@ def test_refusals_are_permanent_and_keep_the_keys_out(code: str, status: int) ->
 )
 def test_our_keys_refused_wait_for_the_owner_and_keep_the_keys_out(code: str, status: int) -> None:
     """D.2's refusals of our static keys or their roles: not the recording's fault (O5)."""
-    store = ObjectStore(S3Server("http://x", None).settings("b"))
-    message = f"key {ACCESS_KEY_ID} secret {SECRET_ACCESS_KEY} refused"
-    error = classify(_client_error(code, status, message), "upload the audio", store._scrub)
+    error = _refusal_quoting_our_keys(code, status)
     assert isinstance(error, CredentialsRefused) and error.delay == timedelta(minutes=5)
     assert code in str(error) and "access_key_id" in str(error)
     assert ACCESS_KEY_ID not in str(error) and SECRET_ACCESS_KEY not in str(error)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 from pathlib import Path
@@ -71,19 +71,6 @@ VERBOSE = {
     ],
     "usage": {"type": "duration", "seconds": 7},
 }
-
-
-@pytest.fixture
-def api() -> Iterator[respx.MockRouter]:
-    with respx.mock(assert_all_called=True, assert_all_mocked=True) as router:
-        yield router
-
-
-@pytest.fixture
-def audio(tmp_path: Path) -> Path:
-    path = tmp_path / "normalized.ogg"
-    path.write_bytes(b"OggS" + b"\x02" * 2000)
-    return path
 
 
 def make(**settings: Any) -> OpenAIProvider:
@@ -247,29 +234,36 @@ async def test_5xx_then_success_is_retried_within_the_call(
         assert ("file", f"audio.ogg (audio/ogg, {size} bytes)") in form_fields(call.request)
 
 
-async def test_5xx_every_time_is_retryable(api: respx.MockRouter, provider: OpenAIProvider, audio: Path) -> None:
-    route = api.post(URL).respond(500, json={"error": {"message": "The server had an error"}})
-    with pytest.raises(RetryableError, match=r"answered 500 \(The server had an error\); gave up after 3 tries"):
-        await provider.start(_request(audio), _no_progress)
-    assert route.call_count == 3
-
-
-async def test_a_read_timeout_is_not_repeated_the_call_may_have_been_billed(
-    api: respx.MockRouter, provider: OpenAIProvider, audio: Path
+@pytest.mark.parametrize(
+    ("answer", "says", "tries"),
+    [
+        pytest.param(
+            {"return_value": httpx.Response(500, json={"error": {"message": "The server had an error"}})},
+            r"answered 500 \(The server had an error\); gave up after 3 tries",
+            3,
+            id="5xx every time: retried, then retryable",
+        ),
+        pytest.param(
+            {"side_effect": httpx.ReadTimeout("timed out")},
+            "may have been accepted",
+            1,
+            id="a read timeout is not repeated: the call may have been billed",
+        ),
+        pytest.param(
+            {"side_effect": httpx.ConnectTimeout("connect timed out")},
+            "did not answer within the timeout",
+            3,
+            id="a connect timeout is retried, then retryable",
+        ),
+    ],
+)
+async def test_a_call_that_keeps_failing_is_retryable_and_repeated_only_where_it_was_not_billed(
+    api: respx.MockRouter, provider: OpenAIProvider, audio: Path, answer: dict[str, Any], says: str, tries: int
 ) -> None:
-    route = api.post(URL).mock(side_effect=httpx.ReadTimeout("timed out"))
-    with pytest.raises(RetryableError, match="may have been accepted"):
+    route = api.post(URL).mock(**answer)
+    with pytest.raises(RetryableError, match=says):
         await provider.start(_request(audio), _no_progress)
-    assert route.call_count == 1
-
-
-async def test_a_connect_timeout_is_retried_then_retryable(
-    api: respx.MockRouter, provider: OpenAIProvider, audio: Path
-) -> None:
-    route = api.post(URL).mock(side_effect=httpx.ConnectTimeout("connect timed out"))
-    with pytest.raises(RetryableError, match="did not answer within the timeout"):
-        await provider.start(_request(audio), _no_progress)
-    assert route.call_count == 3
+    assert route.call_count == tries
 
 
 @pytest.mark.parametrize("body", [b"<html>502 Bad Gateway</html>", b'{"text": "The quick', b'{"segments": []}'])

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -17,6 +17,7 @@ import respx
 from pydantic import SecretStr
 
 from sidecar.outcome import Verdict
+from sidecar.providers.base import Provider
 from sidecar.providers.openai.provider import OpenAIProvider
 from sidecar.providers.speechkit.provider import SpeechKitProvider
 from sidecar.serving.assembly import default_steps
@@ -34,9 +35,13 @@ OPENAI = "https://api.openai.com/v1/audio/transcriptions"
 OPS = "https://operation.api.cloud.yandex.net"
 STT = "https://stt.api.cloud.yandex.net"
 
+Body = dict[str, Any] | str
+# Sets a provider's API up to answer with an error: the provider, and the record its step meets it on.
+Answering = Callable[[respx.MockRouter, InMemoryStorage, int, str, Body], Awaitable[tuple[Provider, str]]]
+
 # The body as a server sends it: the probe's shapes as they are, and inside the JSON errors each
 # kind of server writes (OpenAI error.message, whisper.cpp error, FastAPI detail).
-OPENAI_BODIES: list[tuple[str, str, dict[str, Any] | str]] = [
+OPENAI_BODIES: list[tuple[str, str, Body]] = [
     *[(shape, key, text) for shape, key, text in PROBE_SHAPES],
     ("whisper.cpp error", PROBE_KEY, {"error": f"string error {MIDDLE}"}),
     ("OpenAI error.message", SLASHED, {"error": {"message": f"Incorrect API key {SLASHED[2:30]}", "type": "x"}}),
@@ -45,13 +50,7 @@ OPENAI_BODIES: list[tuple[str, str, dict[str, Any] | str]] = [
 ]
 
 
-@pytest.fixture
-def api() -> Iterator[respx.MockRouter]:
-    with respx.mock(assert_all_called=True, assert_all_mocked=True) as router:
-        yield router
-
-
-def _respond(route: respx.Route, status: int, body: dict[str, Any] | str) -> None:
+def _respond(route: respx.Route, status: int, body: Body) -> None:
     if isinstance(body, str):
         route.respond(status, text=body)
     else:
@@ -102,30 +101,8 @@ def _expect(verdict: Verdict, status: int, places: dict[str, str], key: str) -> 
         assert not survivors(text, key), (where, text)
 
 
-@pytest.mark.parametrize("status", [400, 429, 500])
-@pytest.mark.parametrize(("shape", "key", "body"), OPENAI_BODIES, ids=[s for s, _, _ in OPENAI_BODIES])
-async def test_openai_errors_keep_no_piece_of_the_key(
-    api: respx.MockRouter,
-    storage: InMemoryStorage,
-    caplog: pytest.LogCaptureFixture,
-    status: int,
-    shape: str,
-    key: str,
-    body: dict[str, Any] | str,
-) -> None:
-    caplog.set_level(logging.DEBUG)
-    _respond(api.post(OPENAI), status, body)
-    provider = OpenAIProvider(OpenAISettings(api_key=SecretStr(key)))
-    rid = await _normalized(storage)
-    async with twin_sidecar(storage, default_steps(), provider=provider) as pool:
-        got = await pool.runner.storage.claim(pool.runner.table.leases())
-        assert isinstance(got, Claimed) and got.record.id == rid
-        verdict = await pool.runner.run(got)
-    _expect(verdict, status, _places(storage, rid, caplog), key)
-
-
 # SpeechKit's REST errors: google.rpc.Status (A.7), and bodies that are not one (a proxy's page).
-SPEECHKIT_BODIES: list[tuple[str, str, dict[str, Any] | str]] = [
+SPEECHKIT_BODIES: list[tuple[str, str, Body]] = [
     ("status message, a middle run", PROBE_KEY, {"code": 3, "message": f"string error {MIDDLE}", "details": []}),
     (
         "status message, split by -",
@@ -136,18 +113,18 @@ SPEECHKIT_BODIES: list[tuple[str, str, dict[str, Any] | str]] = [
 ]
 
 
-@pytest.mark.parametrize("status", [400, 429, 500])
-@pytest.mark.parametrize(("shape", "key", "body"), SPEECHKIT_BODIES, ids=[s for s, _, _ in SPEECHKIT_BODIES])
-async def test_speechkit_errors_keep_no_piece_of_the_key(
-    api: respx.MockRouter,
-    storage: InMemoryStorage,
-    caplog: pytest.LogCaptureFixture,
-    status: int,
-    shape: str,
-    key: str,
-    body: dict[str, Any] | str,
-) -> None:
-    caplog.set_level(logging.DEBUG)
+async def _openai_answering(
+    api: respx.MockRouter, storage: InMemoryStorage, status: int, key: str, body: Body
+) -> tuple[Provider, str]:
+    """The transcription call answered with ``status`` and ``body``: the provider, a record for submit."""
+    _respond(api.post(OPENAI), status, body)
+    return OpenAIProvider(OpenAISettings(api_key=SecretStr(key))), await _normalized(storage)
+
+
+async def _speechkit_answering(
+    api: respx.MockRouter, storage: InMemoryStorage, status: int, key: str, body: Body
+) -> tuple[Provider, str]:
+    """The poll of a running recognition answered with ``status`` and ``body``: the provider, a record for poll."""
     _respond(api.get(f"{OPS}/operations/op-1"), status, body)
     if status == 400:  # the recognition is lost for good: its copies are removed at once
         api.delete(f"{STT}/stt/v3/deleteRecognition").respond(200, json={})
@@ -155,7 +132,28 @@ async def test_speechkit_errors_keep_no_piece_of_the_key(
         SpeechKitSettings(api_key=SecretStr(key)),
         ObjectStorageSettings(bucket="b", access_key_id="YCAJEexample", secret_access_key=SecretStr("Tq3Wz8Kx2Lm7")),
     )
-    rid = await _submitted(storage)
+    return provider, await _submitted(storage)
+
+
+ERRORS = [
+    *[pytest.param(_openai_answering, key, body, id=f"OpenAI, {shape}") for shape, key, body in OPENAI_BODIES],
+    *[pytest.param(_speechkit_answering, key, body, id=f"SpeechKit, {shape}") for shape, key, body in SPEECHKIT_BODIES],
+]
+
+
+@pytest.mark.parametrize("status", [400, 429, 500])
+@pytest.mark.parametrize(("answering", "key", "body"), ERRORS)
+async def test_provider_errors_keep_no_piece_of_the_key(
+    api: respx.MockRouter,
+    storage: InMemoryStorage,
+    caplog: pytest.LogCaptureFixture,
+    status: int,
+    answering: Answering,
+    key: str,
+    body: Body,
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    provider, rid = await answering(api, storage, status, key, body)
     async with twin_sidecar(storage, default_steps(), provider=provider) as pool:
         got = await pool.runner.storage.claim(pool.runner.table.leases())
         assert isinstance(got, Claimed) and got.record.id == rid

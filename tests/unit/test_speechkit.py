@@ -4,7 +4,7 @@ PROVIDERS.md documents (A.4–A.7), the bucket a real S3-compatible server (moto
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -16,7 +16,7 @@ import pytest
 import respx
 from pydantic import SecretStr
 
-from sidecar.outcome import Advance, CredentialsRefused, HaltCode, PermanentError, RetryableError
+from sidecar.outcome import Advance, CredentialsRefused, HaltCode, PermanentError, RetryableError, StepResult
 from sidecar.providers.base import StartRequest
 from sidecar.providers.speechkit.object_storage import ObjectStore
 from sidecar.providers.speechkit.provider import MAX_BYTES, MAX_DURATION, SpeechKitProvider
@@ -40,13 +40,6 @@ IAM_TOKEN = "t1.9euelZ-test-iam-token-Qx7"
 OP_ID = "f8ddr61b30fk12345678"
 
 
-@pytest.fixture
-def audio(tmp_path: Path) -> Path:
-    path = tmp_path / "normalized.ogg"
-    path.write_bytes(b"OggS" + b"\x01" * 3000)
-    return path
-
-
 def make_provider(s3: S3Server, bucket: str, **settings: Any) -> SpeechKitProvider:
     values: dict[str, Any] = {"api_key": SecretStr(API_KEY)} | settings
     storage = s3.settings(bucket)
@@ -58,12 +51,6 @@ async def provider(s3: S3Server, bucket: str) -> AsyncIterator[SpeechKitProvider
     p = make_provider(s3, bucket)
     yield p
     await p.aclose()
-
-
-@pytest.fixture
-def api() -> Iterator[respx.MockRouter]:
-    with respx.mock(assert_all_called=True, assert_all_mocked=True) as router:
-        yield router
 
 
 # --- documented shapes ----------------------------------------------------------
@@ -636,8 +623,8 @@ class DyingStorage(InMemoryStorage):
         return [a.row for a in self._attempts.values() if a.row.record == record_id]
 
 
-async def _normalized(audio: Path, die: str) -> tuple[DyingStorage, Claimed]:
-    """A record in ``normalized`` with its normalized audio, claimed."""
+async def _normalized(audio: Path, die: str) -> tuple[DyingStorage, str]:
+    """A record in ``normalized`` with its normalized audio, on a storage that dies once at ``die``."""
     base = twin()
     storage = DyingStorage(stages=base.stages, terminal=base.terminal, clock=base.clock, die=die)
     rid = storage.add_record()
@@ -645,7 +632,7 @@ async def _normalized(audio: Path, die: str) -> tuple[DyingStorage, Claimed]:
     assert isinstance(first, Claimed)
     await storage.attach_file(first.claim, audio, role="normalized", format="ogg_opus", duration_ms=5600)
     await storage.settle(first.claim, Advanced("normalized"))
-    return storage, await _claim(storage, rid)
+    return storage, rid
 
 
 async def _claim(storage: InMemoryStorage, rid: str) -> Claimed:
@@ -655,22 +642,31 @@ async def _claim(storage: InMemoryStorage, rid: str) -> Claimed:
     return got
 
 
-def _context(storage: InMemoryStorage, claimed: Claimed, provider: SpeechKitProvider, workdir: Path) -> StepContext:
+async def _submit(storage: InMemoryStorage, rid: str, provider: SpeechKitProvider, workdir: Path) -> StepResult:
+    """One try of submit: the record claimed, the step run."""
+    claimed = await _claim(storage, rid)
     kit = StepKit(Providers(provider, lambda name: provider), Settings(), storage.clock)
-    return StepContext(ClaimSession(storage, claimed.claim, claimed.record), kit, workdir)
+    return await submit.run(StepContext(ClaimSession(storage, claimed.claim, claimed.record), kit, workdir))
+
+
+async def _killed_in_submit(
+    audio: Path, die: str, provider: SpeechKitProvider, workdir: Path
+) -> tuple[DyingStorage, str]:
+    """A normalized record whose first try of submit was killed at ``die``: its storage and id."""
+    storage, rid = await _normalized(audio, die)
+    with pytest.raises(Killed):
+        await _submit(storage, rid, provider, workdir)
+    return storage, rid
 
 
 async def test_a_kill_after_the_id_is_stored_never_starts_a_second_recognition(
     api: respx.MockRouter, s3: S3Server, bucket: str, provider: SpeechKitProvider, audio: Path, tmp_path: Path
 ) -> None:
     recognize = api.post(f"{STT}/stt/v3/recognizeFileAsync").respond(200, json=operation(False))
-    storage, claimed = await _normalized(audio, die="after_storing_id")
-    with pytest.raises(Killed):
-        await submit.run(_context(storage, claimed, provider, tmp_path))
-    assert storage.attempts(claimed.record.id)[0].operation_id == OP_ID
+    storage, rid = await _killed_in_submit(audio, "after_storing_id", provider, tmp_path)
+    assert storage.attempts(rid)[0].operation_id == OP_ID
 
-    again = await _claim(storage, claimed.record.id)
-    outcome = await submit.run(_context(storage, again, provider, tmp_path))
+    outcome = await _submit(storage, rid, provider, tmp_path)
 
     assert isinstance(outcome, Advance) and "not started again" in outcome.note
     assert recognize.call_count == 1
@@ -682,16 +678,13 @@ async def test_the_residual_window_a_kill_before_the_id_is_stored_pays_twice(
 ) -> None:
     """Documented, not closed: SpeechKit cannot be asked for an operation by our key."""
     recognize = api.post(f"{STT}/stt/v3/recognizeFileAsync").respond(200, json=operation(False))
-    storage, claimed = await _normalized(audio, die="before_storing_id")
-    with pytest.raises(Killed):
-        await submit.run(_context(storage, claimed, provider, tmp_path))
-    [row] = storage.attempts(claimed.record.id)
+    storage, rid = await _killed_in_submit(audio, "before_storing_id", provider, tmp_path)
+    [row] = storage.attempts(rid)
     assert row.operation_id == "" and row.audio_uri
 
-    again = await _claim(storage, claimed.record.id)
-    outcome = await submit.run(_context(storage, again, provider, tmp_path))
+    outcome = await _submit(storage, rid, provider, tmp_path)
 
     assert isinstance(outcome, Advance)
     assert recognize.call_count == 2  # the second paid call the docs name
     assert len(s3.keys(bucket)) == 1  # ... but the upload is not repeated
-    assert storage.attempts(claimed.record.id)[0].operation_id == OP_ID
+    assert storage.attempts(rid)[0].operation_id == OP_ID

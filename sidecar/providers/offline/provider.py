@@ -8,10 +8,7 @@ between windows.
 
 from __future__ import annotations
 
-from pydantic import ValidationError
-
-from sidecar.outcome import HaltCode, PermanentError
-from sidecar.providers.base import AudioSpec, OnProgress, Polled, Started, StartRequest
+from sidecar.providers.base import AnswersAtStart, AudioSpec, OnProgress, Started, StartRequest, stored_transcript
 from sidecar.providers.offline.engine import PIECE, SAMPLE_RATE, OfflineEngine
 from sidecar.runtime.threads import run_in_thread
 from sidecar.settings import OfflineSettings
@@ -20,10 +17,11 @@ from sidecar.transcript.model import Transcript
 __all__ = ["OfflineProvider"]
 
 
-class OfflineProvider:
+class OfflineProvider(AnswersAtStart):
     """The offline engine as a provider: recognized in a worker thread of this process, answered at start."""
 
     name = "offline"
+    answers_as = "offline"
 
     def __init__(self, settings: OfflineSettings, *, workers: int = 1) -> None:
         self.engine = OfflineEngine(settings, workers=workers)
@@ -62,20 +60,8 @@ class OfflineProvider:
         )
         return Started(operation_id=f"offline-{request.attempt_key}", raw=raw)
 
-    async def poll(self, operation_id: str) -> Polled:
-        raise PermanentError(
-            HaltCode.PROVIDER_FAILED,
-            "the offline provider answers at start; there is no operation to poll",
-        )
-
     def parse(self, raw: bytes) -> Transcript:
-        try:
-            return Transcript.model_validate_json(raw)
-        except ValidationError as e:
-            raise PermanentError(HaltCode.PROVIDER_FAILED, "the offline result could not be read") from e
-
-    async def cleanup(self, operation_id: str, audio_uri: str) -> None:
-        return None
+        return stored_transcript(raw, "offline")
 
     async def aclose(self) -> None:
         return None

@@ -51,7 +51,7 @@ import httpx
 from sidecar.media.audio import FORMATS
 from sidecar.outcome import HaltCode, PermanentError, RetryableError
 from sidecar.providers import http
-from sidecar.providers.base import AudioSpec, OnProgress, Polled, Started, StartRequest
+from sidecar.providers.base import AnswersAtStart, AudioSpec, OnProgress, Started, StartRequest
 from sidecar.redaction import scrubber, short
 from sidecar.settings import OpenAISettings
 from sidecar.transcript.model import Segment, Transcript, Word
@@ -72,8 +72,9 @@ def endpoint(base_url: str) -> str:
     return f"{base}/audio/transcriptions"
 
 
-class OpenAIProvider:
+class OpenAIProvider(AnswersAtStart):
     name = "openai"
+    answers_as = "OpenAI-compatible"
 
     def __init__(
         self,
@@ -145,12 +146,6 @@ class OpenAIProvider:
         operation_id = ident if isinstance(ident, str) and ident else f"openai-{request.attempt_key}"
         return Started(operation_id=operation_id, raw=resp.content)
 
-    async def poll(self, operation_id: str) -> Polled:
-        raise PermanentError(
-            HaltCode.PROVIDER_FAILED,
-            "the OpenAI-compatible provider answers at start; there is no operation to poll",
-        )
-
     def parse(self, raw: bytes) -> Transcript:
         try:
             body = json.loads(raw)
@@ -159,9 +154,6 @@ class OpenAIProvider:
         if not isinstance(body, dict):
             raise PermanentError(HaltCode.PROVIDER_FAILED, "the stored transcription is not a JSON object")
         return transcript_from(body)
-
-    async def cleanup(self, operation_id: str, audio_uri: str) -> None:
-        return None
 
     async def aclose(self) -> None:
         await self._http.aclose()

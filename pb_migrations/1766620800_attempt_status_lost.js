@@ -8,16 +8,14 @@
 // the new word joins the list, the rows move to it, then the old word goes
 // (a select keeps rows whose value is not in its list, so the list never
 // lacks a word some row still holds).
-const RENAMED = { from: "failed", to: "lost" };
-
-const HELP = {
-  after: "started, running, ready (raw response stored), cleaned (transcript stored, the provider-side copy " +
-    "removed), lost (the provider's operation is gone for good, ended in an error or its results expired: the " +
-    "piece needs a new attempt) or superseded (the owner set the stage back; a new attempt follows).",
-  before: "started, running, ready (raw response stored), cleaned (transcript stored, the provider-side copy " +
-    "removed), failed (the operation is lost; set the recording's stage to normalized to recognize again) or " +
-    "superseded (the owner set the stage back; a new attempt follows).",
-};
+// The help names every status; only the renamed one's words differ.
+const EARLIER = "started, running, ready (raw response stored), cleaned (transcript stored, the provider-side copy " +
+  "removed), ";
+const LATER = " or superseded (the owner set the stage back; a new attempt follows).";
+const LOST_HELP = EARLIER + "lost (the provider's operation is gone for good, ended in an error or its results " +
+  "expired: the piece needs a new attempt)" + LATER;
+const FAILED_HELP = EARLIER + "failed (the operation is lost; set the recording's stage to normalized to " +
+  "recognize again)" + LATER;
 
 function setValues(app, values, help) {
   const attempts = app.findCollectionByNameOrId("recognition_attempts");
@@ -39,6 +37,6 @@ function rename(app, from, to, help) {
 }
 
 migrate(
-  (app) => rename(app, RENAMED.from, RENAMED.to, HELP.after),
-  (app) => rename(app, RENAMED.to, RENAMED.from, HELP.before),
+  (app) => rename(app, "failed", "lost", LOST_HELP),
+  (app) => rename(app, "lost", "failed", FAILED_HELP),
 );

@@ -113,7 +113,7 @@ def run(quick: bool) -> list[Figure]:
     from testkit.wer import word_errors
 
     settings = OfflineSettings()
-    threads = threads_for(settings.threads, 1)  # one worker, as measured
+    threads = threads_for(settings.threads)
     lengths = [2] if quick else [10, 60]
     figures: list[Figure] = []
     rss: dict[int, float] = {}

@@ -114,12 +114,21 @@ def test_a_dialogue_through_the_service_has_speakers_in_its_exports(tmp_path: Pa
         assert "Speaker" not in exported(sender, plain, "vtt") + exported(sender, plain, "srt")
 
 
-def test_the_engine_says_the_language_first_and_keeps_moving_while_it_finds_speakers(
-    provider: OfflineProvider, tmp_path: Path
+def test_the_engine_finds_speakers_beside_the_words_and_keeps_moving_to_the_end(
+    provider: OfflineProvider, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     dialogue = next(d for d in DIALOGUES if d.audio.stem == "en_2speakers")
     wav = _wav(dialogue.audio, tmp_path, provider)
     said: list[tuple[str, Any]] = []
+    diarizer = provider.engine.diarizer
+    assert diarizer is not None
+    own = diarizer.diarize
+
+    def diarize(*args: Any, **kwargs: Any) -> Any:
+        said.append(("speakers from", threading.current_thread().name))
+        return own(*args, **kwargs)
+
+    monkeypatch.setattr(diarizer, "diarize", diarize)
     raw = provider.engine.recognize(
         wav,
         threading.Event(),
@@ -127,17 +136,37 @@ def test_the_engine_says_the_language_first_and_keeps_moving_while_it_finds_spea
         found_language=lambda code: said.append(("language", code)),
         doing=lambda activity: said.append(("doing", activity)),
     )
-    duration = float(provider.parse(raw).duration or 0)
+    result = provider.parse(raw)
+    duration = float(result.duration or 0)
     assert said[0] == ("doing", Activity.RECOGNIZING)
-    assert said[1] == ("language", "en")  # voted before a word is decoded
-    speakers = said.index(("doing", Activity.FINDING_SPEAKERS))
-    words = [float(v) for k, v in said[:speakers] if k == "done"]
-    after = [float(v) for k, v in said[speakers:] if k == "done"]
-    assert len(words) >= 3 and words == sorted(words)
-    # The words take their share, in full before the speakers are looked for...
-    assert words[-1] == pytest.approx(duration * RECOGNITION_SHARE, abs=0.01)
-    assert after == sorted(after) and after[0] > words[-1]
-    assert after[-1] == pytest.approx(duration, abs=0.01)  # ...and the speakers carry it to the end
+    # Started before a word is decoded, in a thread of its own: found while the words are.
+    started = said.index(("speakers from", "speakers"))
+    assert started < min(i for i, (k, _v) in enumerate(said) if k == "done")
+    assert ("language", "en") in said
+    done = [float(v) for k, v in said if k == "done"]
+    assert len(done) >= 3 and done == sorted(done)
+    assert done[-1] == pytest.approx(duration, abs=0.01)  # the words' share and the speakers' together
+    if ("doing", Activity.FINDING_SPEAKERS) in said:  # the words done first: their share in full, then waiting
+        before = [float(v) for k, v in said[: said.index(("doing", Activity.FINDING_SPEAKERS))] if k == "done"]
+        assert before[-1] >= duration * RECOGNITION_SHARE - 0.01
+    assert len({s.speaker for s in result.segments if s.speaker}) == 2  # and laid over the words
+
+
+def test_a_failed_recognition_leaves_no_speakers_running(
+    provider: OfflineProvider, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sidecar.providers.offline import engine as engine_module
+
+    wav = _wav(next(d for d in DIALOGUES if d.audio.stem == "en_2speakers").audio, tmp_path, provider)
+
+    def broken(*_args: Any, **_kwargs: Any) -> Iterator[dict[str, Any]]:
+        raise RuntimeError("the decoder broke")
+        yield {}
+
+    monkeypatch.setattr(engine_module.OfflineEngine, "_segments", broken)
+    with pytest.raises(RuntimeError, match="the decoder broke"):
+        provider.engine.recognize(wav, threading.Event())
+    assert not [t for t in threading.enumerate() if t.name == "speakers"]
 
 
 def test_the_extra_is_needed_only_when_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -195,7 +224,7 @@ def test_a_voice_heard_in_two_pieces_keeps_one_label(provider: OfflineProvider, 
 def test_a_failing_diarizer_costs_the_speakers_never_the_words(
     provider: OfflineProvider, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    def broken(wav: Path, report: object = None) -> None:
+    def broken(wav: Path, report: object = None, *, stop: object = None) -> None:
         raise RuntimeError("out of its depth")
 
     assert provider.engine.diarizer is not None

@@ -83,12 +83,9 @@ def test_the_quota_caps_the_affinity_never_raises_it(tmp_path: Path) -> None:
     assert usable_cpus(**_cgroup(tmp_path / "b", {"cpu.max": f"{(affinity + 8) * 100000} 100000"})) == affinity
 
 
-@pytest.mark.parametrize(
-    ("threads", "workers", "cores", "expected"), [(0, 2, 2, 1), (0, 1, 2, 2), (0, 4, 2, 1), (0, 2, 8, 4), (3, 2, 2, 3)]
-)
-def test_threads_are_the_cpus_shared_among_the_workers(threads: int, workers: int, cores: int, expected: int) -> None:
-    assert threads_for(threads, workers, cores) == expected
-    assert threads or workers * expected <= cores or expected == 1
+@pytest.mark.parametrize(("threads", "cores", "expected"), [(0, 2, 2), (0, 8, 8), (0, 1, 1), (3, 2, 3), (1, 8, 1)])
+def test_each_decoder_replica_takes_every_usable_cpu_unless_set(threads: int, cores: int, expected: int) -> None:
+    assert threads_for(threads, cores) == expected
 
 
 _CHILD = """
@@ -96,7 +93,7 @@ import json
 from sidecar.runtime.threads import usable_cpus
 from sidecar.providers.offline.provider import OfflineProvider
 from sidecar.settings import OfflineSettings
-provider = OfflineProvider(OfflineSettings(diarize=False), workers=1)
+provider = OfflineProvider(OfflineSettings(diarize=False), workers=2)
 print(json.dumps({"usable": usable_cpus(), "decoder_threads": provider.engine.threads}))
 """
 

@@ -86,6 +86,8 @@ _WINDOW = 30 * SAMPLE_RATE
 # the speakers counts for the rest. Measured (PF10, an hour of dialogues, one worker on
 # 2 cores): 210 s to recognize, 110 s more with speakers, so about two thirds.
 RECOGNITION_SHARE = 0.65
+# While the words are done and the speakers are not: how often progress is told (and a cancel seen).
+_SPEAKERS_TICK = 1.0
 
 
 class RecognitionCancelled(TranscriberError):
@@ -98,12 +100,13 @@ class OfflineEngine:
     def __init__(self, settings: OfflineSettings, *, workers: int = 1) -> None:
         self._settings = settings
         self.model = settings.model or DEFAULT_MODEL
-        # Every worker of this process may be decoding at once, each on its share of
-        # the CPUs this process may use (its affinity and cgroup quota, not the host's).
+        # Every worker of this process may be decoding at once (a replica each), each replica on
+        # every CPU this process may use (its affinity and cgroup quota, not the host's).
         self._replicas = max(1, workers)
-        self.threads = threads_for(settings.threads, self._replicas)
+        self.threads = threads_for(settings.threads)
         wanted = settings.diarize if settings.diarize is not None else diarizer.installed()
-        self.diarizer = diarizer.OfflineDiarizer(self.threads) if wanted else None
+        # The speakers are found beside the decoder (diarizer.Alongside): half the threads.
+        self.diarizer = diarizer.OfflineDiarizer(max(1, self.threads // 2)) if wanted else None
 
     def load(self) -> Any:
         """The model, verified and loaded on first use (once per process)."""
@@ -165,44 +168,40 @@ class OfflineEngine:
             if chosen is not None:
                 heard(chosen)
             duration = frames / SAMPLE_RATE
-            share = RECOGNITION_SHARE if self.diarizer is not None else 1.0
-            segments: list[dict[str, Any]] = []
-            for segment in self._segments(model, pcm, regions, chosen, cancel, heard):
-                segments.extend(split_at_pauses(segment))
-                if report is not None:
-                    report(segment["end"] * share)
-            _check(cancel)
-            # Speakers after the words (a fraction of their time): laid over them by time overlap.
-            found = None
-            if segments and self.diarizer is not None:
-                if report is not None:
-                    report(duration * share)  # the words are done: their share in full, written with the news
-                if doing is not None:
-                    doing(Activity.FINDING_SPEAKERS)
-                found = self._speakers(pcm.path, _speakers_part(report, duration, share))
-            _check(cancel)
-        document = {
-            "text": " ".join(s["text"] for s in segments if s["text"]),
-            "language": voted[0] if voted else None,
-            "duration": _r(frames / SAMPLE_RATE),
-            "segments": segments,
-        }
+            # Speakers are found beside the words (diarizer.Alongside says why), once there is speech.
+            speakers = diarizer.Alongside(self.diarizer, pcm.path) if self.diarizer is not None and regions else None
+            progress = _Progress(report, duration, speakers)
+            try:
+                segments: list[dict[str, Any]] = []
+                for segment in self._segments(model, pcm, regions, chosen, cancel, heard):
+                    segments.extend(split_at_pauses(segment))
+                    progress.words(segment["end"])
+                _check(cancel)
+                found = None
+                if speakers is not None and segments:
+                    progress.words(duration)  # the words are done: their share in full
+                    if not speakers.wait(0) and doing is not None:
+                        doing(Activity.FINDING_SPEAKERS)
+                    while not speakers.wait(_SPEAKERS_TICK):
+                        _check(cancel)
+                        progress.tell()
+                    found = speakers.result()
+                    progress.tell()
+            finally:
+                if speakers is not None:
+                    speakers.stop()  # at once when finished; after its window when the words failed
+                document = {
+                    "text": " ".join(s["text"] for s in segments if s["text"]),
+                    "language": voted[0] if voted else None,
+                    "duration": _r(frames / SAMPLE_RATE),
+                    "segments": segments,
+                }
         if found is not None and found.turns:
             # The voices travel with the result, so finalize can match speakers across pieces.
             transcript = assign(Transcript.model_validate(document), found.turns)
             transcript = transcript.model_copy(update={"voices": found.voices})
             return transcript.model_dump_json(exclude_none=True).encode()
         return json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode()
-
-    def _speakers(self, wav: Path, report: Callable[[float], None] | None) -> diarizer.Diarization | None:
-        """Who speaks when, if asked for; a failure costs the speakers, never the words."""
-        if self.diarizer is None:
-            return None
-        try:
-            return self.diarizer.diarize(wav, report)
-        except Exception as e:  # an optional extra failing in any way
-            log.warning("speaker diarization failed (%s): this piece's transcript has no speakers", type(e).__name__)
-            return None
 
     def _language(self, model: Any, regions: Sequence[vad.Region], asked: str | None) -> str | None:
         """The language asked for (the sender's hint, else the settings'); None: to be voted (or no speech)."""
@@ -286,14 +285,23 @@ class OfflineEngine:
             raise _engine_failure(e) from e
 
 
-def _speakers_part(
-    report: Callable[[float], None] | None, duration: float, share: float
-) -> Callable[[float], None] | None:
-    """The diarizer's fraction done, reported as seconds after recognition's share of ``duration``."""
-    if report is None:
-        return None
-    done, left = duration * share, duration * (1 - share)
-    return lambda fraction: report(done + left * fraction)
+class _Progress:
+    """Seconds of the piece done, told to ``report``: the words' share and the speakers' together."""
+
+    def __init__(self, report: Callable[[float], None] | None, duration: float, speakers: Any) -> None:
+        self._report, self._duration, self._speakers = report, duration, speakers
+        self._share = RECOGNITION_SHARE if speakers is not None else 1.0
+        self._words = 0.0
+
+    def words(self, seconds: float) -> None:
+        self._words = max(self._words, seconds)
+        self.tell()
+
+    def tell(self) -> None:
+        if self._report is None:
+            return
+        speakers = self._speakers.done if self._speakers is not None else 0.0
+        self._report(self._words * self._share + self._duration * (1 - self._share) * speakers)
 
 
 def split_at_pauses(segment: dict[str, Any], pause: float = SPLIT_PAUSE) -> Iterator[dict[str, Any]]:

@@ -204,7 +204,7 @@ class OfflineSettings(Section):
     model: str = "base"  # a bundled model (base, tiny.en), a local model directory, or a model name
     language: Language = AUTO  # auto: found by voting over the recording's speech
     compute_type: str = "int8"
-    # Threads of each decoding worker; 0: every CPU this process may use (speakers: half of them).
+    # Threads of each decoding worker; 0: the CPUs this process may use, less the speakers' half.
     threads: int = Field(default=0, ge=0)
     # 1: greedy decoding. Measured (PF9): about 0.5 points more word errors than 5, for 0.8× the time.
     beam_size: int = Field(default=1, ge=1)

@@ -122,7 +122,7 @@ def _limit(quota: str, period: str) -> tuple[int, int] | None:
 
 
 def threads_for(threads: int, cores: int | None = None) -> int:
-    """The decoder's threads in each of its replicas: as set, or (0) every usable CPU.
+    """The decoder's threads in each of its replicas: as set, or (0) ``cores`` (every usable CPU).
 
     Not the CPUs shared among the workers: decoding a lone recording on one thread of two
     left the other idle (a 30-second note 5.0 s against 3.7 s), while two recordings at once,

@@ -4,18 +4,14 @@ the realtime status (``record_status``) that reaches its sender alone."""
 from __future__ import annotations
 
 import json
-import queue
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
-import httpx
 import pytest
 
 from testkit.media import wav_bytes
 from testkit.pocketbase import Caller, PocketBaseServer, now_ms
+from testkit.realtime import realtime
 
 AUDIO = wav_bytes(1.0)
 
@@ -297,84 +293,14 @@ def test_the_upload_options_name_the_intakes_languages(pb: PocketBaseServer) -> 
 # --- realtime status --------------------------------------------------------------------------
 
 
-class Stream:
-    """A realtime (SSE) connection as a client holds it: its id and the events that arrive."""
-
-    def __init__(self, client_id: str, received: queue.Queue[tuple[str, dict[str, Any]]]) -> None:
-        self.client_id = client_id
-        self.received = received
-
-    def drain(self, within: float) -> list[tuple[str, dict[str, Any]]]:
-        out: list[tuple[str, dict[str, Any]]] = []
-        deadline = time.monotonic() + within
-        while (left := deadline - time.monotonic()) > 0:
-            try:
-                out.append(self.received.get(timeout=left))
-            except queue.Empty:
-                break
-        return out
-
-    def wait_for(self, test: Any, within: float = 10) -> dict[str, Any]:
-        deadline = time.monotonic() + within
-        while (left := deadline - time.monotonic()) > 0:
-            try:
-                _, data = self.received.get(timeout=left)
-            except queue.Empty:
-                break
-            if test(data):
-                return data
-        raise AssertionError("no such event arrived")
-
-
-@contextmanager
-def realtime(pb: PocketBaseServer, token: str | None, subscriptions: list[str]) -> Iterator[Stream]:
-    received: queue.Queue[tuple[str, dict[str, Any]]] = queue.Queue()
-    connected: queue.Queue[str] = queue.Queue()
-    stop = threading.Event()
-
-    def read() -> None:
-        with (
-            httpx.Client(base_url=pb.url, timeout=httpx.Timeout(10, read=None)) as http,
-            http.stream("GET", "/api/realtime") as resp,
-        ):
-            name = ""
-            for line in resp.iter_lines():
-                if stop.is_set():
-                    return
-                if line.startswith("event:"):
-                    name = line[6:]
-                elif line.startswith("data:"):
-                    data = json.loads(line[5:])
-                    if name == "PB_CONNECT":
-                        connected.put(data["clientId"])
-                    elif name != "PB_PING":
-                        received.put((name, data))
-
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
-    client_id = connected.get(timeout=10)
-    headers = {"Authorization": token} if token else {}
-    resp = httpx.post(
-        f"{pb.url}/api/realtime",
-        json={"clientId": client_id, "subscriptions": subscriptions},
-        headers=headers,
-        timeout=10,
-    )
-    assert resp.status_code == 204, resp.text
-    try:
-        yield Stream(client_id, received)
-    finally:
-        stop.set()
-
-
 def test_realtime_status_reaches_its_sender_alone(
     pb: PocketBaseServer, sender: Caller, other_sender: Caller, service: Caller
 ) -> None:
     subs = ["record_status/*"]
     with (
-        realtime(pb, sender.token, subs) as mine,
-        realtime(pb, other_sender.token, subs) as theirs,
-        realtime(pb, None, subs) as nobody,
+        realtime(pb.url, sender.token, subs) as mine,
+        realtime(pb.url, other_sender.token, subs) as theirs,
+        realtime(pb.url, None, subs) as nobody,
         realtime(
             pb, other_sender.token, ["record_status/*?options=" + json.dumps({"query": {"expand": "owner"}})]
         ) as expanding,
@@ -455,7 +381,7 @@ def test_each_status_event_is_numbered_so_the_newest_is_known_whatever_order_the
     arrive in any order: ``seq`` counts the writes of one recording's row, and the highest is the
     newest (the sender's page keeps it, pb_public/js/latest.js)."""
     steps = [round(0.01 * i, 2) for i in range(1, 31)]
-    with realtime(pb, sender.token, ["record_status/*"]) as mine:
+    with realtime(pb.url, sender.token, ["record_status/*"]) as mine:
         rid = sender.upload(AUDIO)
         token = service.claim(rid)["token"]
         for value in steps:  # back to back, as a worker's first reports come
@@ -480,8 +406,8 @@ def test_one_recording_is_heard_by_its_sender_and_not_by_another_asking_for_it_b
 ) -> None:
     rid = sender.upload(AUDIO)
     with (
-        realtime(pb, sender.token, [f"record_status/{rid}"]) as mine,
-        realtime(pb, other_sender.token, [f"record_status/{rid}"]) as theirs,
+        realtime(pb.url, sender.token, [f"record_status/{rid}"]) as mine,
+        realtime(pb.url, other_sender.token, [f"record_status/{rid}"]) as theirs,
     ):
         service.claim(rid)
         mine.wait_for(lambda d: d["record"]["id"] == rid and d["record"]["poll"]["activity"] == "normalizing")

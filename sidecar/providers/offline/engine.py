@@ -59,7 +59,7 @@ from sidecar.providers.base import AudioSpec
 from sidecar.providers.offline import batches as offline_batches
 from sidecar.providers.offline import diarizer
 from sidecar.providers.offline.models import BUNDLED, DEFAULT_MODEL, ModelLoadError, load_model, model_directory
-from sidecar.runtime.threads import threads_for
+from sidecar.runtime.threads import threads_for, usable_cpus
 from sidecar.settings import OfflineSettings
 from sidecar.transcript.languages import AUTO, code_of
 from sidecar.transcript.model import Transcript
@@ -101,12 +101,16 @@ class OfflineEngine:
         self._settings = settings
         self.model = settings.model or DEFAULT_MODEL
         # Every worker of this process may be decoding at once (a replica each), each replica on
-        # every CPU this process may use (its affinity and cgroup quota, not the host's).
+        # the CPUs this process may use (its affinity and cgroup quota, not the host's), less
+        # those the speakers take beside it (diarizer.Alongside): measured on a 30-second note,
+        # 2 cores, speakers on, one decoding thread beside the speakers' one (2.9-3.2 s) beat two
+        # beside it (3.3-3.5 s: three busy threads on two cores).
         self._replicas = max(1, workers)
-        self.threads = threads_for(settings.threads)
         wanted = settings.diarize if settings.diarize is not None else diarizer.installed()
-        # The speakers are found beside the decoder (diarizer.Alongside): half the threads.
-        self.diarizer = diarizer.OfflineDiarizer(max(1, self.threads // 2)) if wanted else None
+        cpus = usable_cpus()
+        speakers = max(1, cpus // 2) if wanted else 0
+        self.threads = threads_for(settings.threads, max(1, cpus - speakers))
+        self.diarizer = diarizer.OfflineDiarizer(speakers) if wanted else None
 
     def load(self) -> Any:
         """The model, verified and loaded on first use (once per process)."""

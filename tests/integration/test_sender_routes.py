@@ -302,7 +302,7 @@ def test_realtime_status_reaches_its_sender_alone(
         realtime(pb.url, other_sender.token, subs) as theirs,
         realtime(pb.url, None, subs) as nobody,
         realtime(
-            pb, other_sender.token, ["record_status/*?options=" + json.dumps({"query": {"expand": "owner"}})]
+            pb.url, other_sender.token, ["record_status/*?options=" + json.dumps({"query": {"expand": "owner"}})]
         ) as expanding,
     ):
         rid = sender.upload(AUDIO, title="Standup")

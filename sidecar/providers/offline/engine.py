@@ -23,13 +23,15 @@ worker thread):
    bounded by a group of windows, whatever the length), with word timestamps,
    in the recording's own times. With ``batch_size = 1`` the regions are
    joined into groups and decoded one window after another instead.
-4. **Speakers** (with the ``diarize`` extra): who speaks when, laid over the
-   words.
+4. **Speakers** (with the ``diarize`` extra): who speaks when, found in a
+   thread of their own while the words are decoded (``diarizer.Alongside``),
+   then laid over the words.
 
 As it goes it tells the caller the language (as soon as it is known), what it
 is doing (recognizing, finding speakers) and how far it has come: with
 speakers, recognition counts for ``RECOGNITION_SHARE`` of a piece's
-progress and speakers for the rest, so progress keeps moving to the end.
+progress and speakers for the rest, both as they go, so progress keeps
+moving until the later of the two is done.
 """
 
 from __future__ import annotations
@@ -194,12 +196,12 @@ class OfflineEngine:
             finally:
                 if speakers is not None:
                     speakers.stop()  # at once when finished; after its window when the words failed
-                document = {
-                    "text": " ".join(s["text"] for s in segments if s["text"]),
-                    "language": voted[0] if voted else None,
-                    "duration": _r(frames / SAMPLE_RATE),
-                    "segments": segments,
-                }
+        document = {
+            "text": " ".join(s["text"] for s in segments if s["text"]),
+            "language": voted[0] if voted else None,
+            "duration": _r(frames / SAMPLE_RATE),
+            "segments": segments,
+        }
         if found is not None and found.turns:
             # The voices travel with the result, so finalize can match speakers across pieces.
             transcript = assign(Transcript.model_validate(document), found.turns)
@@ -292,7 +294,9 @@ class OfflineEngine:
 class _Progress:
     """Seconds of the piece done, told to ``report``: the words' share and the speakers' together."""
 
-    def __init__(self, report: Callable[[float], None] | None, duration: float, speakers: Any) -> None:
+    def __init__(
+        self, report: Callable[[float], None] | None, duration: float, speakers: diarizer.Alongside | None
+    ) -> None:
         self._report, self._duration, self._speakers = report, duration, speakers
         self._share = RECOGNITION_SHARE if speakers is not None else 1.0
         self._words = 0.0

@@ -44,7 +44,7 @@ from sidecar.media.audio import AudioSpec
 from sidecar.media.pcm import PcmReader
 from sidecar.media.pieces import Piece, PieceLimits, plan
 from sidecar.outcome import Advance, HaltCode, PermanentError, StepResult
-from sidecar.runtime.threads import run_in_thread
+from sidecar.runtime.threads import run_in_thread, usable_cpus
 from sidecar.steps.base import StepContext
 from sidecar.storage.model import FileRole, FileRow, PiecePlace
 
@@ -143,7 +143,7 @@ def decode(src: Path, workdir: Path, limit: timedelta, cancel: threading.Event) 
 def split(full: audio.Normalized, workdir: Path, spec: AudioSpec, cancel: threading.Event) -> list[Cut]:
     """The decoded recording as pieces in ``spec``'s form, cut in pauses (blocking)."""
     with PcmReader(full.path) as pcm:
-        regions, total = vad.find_speech_in_blocks(_watched(pcm.blocks(vad.BLOCK_SECONDS), cancel))
+        regions, total = vad.find_speech_in_blocks(_watched(pcm.blocks(vad.BLOCK_SECONDS), cancel), usable_cpus())
         channels = full.source_channels
         if not regions:
             # Nothing to recognize, never sent anywhere: nothing of it is kept but its length.

@@ -236,6 +236,70 @@ def test_the_batched_vote_outvotes_an_opening_and_costs_no_encoder_pass(
     assert document["segments"][0]["text"], document  # the English opening is still heard
 
 
+def test_blocks_searched_at_once_find_the_same_speech(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two threads search two blocks at a time (measured by how many searches overlap) and find
+    exactly the regions one thread finds, in the recording's order; no more blocks are held."""
+    from sidecar.media.pcm import PcmReader
+
+    audio = _mixed(tmp_path)
+    with PcmReader(audio) as pcm:
+        alone, frames = vad.find_speech_in_blocks(pcm.blocks(10))
+    assert len(alone) >= 6 and frames > 60 * 16000
+
+    real = vad.find_speech
+    lock = threading.Lock()
+    running, most, read = [0], [0], [0]
+    held: list[int] = []
+
+    def watched(block: Any, offset: int = 0) -> list[vad.Region]:
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        time.sleep(0.05)  # long enough for the other thread to start its block
+        try:
+            return real(block, offset)
+        finally:
+            with lock:
+                running[0] -= 1
+
+    def counted(blocks: Iterator[Any]) -> Iterator[Any]:
+        for block in blocks:
+            read[0] += 1
+            held.append(read[0] - done[0])
+            yield block
+
+    done = [0]
+    real_trim = vad.heap.trim
+
+    def trimmed() -> None:
+        done[0] += 1
+        real_trim()
+
+    monkeypatch.setattr(vad, "find_speech", watched)
+    monkeypatch.setattr(vad.heap, "trim", trimmed)
+    with PcmReader(audio) as pcm:
+        together, frames_together = vad.find_speech_in_blocks(counted(pcm.blocks(10)), 2)
+    assert together == alone and frames_together == frames
+    assert most[0] == 2
+    assert max(held) <= 3  # the block just read and at most two being searched
+
+
+def test_a_block_reader_that_fails_leaves_no_search_running(tmp_path: Path) -> None:
+    from sidecar.media.pcm import PcmReader
+
+    audio = _mixed(tmp_path)
+
+    def broken(blocks: Iterator[Any]) -> Iterator[Any]:
+        for i, block in enumerate(blocks):
+            if i == 3:
+                raise offline.RecognitionCancelled("recognition was cancelled")
+            yield block
+
+    with PcmReader(audio) as pcm, pytest.raises(offline.RecognitionCancelled):
+        vad.find_speech_in_blocks(broken(pcm.blocks(10)), 2)
+    assert not [t for t in threading.enumerate() if t.name.startswith("vad")]
+
+
 # --- silence, noise, tiny clips ---------------------------------------------------
 
 

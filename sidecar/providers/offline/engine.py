@@ -156,7 +156,9 @@ class OfflineEngine:
             doing(Activity.RECOGNIZING)
         with _pcm16(audio, cancel) as pcm:
             if speech is None:
-                regions, frames = vad.find_speech_in_blocks(_watched(pcm.blocks(vad.BLOCK_SECONDS), cancel))
+                regions, frames = vad.find_speech_in_blocks(
+                    _watched(pcm.blocks(vad.BLOCK_SECONDS), cancel), usable_cpus()
+                )
             else:
                 regions, frames = _regions(speech, pcm.frames), pcm.frames
             # The language asked for, else voted: by the batched decoder on the encoder's output of the

@@ -54,7 +54,7 @@ import numpy.typing as npt
 
 from sidecar.activity import Activity
 from sidecar.media import audio as audio_io
-from sidecar.media import vad
+from sidecar.media import heap, vad
 from sidecar.media.pcm import PcmReader, is_pcm16_mono
 from sidecar.outcome import HaltCode, PermanentError, RetryableError, TranscriberError
 from sidecar.providers.base import AudioSpec
@@ -113,6 +113,8 @@ class OfflineEngine:
         speakers = max(1, cpus // 2) if wanted else 0
         self.threads = threads_for(settings.threads, max(1, cpus - speakers))
         self.diarizer = diarizer.OfflineDiarizer(speakers) if wanted else None
+        if wanted:
+            heap.one_arena()  # the speakers' thread and the decoder's free for each other (heap says why)
 
     def load(self) -> Any:
         """The model, verified and loaded on first use (once per process)."""

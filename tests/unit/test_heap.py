@@ -1,0 +1,45 @@
+"""The heap's arena lever, in child processes (it changes a whole process): threads share one arena."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+# Four threads each allocate a little from C, then glibc describes its heaps (malloc_info's XML).
+_CHILD = """
+import ctypes, ctypes.util, sys, threading
+from sidecar.media import heap
+if sys.argv[1] == "one":
+    heap.one_arena()
+libc = ctypes.CDLL(ctypes.util.find_library("c"))
+libc.malloc.restype = ctypes.c_void_p
+libc.fopen.restype = ctypes.c_void_p
+held = []
+def work():
+    for _ in range(100):
+        held.append(libc.malloc(1000))
+threads = [threading.Thread(target=work) for _ in range(4)]
+for t in threads: t.start()
+for t in threads: t.join()
+out = libc.fopen(sys.argv[2].encode(), b"w")
+libc.malloc_info(0, ctypes.c_void_p(out))
+libc.fclose(ctypes.c_void_p(out))
+"""
+
+
+def _heaps(mode: str, tmp_path: Path) -> int:
+    report = tmp_path / f"{mode}.xml"
+    done = subprocess.run(
+        [sys.executable, "-c", _CHILD, mode, str(report)], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    return report.read_text().count("<heap nr=")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's arenas")
+def test_after_one_arena_new_threads_share_the_main_heap(tmp_path: Path) -> None:
+    assert _heaps("many", tmp_path) > 1  # the default: threads take arenas of their own
+    assert _heaps("one", tmp_path) == 1

@@ -114,10 +114,11 @@ async def _notes(settings: Any, provider: Any, sender: Any, audio: Path, url: st
                         poll = event["record"]["poll"]
                         return bool(event["record"]["id"] == rid and (poll["status"] == "done" or poll["halted"]))
 
+                    def text(rid: str = rid) -> dict[str, Any]:
+                        return dict(sender.http.get(f"/api/transcriber/records/{rid}").json())
+
                     await anyio.to_thread.run_sync(lambda: news.wait_for(settled, within=120))
-                    body = await anyio.to_thread.run_sync(
-                        lambda rid=rid: dict(sender.http.get(f"/api/transcriber/records/{rid}").json())
-                    )
+                    body = await anyio.to_thread.run_sync(text)
                     if body["halted"]:
                         raise RuntimeError(f"the note halted: {body['halt_code']}")
                     times.append(time.perf_counter() - t0)

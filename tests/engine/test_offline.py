@@ -14,7 +14,7 @@ from typing import Any
 import anyio
 import pytest
 
-from sidecar.media import vad
+from sidecar.media import heap, vad
 from sidecar.media.audio import normalize
 from sidecar.outcome import HaltCode, PermanentError, RetryableError
 from sidecar.providers.base import Provider, StartRequest
@@ -269,14 +269,14 @@ def test_blocks_searched_at_once_find_the_same_speech(tmp_path: Path, monkeypatc
             yield block
 
     done = [0]
-    real_trim = vad.heap.trim
+    real_trim = heap.trim
 
     def trimmed() -> None:
         done[0] += 1
         real_trim()
 
     monkeypatch.setattr(vad, "find_speech", watched)
-    monkeypatch.setattr(vad.heap, "trim", trimmed)
+    monkeypatch.setattr(heap, "trim", trimmed)
     with PcmReader(audio) as pcm:
         together, frames_together = vad.find_speech_in_blocks(counted(pcm.blocks(10)), 2)
     assert together == alone and frames_together == frames

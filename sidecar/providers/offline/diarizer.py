@@ -28,7 +28,6 @@ from typing import Any
 
 import numpy as np
 
-from sidecar.media import heap
 from sidecar.media.pcm import PcmReader
 from sidecar.outcome import TranscriberError
 from sidecar.transcript.speakers import Turn, VoiceLinker
@@ -112,8 +111,6 @@ class OfflineDiarizer:
                     result = diarizer.diarize_samples(samples, sample_rate=pcm.rate)
                 if result:
                     turns.extend(_window_turns(result, linker, offset=start / pcm.rate))
-                del samples, result
-                heap.trim()  # what the window freed goes back now, not after the decoder beside it has grown
                 if report is not None:
                     report(min(start + size, pcm.frames) / pcm.frames)
         return Diarization(turns, linker.voices())

@@ -216,7 +216,7 @@ def test_a_replica_stopped_mid_recognition_leaves_its_work_to_the_other(pb: Pock
     sender = pb.new_sender()
     try:
         first = start(logs[0])
-        audio = meeting(tmp_path)
+        audio = meeting(tmp_path, rounds=24)
         rid = sender.upload(audio)
 
         def moving() -> dict[str, Any] | None:

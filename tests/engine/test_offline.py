@@ -687,9 +687,9 @@ async def test_speech_is_found_once_per_recording(provider: OfflineProvider, mon
     runs: list[int] = []
     search = vad.find_speech_in_blocks
 
-    def counted(blocks: Any) -> tuple[list[vad.Region], int]:
+    def counted(blocks: Any, threads: int = 1) -> tuple[list[vad.Region], int]:
         runs.append(1)
-        return search(blocks)
+        return search(blocks, threads=threads)
 
     monkeypatch.setattr(vad, "find_speech_in_blocks", counted)
     storage = twin()

@@ -8,7 +8,7 @@
 // - every time the claim compares is a number of unix milliseconds;
 // - `available_at` is the single sort key of the claim: the moment a record
 //   becomes claimable (creation or release time, lease expiry, end of a
-//   pause); 0 means "never" (done or halted). See pb_hooks/lib/claim.js.
+//   pause); 0 means "never" (done or halted). See pb_hooks/lib/queue.js.
 migrate((app) => {
   const SERVICE = "@request.auth.collectionName = 'services'";
   const users = app.findCollectionByNameOrId("users");

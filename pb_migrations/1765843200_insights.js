@@ -3,7 +3,7 @@
 // the first optional step (seed 004's llm-insights-adapter).
 //
 // The work is its own queue, beside the recordings' one: an `insights` row per
-// recording, with the same queue fields and the same transitions (lib/transitions.js),
+// recording, with the same queue fields and the same transitions (lib/queue.js),
 // so a lease, attempts, a postpone, a halt with a stable code and the journal
 // hold for it as for every stage, while the recording itself stays `done` and
 // its transcript visible whatever happens here. The claim hands insights out

@@ -32,8 +32,7 @@ migrate((app) => {
     type: "base",
     name: "login_addresses",
     fields: [
-      { name: "collection", type: "text", required: true,
-        help: "The account's collection (users or _superusers)." },
+      { name: "collection", type: "text", required: true, help: "The account's collection (users or _superusers)." },
       { name: "account", type: "text", required: true, help: "The account's id." },
       { name: "address", type: "text", required: true,
         help: "SHA-256 of the collection, the account and the address it signed in from (an IPv6 address by its /64)." },

@@ -17,12 +17,6 @@
 //   halt. The daily quota counts the recordings charged in the last 24 hours
 //   by this time, so a recording resumed today is counted today, not on the
 //   day it was uploaded. Recordings before this: their upload time.
-
-// Recordings from before quota_at: charged when they were uploaded (created, as unix ms).
-const CHARGED_AT_UPLOAD =
-  "UPDATE audio_records SET quota_at = CAST(ROUND((julianday(created) - 2440587.5) * 86400000) AS INTEGER) " +
-  "WHERE quota_at = 0";
-
 migrate((app) => {
   const files = app.findCollectionByNameOrId("files");
   const role = files.fields.getByName("role");
@@ -58,7 +52,9 @@ migrate((app) => {
   }));
   records.indexes.push("CREATE INDEX idx_audio_records_owner_quota ON audio_records (owner, quota_at)");
   app.save(records);
-  app.db().newQuery(CHARGED_AT_UPLOAD).execute();
+  app.db().newQuery(
+    "UPDATE audio_records SET quota_at = CAST(ROUND((julianday(created) - 2440587.5) * 86400000) AS INTEGER) " +
+    "WHERE quota_at = 0").execute();
 }, (app) => {
   const records = app.findCollectionByNameOrId("audio_records");
   records.indexes = records.indexes.filter((i) => i.indexOf("idx_audio_records_owner_quota") < 0);

@@ -34,6 +34,11 @@ CLI = [sys.executable, "-m", "sidecar"]
 OWNER = "owner@example.com"
 
 
+# Rounds of a meeting long enough (about ten minutes) for recognition to be seen under way and
+# stopped mid-way: with the speakers beside the words, a shorter one's progress came in one batch, at its end.
+LONG_ROUNDS = 24
+
+
 def meeting(tmp: Path, rounds: int = 4) -> Path:
     """A recording of ``rounds`` × the six English clips with pauses (about 25 s a round)."""
     clips = sorted(SPEECH.glob("*.ogg"))

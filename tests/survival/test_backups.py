@@ -18,7 +18,7 @@ import pytest
 
 from testkit.audio import speech_wav_bytes
 from testkit.pocketbase import PASSWORD, signed_in
-from tests.support.operator import CLI, OWNER, db_row, meeting, served
+from tests.support.operator import CLI, LONG_ROUNDS, OWNER, db_row, meeting, served
 from tests.support.waiting import eventually_sync
 
 # Two servers, a recognition and a backup one after another: minutes on a busy machine.
@@ -53,7 +53,7 @@ def test_a_live_backup_restores_into_a_fresh_directory(tmp_path: Path, figures: 
         broken_audio.write_bytes(UNDECODABLE)
         broken = s.upload(broken_audio)
         eventually_sync(lambda: db_row(s.data, broken)["halted_at"] != "", within=120)
-        in_flight = s.upload(meeting(tmp_path, rounds=24))
+        in_flight = s.upload(meeting(tmp_path, rounds=LONG_ROUNDS))
         s.wait_mid_recognition(in_flight)
         queued = s.upload(meeting(tmp_path, rounds=1))  # behind the in-flight one (one worker)
         files_at_backup = _stored_files(s.data)

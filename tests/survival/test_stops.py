@@ -30,6 +30,7 @@ from sidecar.settings import PipelineSettings
 from testkit.pocketbase import PocketBaseServer, free_port
 from tests.support.operator import (
     CLI,
+    LONG_ROUNDS,
     ROOT,
     Served,
     clean_env,
@@ -73,7 +74,7 @@ def test_a_stop_mid_recognition_hands_the_record_back_and_exits_0(tmp_path: Path
     with served(tmp_path, **QUICK_GRACE) as s:
         s.start()
         s.wait_ready()
-        rid = s.upload(meeting(tmp_path, rounds=24))
+        rid = s.upload(meeting(tmp_path, rounds=LONG_ROUNDS))
         claimed = s.wait_mid_recognition(rid)
         assert s.proc is not None
         everything = family(s.proc)
@@ -132,7 +133,7 @@ def test_docker_compose_stop_mid_recognition_hands_the_record_back(tmp_path: Pat
         with worker_log.open("ab") as out:
             procs["sidecar"] = subprocess.Popen([*CLI, "worker"], env=env, stdout=out, stderr=subprocess.STDOUT)
         eventually_sync(lambda: "pool running" in worker_log.read_text(), within=120, what="workers running")
-        rid = s.upload(meeting(tmp_path, rounds=24))
+        rid = s.upload(meeting(tmp_path, rounds=LONG_ROUNDS))
         s.proc = procs["sidecar"]  # the process whose death would fail the waits
         claimed = s.wait_mid_recognition(rid)
         codes = compose_stop(services, procs)
@@ -166,7 +167,7 @@ def test_a_restart_after_partial_progress_finishes_that_record_and_one_behind_it
     with served(tmp_path, **(QUICK_GRACE if sig == signal.SIGTERM else {})) as s:
         s.start()
         s.wait_ready()
-        rid = s.upload(meeting(tmp_path, rounds=24))
+        rid = s.upload(meeting(tmp_path, rounds=LONG_ROUNDS))
         claimed = s.wait_mid_recognition(rid)
         held = claimed["claim_token"]
         assert s.proc is not None
@@ -216,7 +217,7 @@ def test_a_replica_stopped_mid_recognition_leaves_its_work_to_the_other(pb: Pock
     sender = pb.new_sender()
     try:
         first = start(logs[0])
-        audio = meeting(tmp_path, rounds=24)
+        audio = meeting(tmp_path, rounds=LONG_ROUNDS)
         rid = sender.upload(audio)
 
         def moving() -> dict[str, Any] | None:

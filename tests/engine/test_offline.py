@@ -236,6 +236,55 @@ def test_the_batched_vote_outvotes_an_opening_and_costs_no_encoder_pass(
     assert document["segments"][0]["text"], document  # the English opening is still heard
 
 
+def test_the_voted_windows_fill_their_batches(
+    provider: OfflineProvider, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The voted windows are decoded first with the next windows filling their last batch, and
+    later groups are whole batches: only the piece's last batch may run short (a batch costs
+    nearly its full decoding whatever it holds), and still no window is encoded twice."""
+    from faster_whisper import BatchedInferencePipeline
+    from faster_whisper.transcribe import WhisperModel
+
+    parts: list[Path | float] = []
+    for name in CLIPS:
+        parts += [SPEECH / name, 0.4]
+    audio = compose_wav(parts, tmp_path / "clips.wav")
+    # Short windows, so a test-sized recording has several groups of them.
+    real_windows = offline_batches.windows
+    seen: list[int] = []
+
+    def short(regions: Any) -> list[offline_batches.Window]:
+        spans = real_windows(regions, limit=3 * 16000)
+        seen.append(len(spans))
+        return spans
+
+    batches: list[int] = []
+    real_forward = BatchedInferencePipeline.forward
+
+    def forward(self: Any, features: Any, *args: Any, **kwargs: Any) -> Any:
+        batches.append(len(features))
+        return real_forward(self, features, *args, **kwargs)
+
+    encoded: list[int] = []
+    real_encode = WhisperModel.encode
+
+    def encode(self: Any, features: Any) -> Any:
+        encoded.append(1 if features.ndim == 2 else int(features.shape[0]))
+        return real_encode(self, features)
+
+    monkeypatch.setattr(offline_batches, "windows", short)
+    monkeypatch.setattr(BatchedInferencePipeline, "forward", forward)
+    monkeypatch.setattr(WhisperModel, "encode", encode)
+    document = _recognize(provider, audio)
+    size = OfflineSettings().batch_size
+    (count,) = seen
+    assert count > offline_batches.VOTE_WINDOWS + size  # a vote, and groups after it
+    assert sum(batches) == count == sum(encoded)
+    assert all(b == size for b in batches[:-1]), batches
+    assert len(batches) == -(-count // size)  # as few batches as the windows allow
+    assert document["language"] == "en" and document["text"]
+
+
 def test_blocks_searched_at_once_find_the_same_speech(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Two threads search two blocks at a time (measured by how many searches overlap) and find
     exactly the regions one thread finds, in the recording's order; no more blocks are held."""

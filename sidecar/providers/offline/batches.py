@@ -158,14 +158,20 @@ def decode(
         language = _vote(reuse, pcm, [spans[i] for i in first])
         if on_language is not None:
             on_language(language)
+        first = sorted(first + filling(first, len(spans), batch_size))
         for i, segment in _decode_group(reuse, pcm, spans, first, language, beam_size, batch_size):
             held[i].append(segment)
+        del reuse  # the voted windows' encoder output: not held through the rest of the piece
         if cancel.is_set():
             return
     rest = [i for i in range(len(spans)) if i not in set(first)]
     waiting = sorted(held)
-    for start in range(0, len(rest), GROUP):
-        group = rest[start : start + GROUP]
+    while waiting and (not rest or waiting[0] < rest[0]):  # decoded first and due first: out now
+        yield from held.pop(waiting.pop(0))
+    # Whole batches per group, as for the first one: only the piece's last batch may run short.
+    size = batch_size * max(1, GROUP // batch_size)
+    for start in range(0, len(rest), size):
+        group = rest[start : start + size]
         for i, segment in _decode_group(model, pcm, spans, group, language, beam_size, batch_size):
             while waiting and waiting[0] < i:
                 yield from held.pop(waiting.pop(0))
@@ -184,6 +190,19 @@ def spread(count: int, most: int) -> list[int]:
         return []
     n = min(most, count)
     return sorted({min(count - 1, int((k + 0.5) * count / n)) for k in range(n)})
+
+
+def filling(chosen: Sequence[int], count: int, batch_size: int) -> list[int]:
+    """The first indices of ``count`` windows not in ``chosen`` that fill its last batch.
+
+    The voted windows are decoded as a group of their own; five of them in batches of four left
+    a batch of one, and a batch costs nearly its full decoding time however few windows it holds
+    (tokens come one step after another): measured on ten minutes of Russian, 1.9 s for one window
+    against 5.4 s for four. Filled up, only a piece's very last batch can run short.
+    """
+    taken = set(chosen)
+    want = -len(chosen) % batch_size
+    return [i for i in range(count) if i not in taken][:want]
 
 
 def _decode_group(
@@ -297,14 +316,18 @@ class _EncoderReuse:
         if features.ndim == 2:
             features = np.expand_dims(features, 0)
         keys = [_key(f) for f in features]
-        if all(k in self._kept for k in keys):
-            self.reused += len(keys)
-            return ctranslate2.StorageView.from_array(np.ascontiguousarray(np.stack([self._kept[k] for k in keys])))
-        encoded = self._inner.encode(features)
-        rows = np.array(encoded)
-        for k, row in zip(keys, rows, strict=True):
-            self._kept[k] = row
-        return encoded
+        missing = [i for i, k in enumerate(keys) if k not in self._kept]
+        if len(missing) == len(keys):
+            encoded = self._inner.encode(features)
+            for k, row in zip(keys, np.array(encoded), strict=True):
+                self._kept[k] = row
+            return encoded
+        if missing:  # a batch of voted windows and others: only the others are encoded
+            rows = np.array(self._inner.encode(np.ascontiguousarray(features[missing])))
+            for i, row in zip(missing, rows, strict=True):
+                self._kept[keys[i]] = row
+        self.reused += len(keys) - len(missing)
+        return ctranslate2.StorageView.from_array(np.ascontiguousarray(np.stack([self._kept[k] for k in keys])))
 
 
 def _key(features: npt.NDArray[np.float32]) -> bytes:

@@ -279,7 +279,7 @@ def _vote(reuse: _EncoderReuse, pcm: Any, group: Sequence[Window]) -> str:
     """
     audio, placed = _compact(pcm, group)
     features = np.stack([reuse.features(audio[a : a + size]) for a, size in placed])
-    encoded = reuse.encode(features)
+    encoded = reuse.encode_kept(features)
     votes: dict[str, float] = defaultdict(float)
     for (_a, size), ranked in zip(placed, reuse.model.detect_language(encoded), strict=True):
         weight = min(size, WINDOW) / WINDOW
@@ -310,24 +310,29 @@ class _EncoderReuse:
 
         return np.asarray(pad_or_trim(self._inner.feature_extractor(samples)[..., :-1]), dtype=np.float32)
 
+    def encode_kept(self, features: npt.NDArray[np.float32]) -> Any:
+        """The encoder's output for ``features`` (the vote's windows), kept until their batch asks for it."""
+        encoded = self._inner.encode(features)
+        for f, row in zip(features, np.array(encoded), strict=True):
+            self._kept[_key(f)] = row
+        return encoded
+
     def encode(self, features: npt.NDArray[np.float32]) -> Any:
+        """What the decoder asks for a batch: kept rows handed over (and let go), the others encoded."""
         import ctranslate2
 
         if features.ndim == 2:
             features = np.expand_dims(features, 0)
         keys = [_key(f) for f in features]
-        missing = [i for i, k in enumerate(keys) if k not in self._kept]
-        if len(missing) == len(keys):
-            encoded = self._inner.encode(features)
-            for k, row in zip(keys, np.array(encoded), strict=True):
-                self._kept[k] = row
-            return encoded
+        rows = {i: self._kept.pop(k) for i, k in enumerate(keys) if k in self._kept}
+        if not rows:
+            return self._inner.encode(features)
+        missing = [i for i in range(len(keys)) if i not in rows]
         if missing:  # a batch of voted windows and others: only the others are encoded
-            rows = np.array(self._inner.encode(np.ascontiguousarray(features[missing])))
-            for i, row in zip(missing, rows, strict=True):
-                self._kept[keys[i]] = row
+            encoded = np.array(self._inner.encode(np.ascontiguousarray(features[missing])))
+            rows.update(zip(missing, encoded, strict=True))
         self.reused += len(keys) - len(missing)
-        return ctranslate2.StorageView.from_array(np.ascontiguousarray(np.stack([self._kept[k] for k in keys])))
+        return ctranslate2.StorageView.from_array(np.ascontiguousarray(np.stack([rows[i] for i in range(len(keys))])))
 
 
 def _key(features: npt.NDArray[np.float32]) -> bytes:

@@ -20,7 +20,7 @@ import traceback
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bench.common import ROOT, Failed, Figure, load
+from bench.common import ROOT, Failed, Figure, cpu, load
 from sidecar.runtime.threads import usable_cpus
 
 MODULES = [
@@ -67,7 +67,8 @@ def write_results(
         "",
         f"Written by `bench/run{' --quick' if mode == 'quick' else ''}` on "
         f"{datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}, commit {_commit()}, "
-        f"{usable_cpus()} cores, Python {platform.python_version()}; took {(time.time() - started) / 60:.1f} min.",
+        f"{usable_cpus()} cores of {cpu()}, Python {platform.python_version()}; "
+        f"took {(time.time() - started) / 60:.1f} min.",
         "",
         "Every ratio is against a reference measured in the same run, because the machine is shared and noisy: "
         f"load average (1/5 min) was {load_before} at the start and {load_after} at the end. Absolute times "
@@ -102,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
 
     started = time.time()
     load_before = load()
-    print(f"bench: {mode} run, {usable_cpus()} cores, load {load_before}", flush=True)
+    print(f"bench: {mode} run, {usable_cpus()} cores of {cpu()}, load {load_before}", flush=True)
     rows: list[Figure | Failed] = []
     for fid, module, what in MODULES:
         if only and fid not in only:

@@ -207,14 +207,10 @@ def test_an_opening_in_another_language_is_outvoted(provider: OfflineProvider, t
     assert all(size <= 30 * 16000 for size in asked)
 
 
-def test_the_batched_vote_outvotes_an_opening_and_costs_no_encoder_pass(
-    provider: OfflineProvider, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The batched decoder votes on the encoder's output of the windows it decodes first: the
-    recording is encoded once, window by window, vote included, and the opening is outvoted."""
+def _windows_encoded(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """From now on, each call of the model's encoder adds how many windows it encoded to the list returned."""
     from faster_whisper.transcribe import WhisperModel
 
-    audio = _mixed(tmp_path)
     encoded: list[int] = []
     real = WhisperModel.encode
 
@@ -223,6 +219,16 @@ def test_the_batched_vote_outvotes_an_opening_and_costs_no_encoder_pass(
         return real(self, features)
 
     monkeypatch.setattr(WhisperModel, "encode", counted)
+    return encoded
+
+
+def test_the_batched_vote_outvotes_an_opening_and_costs_no_encoder_pass(
+    provider: OfflineProvider, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The batched decoder votes on the encoder's output of the windows it decodes first: the
+    recording is encoded once, window by window, vote included, and the opening is outvoted."""
+    audio = _mixed(tmp_path)
+    encoded = _windows_encoded(monkeypatch)
     heard: list[str] = []
     document = json.loads(provider.engine.recognize(audio, threading.Event(), found_language=heard.append))
     assert document["language"] == "ru" and heard == ["ru"]
@@ -243,7 +249,6 @@ def test_the_voted_windows_fill_their_batches(
     later groups are whole batches: only the piece's last batch may run short (a batch costs
     nearly its full decoding whatever it holds), and still no window is encoded twice."""
     from faster_whisper import BatchedInferencePipeline
-    from faster_whisper.transcribe import WhisperModel
 
     parts: list[Path | float] = []
     for name in CLIPS:
@@ -265,16 +270,9 @@ def test_the_voted_windows_fill_their_batches(
         batches.append(len(features))
         return real_forward(self, features, *args, **kwargs)
 
-    encoded: list[int] = []
-    real_encode = WhisperModel.encode
-
-    def encode(self: Any, features: Any) -> Any:
-        encoded.append(1 if features.ndim == 2 else int(features.shape[0]))
-        return real_encode(self, features)
-
+    encoded = _windows_encoded(monkeypatch)
     monkeypatch.setattr(offline_batches, "windows", short)
     monkeypatch.setattr(BatchedInferencePipeline, "forward", forward)
-    monkeypatch.setattr(WhisperModel, "encode", encode)
     document = _recognize(provider, audio)
     size = OfflineSettings().batch_size
     (count,) = seen

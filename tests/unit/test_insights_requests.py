@@ -12,7 +12,7 @@ import anyio
 import pytest
 
 from sidecar.insights.chat import ContextExceeded
-from sidecar.insights.summarize import Source, summarize
+from sidecar.insights.summarize import LEAST_PART_TOKENS, Source, summarize
 
 pytestmark = pytest.mark.anyio
 
@@ -124,6 +124,40 @@ async def test_every_request_of_a_long_meeting_starts_with_the_same_instructions
     assert notes[0].startswith("1: Team 0 ships item 0. | Point 0: we, um, we agreed")
     assert [q.sentence for q in found.brief] == ["Team 0 ships item 0.", notes[2].split(": ", 1)[1].split(" |")[0]]
     assert found.topics == ["Shipping"]
+
+
+@pytest.mark.parametrize(
+    ("items", "sentences", "parts"),
+    [
+        (300, 5, 5),  # the room makes 3 parts; an even share for each of 5 sentences makes them 5
+        (300, 2, 3),  # as many parts as the room needs already give each sentence its stretch
+        (160, 5, 0),  # five shares would be under LEAST_PART_TOKENS: fewer parts, of that size
+    ],
+)
+async def test_a_meeting_read_in_parts_gives_each_sentence_of_the_brief_a_stretch(
+    items: int, sentences: int, parts: int
+) -> None:
+    source, said = meeting(items)
+
+    def answer(messages: Messages, schema: dict[str, Any]) -> Any:
+        d = doc(messages)
+        return note_for(d["transcript"]) if "transcript" in d else {"keep": [1, 2, 3, 4, 5], "topics": []}
+
+    chat = Scripted(answer, context=4096)
+    await summarize(chat, source, sentences=sentences, answer_tokens=512)
+    asked = [(doc(m)["transcript"], s) for m, s in chat.requests if "transcript" in doc(m)]
+    sizes = [await chat.count_tokens(json.dumps(part, ensure_ascii=False)) for part, _ in asked]
+    if parts:
+        assert len(asked) == parts
+    else:
+        assert 1 < len(asked) < sentences and min(sizes[:-1]) >= 0.8 * LEAST_PART_TOKENS
+    # Each part asked for its share of the brief's sentences, no more.
+    each = -(-sentences // len(asked))
+    assert [s["properties"]["brief"]["maxItems"] for _, s in asked] == [each] * len(asked)
+    # Every line once, in order, and the parts of even size (within a line or two of each other).
+    lines = [line for part, _ in asked for line in part]
+    assert [line.split("Point ")[1].split(":")[0] for line in lines] == [str(i) for i in range(len(said))]
+    assert max(sizes[:-1]) - min(sizes[:-1]) <= 2 * max(map(len, lines)) // 3
 
 
 async def test_a_pick_of_no_valid_note_keeps_the_first_notes() -> None:

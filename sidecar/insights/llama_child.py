@@ -35,6 +35,10 @@ def _serve(cfg: dict[str, Any]) -> Any:
     params.cpuparams.poll = 0
     params.cpuparams_batch.poll = 0
     params.warmup = False
+    # No copies of earlier prompts kept in memory (llama.cpp keeps up to 8 GB of them by default): the requests
+    # of one step share only their instructions, which the one slot still holds. Measured: each part of an
+    # hour's meeting left its state behind, 2,128 MB at ten minutes became 2,585 MB at an hour.
+    params.cache_ram_mib = 0
     params.api_keys = [str(cfg["api_key"])]
     params.hostnames = ["127.0.0.1"]
     return xllamacpp.Server(params)

@@ -2,10 +2,11 @@
 
 The model reads the transcript compacted (``compact``: no times, no fillers,
 short speaker labels). A transcript that fits is one request. A longer one (a
-six-hour meeting) is read in parts, each within the context and as many at
-once as the server answers at once (``Chat.parallel``): each part gives notes
-(sentences with quotes, checked against the whole transcript at once, so
-nothing ungrounded travels on), then the model picks, by number, the notes
+six-hour meeting) is read in parts, each within the context, at least one per
+sentence of the brief (each part a stretch of the meeting), and as many at
+once as the server answers at once (``Chat.parallel``): each part gives its
+share of notes (sentences with quotes, checked against the whole transcript
+at once, so nothing ungrounded travels on), then the model picks, by number, the notes
 that make the brief of the whole and chooses the topics, in as many rounds as
 the notes need to fit. Every request of a transcript starts with the same
 instructions, so a server with a prompt cache reads them once. The brief is

@@ -88,6 +88,25 @@ async def test_a_long_transcript_goes_in_parts_within_the_context() -> None:
     assert all(q.quote for q in found.brief)  # whatever was kept is quoted from the transcript
 
 
+async def test_the_parts_of_a_long_meeting_leave_no_copies_of_their_prompts_in_memory() -> None:
+    # Each part is a prompt of its own after the shared instructions; llama.cpp's server would keep each
+    # earlier one's state in memory (about 20 MB a part here, hundreds on an hour's meeting with a 1.5B model).
+    async with engine(context=4096).open() as chat:
+        child = next(p for p in psutil.Process().children() if "llama_child" in " ".join(p.cmdline()))
+
+        async def part(k: int) -> None:
+            lines = [f"Part {k}, point {i}: {line}" for i in range(12) for line in LINES]
+            assert await chat.count_tokens(json.dumps(lines)) > 900
+            await chat.complete(messages_for(lines=lines, dictionary=[], language="en", sentences=1), {}, 8)
+
+        await part(0)
+        after_one = child.memory_info().rss
+        for k in range(1, 5):
+            await part(k)
+        grown_mb = (child.memory_info().rss - after_one) / 2**20
+    assert grown_mb < 20, f"the engine grew {grown_mb:.0f} MB over four more parts"
+
+
 async def test_a_cancelled_step_leaves_no_engine_running() -> None:
     pids: list[int] = []
     asking = anyio.Event()

@@ -3,8 +3,9 @@
 A model's answer is a proposal. Here each sentence of the brief keeps its
 place only if the quote it gives is found in the transcript (words in order;
 case, punctuation and ``ё``/``е`` do not matter, nor the fillers and repeated
-words the model was not shown: ``compact``), at least ``MIN_QUOTE_WORDS``
-long, and the sentence itself names no number and no name the transcript
+words the model was not shown: ``compact``; of a quote the answer's length
+limit cut, the words before the cut), at least ``MIN_QUOTE_WORDS`` long,
+and the sentence itself names no number and no name the transcript
 never says (the invented "November 22nd"; a speaker's name is said). The
 quote kept is the transcript's own passage and its time the transcript's.
 The brief as a whole must be in the transcript's language.
@@ -132,20 +133,27 @@ class Indexed:
 
     def locate(self, quote: str, *, cut: bool = False) -> tuple[float, float, str] | None:
         """Where ``quote`` is said (start of its first word's segment, end of its last's) and the
-        transcript's own words there, or None. A ``cut`` quote's last word may be the start of the word said."""
+        transcript's own words there, or None. A ``cut`` quote's last word is not evidence (``_covered``): where
+        it is the start of what follows, the passage runs on to the end of that; otherwise it ends before it."""
         folded = words(quote)
         q = [folded[i] for i in spoken(folded, self.language)]
-        if not (MIN_QUOTE_WORDS <= len(q) <= MAX_QUOTE_WORDS):
+        whole, last = (q[:-1], q[-1]) if cut and q else (q, "")
+        if not (MIN_QUOTE_WORDS <= len(whole) and len(q) <= MAX_QUOTE_WORDS):
             return None
-        n = len(q)
-        whole, last = (q[:-1], q[-1]) if cut else (q, "")
-        for i in self._at.get(q[0], ()):
+        found: tuple[int, int] | None = None
+        for i in self._at.get(whole[0], ()):
             if self.words[i : i + len(whole)] != whole:
                 continue
-            if cut and not (i + n - 1 < len(self.words) and self.words[i + n - 1].startswith(last)):
-                continue
-            return self.times[i][0], self.times[i + n - 1][1], self._passage(i, i + n - 1)
-        return None
+            end = i + len(whole) - 1
+            covered = _covered(self.words[end + 1 : end + 4], last) if last else 0
+            if covered or not last:
+                found = (i, end + covered)
+                break
+            found = found or (i, end)
+        if found is None:
+            return None
+        first, end = found
+        return self.times[first][0], self.times[end][1], self._passage(first, end)
 
     def find(self, quote: str) -> tuple[float, float] | None:
         """Where ``quote`` is said (start of its first word's segment, end of its last's), or None."""
@@ -161,6 +169,24 @@ class Indexed:
 
     def says(self, word: str) -> bool:
         return _stem(word) in self.stems
+
+
+def _covered(following: Sequence[str], cut: str) -> int:
+    """How many of the ``following`` words of the transcript a quote's last word, cut by the answer's length
+    limit, is the start of (0: none). The grammar ends the quote inside the model's last token, so: its last
+    letter is not compared (a token may begin another spelling: "пони" for "понедельника"), and it may run two
+    words together (a token with its space no longer fitted: "thisweek"). It may also be a word the model
+    never meant ("do" for "look": the only token that fitted), so one that is not the start of what follows
+    is left out of the passage, not held against the quote."""
+    stem = cut[:-1] if len(cut) > 1 else cut
+    joined = ""
+    for k, word in enumerate(following, 1):
+        joined += word
+        if joined.startswith(stem):
+            return k
+        if not stem.startswith(joined):
+            return 0
+    return 0
 
 
 def _seconds(v: object) -> float:

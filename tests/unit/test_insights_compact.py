@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -154,5 +155,39 @@ def test_a_quote_cut_at_the_answers_length_limit_may_end_in_part_of_a_word() -> 
     assert [q.quote for q in ground_brief([cut], index, limit=5).kept] == ["decided to ship the billing page on Friday"]
     whole = Proposal("The billing page ships on Friday.", "decided to ship the billing page on Fri")
     assert ground_brief([whole], index, limit=5).kept == []  # a quote the model ended itself is whole words
+    # A cut word that is not the start of what was said is left out of the passage; the sentence is still
+    # checked: the day it names is not said.
     wrong = Proposal("The billing page ships on Monday.", "decided to ship the billing page on Mon", cut=True)
     assert ground_brief([wrong], index, limit=5).kept == []
+    assert index.locate("decided to ship the billing page on Mon", cut=True) == (
+        2.0,
+        6.0,
+        "decided to ship the billing page on",
+    )
+
+
+@pytest.mark.parametrize(
+    ("quote", "passage"),
+    [
+        # Measured (a 1.5B model, quotes of at most 70 characters): the limit falls inside the model's last
+        # token, which may begin another spelling ...
+        (
+            "Дежурства по неделям, по два человека, начинаем с пони",
+            "Дежурства по неделям, по два человека, начинаем с понедельника",
+        ),
+        # ... run two words together (a token with its space no longer fitted) ...
+        ("по два человека, начинаем спонедельн", "по два человека, начинаем с понедельника"),
+        # ... or be a word the model never meant (the only token that fitted): not in the passage.
+        ("по два человека, начинаем с во", "по два человека, начинаем с"),
+    ],
+    ids=["another-spelling", "two-words-run-together", "a-word-not-meant"],
+)
+def test_a_cut_quote_is_found_by_its_words_before_the_cut(quote: str, passage: str) -> None:
+    said = "Отлично. Дежурства по неделям, по два человека, начинаем с понедельника, график составлю я."
+    index = Indexed(said, [{"start": 3.0, "end": 9.0, "text": said}], "ru")
+    kept = ground_brief([Proposal("Дежурства по неделям, с понедельника.", quote, cut=True)], index, limit=5).kept
+    assert [(q.quote, q.start, q.end) for q in kept] == [(passage, 3.0, 9.0)]
+    # The same words ended by the model itself are whole words: the last one must be said.
+    assert ground_brief([Proposal("Дежурства по неделям.", quote)], index, limit=5).kept == []
+    # And the words before the cut are at least MIN_QUOTE_WORDS.
+    assert index.locate("начинаем с пони", cut=True) is None

@@ -457,7 +457,9 @@ class _Run:
         self.notes += [f"sentence dropped: {d}" for d in grounded.dropped]
         self.notes += [f"topic refused: {r}" for r in refused]
         return Insights(
-            brief=grounded.kept,
+            # In the order the meeting said them (the model's order means nothing; a long meeting's notes
+            # already are): a reader follows the brief, and its quotes' times, from the start.
+            brief=sorted(grounded.kept, key=lambda q: (q.start, q.end)),
             topics=topics,
             language=self.language,
             proposed=grounded.proposed,

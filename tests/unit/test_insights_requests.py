@@ -270,3 +270,18 @@ async def test_a_speakers_label_copied_before_a_sentence_is_taken_off() -> None:
     brief = [{"quote": "we agreed that team 1 ships", "sentence": "S2: Team 1 ships item 1."}]
     found = await summarize(Scripted(lambda m, s: {"brief": brief, "topics": []}), source)
     assert [q.sentence for q in found.brief] == ["Team 1 ships item 1."]
+
+
+async def test_the_brief_is_in_the_order_the_meeting_said_it_whatever_the_models_order() -> None:
+    source, _ = meeting(4)
+    brief = [
+        {"quote": "we agreed that team 3 ships", "sentence": "Team 3 ships item 3."},
+        {"quote": "we agreed that team 0 ships", "sentence": "Team 0 ships item 0."},
+        {"quote": "we agreed that team 2 ships", "sentence": "Team 2 ships item 2."},
+    ]
+    found = await summarize(Scripted(lambda m, s: {"brief": brief, "topics": []}), source)
+    assert [(q.sentence, q.start) for q in found.brief] == [
+        ("Team 0 ships item 0.", 0.0),
+        ("Team 2 ships item 2.", 20.0),
+        ("Team 3 ships item 3.", 30.0),
+    ]

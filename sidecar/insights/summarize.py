@@ -7,10 +7,11 @@ sentence of the brief (each part a stretch of the meeting), and as many at
 once as the server answers at once (``Chat.parallel``): each part gives its
 share of notes (sentences with quotes, checked against the whole transcript
 at once, so nothing ungrounded travels on), then the model picks, by number,
-the notes that make the brief of the whole and chooses the topics, in as many rounds as
-the notes need to fit. Every request of a transcript starts with the same
-instructions, so a server with a prompt cache reads them once. The brief is
-checked again (``grounding``): what is kept is what the transcript says.
+the notes that make the brief of the whole and chooses the topics, in as
+many rounds as the notes need to fit. Every request of a transcript starts
+with the same instructions, so a server with a prompt cache reads them once.
+The brief is checked again (``grounding``): what is kept is what the
+transcript says, in the order the meeting said it.
 
 Every answer is parsed against the schema; one that is not that JSON is asked
 for once more, then the step halts ``unparsable_answer``. A brief not in the
@@ -67,8 +68,8 @@ NOTES_PER_PART = 5
 # A note at its longest (MAX_QUOTE and MAX_SENTENCE characters, about three to a token, and its JSON): a part is
 # asked for no more notes than its answer has room for, or the answer is cut off and is not JSON.
 TOKENS_PER_NOTE = 150
-# A quote this long may have been cut by the answer's length limit (the grammar stops some characters short of
-# MAX_QUOTE: measured 91-93 for Russian quotes).
+# A quote this long may have been cut by the answer's length limit (the grammar may stop some characters short of
+# MAX_QUOTE: measured, Russian quotes stopped at 91-93 characters of 100; at 70 of 70).
 CUT_QUOTE = int(MAX_QUOTE * 0.85)
 # The transcript tokens of one part at most (0: as many as the context holds).
 PART_TOKENS = 0

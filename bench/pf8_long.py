@@ -112,13 +112,15 @@ async def _until_settled(pb: Any, provider: Any, sender: Any, audio: Path) -> tu
     settings = pb.settings.model_copy(deep=True)
     settings.pipeline.workers = 1
     stop = anyio.Event()
-    data = await anyio.Path(audio).read_bytes()
     async with pipeline(settings, steps=default_steps(), provider=provider) as pool:
         async with anyio.create_task_group() as tg:
             await tg.start(pool.run, stop)
             t0 = time.perf_counter()
 
-            rid = await anyio.to_thread.run_sync(upload, sender, audio.name, data)
+            # Streamed from the file, as a sender's client does: the recording's bytes are never all in this
+            # process, whose peak is the worker's figure.
+            with audio.open("rb") as data:
+                rid = await anyio.to_thread.run_sync(upload, sender, audio.name, data)
             while True:
                 body: dict[str, Any] = await anyio.to_thread.run_sync(
                     lambda: sender.http.get(f"/api/transcriber/records/{rid}").json()

@@ -209,7 +209,7 @@ class OfflineSettings(Section):
     # 1: greedy decoding. Measured (PF9): about 0.5 points more word errors than 5, for 0.8× the time.
     beam_size: int = Field(default=1, ge=1)
     # 30-second windows decoded at once; 1 decodes them one after another.
-    batch_size: int = Field(default=4, ge=1, le=64)
+    batch_size: int = Field(default=8, ge=1, le=64)
     cache_dir: str = ""  # where base's two parts are joined once; default $XDG_CACHE_HOME/transcriber
     # SP1: speaker labels from the optional extra (transcriber[diarize]); unset: on when it is installed.
     diarize: bool | None = None

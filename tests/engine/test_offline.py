@@ -247,8 +247,10 @@ def test_the_voted_windows_fill_their_batches(
 ) -> None:
     """The voted windows are decoded first with the next windows filling their last batch, and
     later groups are whole batches: only the piece's last batch may run short (a batch costs
-    nearly its full decoding whatever it holds), and still no window is encoded twice."""
+    nearly its full decoding whatever it holds), and still no window is encoded twice; each is
+    encoded and aligned on its own."""
     from faster_whisper import BatchedInferencePipeline
+    from faster_whisper.transcribe import WhisperModel
 
     parts: list[Path | float] = []
     for name in CLIPS:
@@ -259,7 +261,7 @@ def test_the_voted_windows_fill_their_batches(
     seen: list[int] = []
 
     def short(regions: Any) -> list[offline_batches.Window]:
-        spans = real_windows(regions, limit=3 * 16000)
+        spans = real_windows(regions, limit=2 * 16000)
         seen.append(len(spans))
         return spans
 
@@ -271,6 +273,14 @@ def test_the_voted_windows_fill_their_batches(
         return real_forward(self, features, *args, **kwargs)
 
     encoded = _windows_encoded(monkeypatch)
+    aligned: list[int] = []
+    real_align = WhisperModel.find_alignment
+
+    def align(self: Any, tokenizer: Any, text_tokens: Any, *args: Any, **kwargs: Any) -> Any:
+        aligned.append(len(text_tokens))
+        return real_align(self, tokenizer, text_tokens, *args, **kwargs)
+
+    monkeypatch.setattr(WhisperModel, "find_alignment", align)
     monkeypatch.setattr(offline_batches, "windows", short)
     monkeypatch.setattr(BatchedInferencePipeline, "forward", forward)
     document = _recognize(provider, audio)
@@ -278,6 +288,10 @@ def test_the_voted_windows_fill_their_batches(
     (count,) = seen
     assert count > offline_batches.VOTE_WINDOWS + size  # a vote, and groups after it
     assert sum(batches) == count == sum(encoded)
+    # The encoder and the word alignment read one window at a time whatever the batch (their memory
+    # grows with the windows read at once); every window's words are aligned.
+    assert set(encoded) == {1}, encoded
+    assert set(aligned) == {1} and len(aligned) == count, aligned
     assert all(b == size for b in batches[:-1]), batches
     assert len(batches) == -(-count // size)  # as few batches as the windows allow
     assert document["language"] == "en" and document["text"]

@@ -20,6 +20,14 @@ time decoded in it is mapped back there.
 Windows are decoded a group at a time from a compact array (the windows back
 to back), so memory is bounded by the group, not the piece.
 
+Only the decoder takes a batch as one (``_WindowByWindow``): the encoder and
+the word alignment read one window at a time. Each holds a matrix per head
+for every window it reads at once (the encoder 1,500 × 1,500, the alignment
+tokens × 1,500 in every layer), and together they were slower too: on 2
+cores four windows encoded at once took 2.07 s against 1.7 s one after
+another, and their peak 0.3 GB more; six windows aligned at once 2.8 s and
+287 MB against 1.8 s and 42 MB one at a time, the same word times.
+
 The language, when it is to be found (``language=None``), is voted on the
 encoder's own output for windows spread through the piece, which are decoded
 first: the vote costs no encoder pass of its own (one 30-second encoder pass
@@ -39,7 +47,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from sidecar.media import vad
+from sidecar.media import heap, vad
 
 __all__ = [
     "GROUP",
@@ -152,16 +160,16 @@ def decode(
         return
     held: dict[int, list[dict[str, Any]]] = defaultdict(list)
     first: list[int] = []
+    encoder = _WindowByWindow(model)
     if language is None:
         first = spread(len(spans), VOTE_WINDOWS)
-        reuse = _EncoderReuse(model)
-        language = _vote(reuse, pcm, [spans[i] for i in first])
+        language = _vote(encoder, pcm, [spans[i] for i in first])
         if on_language is not None:
             on_language(language)
         first = sorted(first + filling(first, len(spans), batch_size))
-        for i, segment in _decode_group(reuse, pcm, spans, first, language, beam_size, batch_size):
+        # The voted windows' encoder output is let go as their batches take it: none outlives this group.
+        for i, segment in _decode_group(encoder, pcm, spans, first, language, beam_size, batch_size):
             held[i].append(segment)
-        del reuse  # the voted windows' encoder output: not held through the rest of the piece
         if cancel.is_set():
             return
     rest = [i for i in range(len(spans)) if i not in set(first)]
@@ -172,7 +180,7 @@ def decode(
     size = batch_size * max(1, GROUP // batch_size)
     for start in range(0, len(rest), size):
         group = rest[start : start + size]
-        for i, segment in _decode_group(model, pcm, spans, group, language, beam_size, batch_size):
+        for i, segment in _decode_group(encoder, pcm, spans, group, language, beam_size, batch_size):
             while waiting and waiting[0] < i:
                 yield from held.pop(waiting.pop(0))
             yield segment
@@ -180,6 +188,7 @@ def decode(
                 return
         if cancel.is_set():  # before asking for more: the next batch is decoded on demand
             return
+        heap.trim()
     for i in waiting:
         yield from held.pop(i)
 
@@ -271,35 +280,37 @@ def _compact(pcm: Any, group: Sequence[Window]) -> tuple[npt.NDArray[np.float32]
 # --- the language, voted on the encoder's output ------------------------------------
 
 
-def _vote(reuse: _EncoderReuse, pcm: Any, group: Sequence[Window]) -> str:
+def _vote(encoder: _WindowByWindow, pcm: Any, group: Sequence[Window]) -> str:
     """The language with the most probability over ``group``, each window weighted by the speech it holds.
 
     One window of music, silence or another voice at the start cannot outvote the rest. The
-    encoder's output for these windows is kept in ``reuse`` for their decoding.
+    encoder's output for these windows is kept in ``encoder`` for their decoding.
     """
     audio, placed = _compact(pcm, group)
-    features = np.stack([reuse.features(audio[a : a + size]) for a, size in placed])
-    encoded = reuse.encode_kept(features)
+    features = np.stack([encoder.features(audio[a : a + size]) for a, size in placed])
+    encoded = encoder.encode_kept(features)
     votes: dict[str, float] = defaultdict(float)
-    for (_a, size), ranked in zip(placed, reuse.model.detect_language(encoded), strict=True):
+    for (_a, size), ranked in zip(placed, encoder.model.detect_language(encoded), strict=True):
         weight = min(size, WINDOW) / WINDOW
         for token, probability in ranked:
             votes[token[2:-2]] += probability * weight  # "<|ru|>" → "ru"
     return max(votes, key=lambda code: votes[code])
 
 
-class _EncoderReuse:
-    """The model, except that the encoder's output for features seen before is not computed again.
+class _WindowByWindow:
+    """The model, except that its encoder and word alignment read one window at a time, and what the
+    encoder read for the vote is kept.
 
     Handed to ``BatchedInferencePipeline`` in the model's place: it asks ``encode`` for each
-    batch's features, and a batch of windows the vote already encoded is answered from here.
-    Everything else is the model's own.
+    batch's features and ``add_word_timestamps`` for its words. Each window is encoded and
+    aligned on its own (the module's docstring says why) and the results joined for the batch;
+    a window the vote already encoded is answered from what was kept, and let go. Everything
+    else is the model's own.
     """
 
     def __init__(self, model: Any) -> None:
         self._inner = model
         self._kept: dict[bytes, npt.NDArray[np.float32]] = {}
-        self.reused = 0  # windows answered from what was kept (tests read it)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
@@ -312,27 +323,49 @@ class _EncoderReuse:
 
     def encode_kept(self, features: npt.NDArray[np.float32]) -> Any:
         """The encoder's output for ``features`` (the vote's windows), kept until their batch asks for it."""
-        encoded = self._inner.encode(features)
-        for f, row in zip(features, np.array(encoded), strict=True):
+        import ctranslate2
+
+        rows = [self._one(f) for f in features]
+        for f, row in zip(features, rows, strict=True):
             self._kept[_key(f)] = row
-        return encoded
+        return ctranslate2.StorageView.from_array(np.ascontiguousarray(np.stack(rows)))
 
     def encode(self, features: npt.NDArray[np.float32]) -> Any:
-        """What the decoder asks for a batch: kept rows handed over (and let go), the others encoded."""
+        """What the decoder asks for a batch: each window encoded on its own, or handed over if kept."""
         import ctranslate2
 
         if features.ndim == 2:
             features = np.expand_dims(features, 0)
-        keys = [_key(f) for f in features]
-        rows = {i: self._kept.pop(k) for i, k in enumerate(keys) if k in self._kept}
-        if not rows:
-            return self._inner.encode(features)
-        missing = [i for i in range(len(keys)) if i not in rows]
-        if missing:  # a batch of voted windows and others: only the others are encoded
-            encoded = np.array(self._inner.encode(np.ascontiguousarray(features[missing])))
-            rows.update(zip(missing, encoded, strict=True))
-        self.reused += len(keys) - len(missing)
-        return ctranslate2.StorageView.from_array(np.ascontiguousarray(np.stack([rows[i] for i in range(len(keys))])))
+        rows = []
+        for f in features:
+            kept = self._kept.pop(_key(f), None) if self._kept else None
+            rows.append(self._one(f) if kept is None else kept)
+        return ctranslate2.StorageView.from_array(np.ascontiguousarray(np.stack(rows)))
+
+    def add_word_timestamps(self, *args: Any) -> Any:
+        """The model's own, run on this object, so that the ``find_alignment`` it calls is the one below."""
+        from faster_whisper.transcribe import WhisperModel
+
+        return WhisperModel.add_word_timestamps(self, *args)
+
+    def find_alignment(
+        self, tokenizer: Any, text_tokens: list[list[int]], encoder_output: Any, num_frames: list[int], *args: Any
+    ) -> list[Any]:
+        """The words' alignment of a batch, window after window."""
+        import ctranslate2
+
+        rows = np.asarray(encoder_output)
+        found: list[Any] = []
+        for i, tokens in enumerate(text_tokens):
+            one = ctranslate2.StorageView.from_array(np.ascontiguousarray(rows[i : i + 1]))
+            found += self._inner.find_alignment(tokenizer, [tokens], one, [num_frames[i]], *args)
+        return found
+
+    def _one(self, features: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+        encoded: npt.NDArray[np.float32] = np.asarray(
+            self._inner.encode(np.ascontiguousarray(features[np.newaxis])), dtype=np.float32
+        )[0]
+        return encoded
 
 
 def _key(features: npt.NDArray[np.float32]) -> bytes:

@@ -470,6 +470,45 @@ def test_cancellation_stops_recognition(provider: OfflineProvider, tmp_path: Pat
     assert ended - started < 1.0 + 4 * reference, (ended - started, reference)
 
 
+def test_a_cancel_stops_a_batch_between_two_windows(
+    provider: OfflineProvider, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cancel is seen before each window the encoder reads, not only between batches: a stop
+    waits for no batch to be encoded and decoded whole (on one thread of a speakers' run a batch
+    of 8 outlasted a service manager's patience)."""
+    from faster_whisper.transcribe import WhisperModel
+
+    parts: list[Path | float] = []
+    for name in CLIPS:
+        parts += [SPEECH / name, 0.4]
+    audio = compose_wav(parts, tmp_path / "clips.wav")
+    real_windows = offline_batches.windows
+    monkeypatch.setattr(offline_batches, "windows", lambda regions: real_windows(regions, limit=2 * 16000))
+    cancel = threading.Event()
+    encoded: list[int] = []
+    real_encode = WhisperModel.encode
+
+    def encode(self: Any, features: Any) -> Any:
+        encoded.append(1 if features.ndim == 2 else int(features.shape[0]))
+        if len(encoded) == 2:
+            cancel.set()  # the stop arrives while the batch's second window is encoded
+        return real_encode(self, features)
+
+    aligned: list[int] = []
+    real_align = WhisperModel.find_alignment
+
+    def align(self: Any, *args: Any, **kwargs: Any) -> Any:
+        aligned.append(1)
+        return real_align(self, *args, **kwargs)
+
+    monkeypatch.setattr(WhisperModel, "encode", encode)
+    monkeypatch.setattr(WhisperModel, "find_alignment", align)
+    with pytest.raises(offline.RecognitionCancelled):
+        provider.engine.recognize(audio, cancel, language="en")
+    assert OfflineSettings().batch_size > 2  # the batch had more windows to read
+    assert encoded == [1, 1] and aligned == []  # nothing read nor decoded after the cancel
+
+
 def test_cancel_event_before_start(provider: OfflineProvider) -> None:
     cancel = threading.Event()
     cancel.set()

@@ -155,12 +155,36 @@ def decode(
 
     ``language`` None: voted first, on windows spread through ``spans`` (``on_language`` hears it
     before any segment comes); those windows' segments wait for their turn.
+
+    ``cancel`` set: no more segments. It is seen before each window the encoder or the alignment
+    reads, so a stop waits for at most one batch's decoding (a batch of 8 on one thread of a
+    speakers' run took longer than a service manager's patience), and the caller sees it set.
     """
+    try:
+        yield from _decode(model, pcm, spans, language, beam_size, batch_size, cancel, on_language)
+    except _Stopped:
+        return
+
+
+class _Stopped(Exception):
+    """Raised inside faster-whisper's batch, between two windows, when the recognition is cancelled."""
+
+
+def _decode(
+    model: Any,
+    pcm: Any,
+    spans: Sequence[Window],
+    language: str | None,
+    beam_size: int,
+    batch_size: int,
+    cancel: threading.Event,
+    on_language: Callable[[str], None] | None,
+) -> Iterator[dict[str, Any]]:
     if not spans:
         return
     held: dict[int, list[dict[str, Any]]] = defaultdict(list)
     first: list[int] = []
-    encoder = _WindowByWindow(model)
+    encoder = _WindowByWindow(model, cancel)
     if language is None:
         first = spread(len(spans), VOTE_WINDOWS)
         language = _vote(encoder, pcm, [spans[i] for i in first])
@@ -304,12 +328,13 @@ class _WindowByWindow:
     Handed to ``BatchedInferencePipeline`` in the model's place: it asks ``encode`` for each
     batch's features and ``add_word_timestamps`` for its words. Each window is encoded and
     aligned on its own (the module's docstring says why) and the results joined for the batch;
-    a window the vote already encoded is answered from what was kept, and let go. Everything
-    else is the model's own.
+    a window the vote already encoded is answered from what was kept, and let go. Before each
+    window, a cancel stops the batch (``_Stopped``). Everything else is the model's own.
     """
 
-    def __init__(self, model: Any) -> None:
+    def __init__(self, model: Any, cancel: threading.Event) -> None:
         self._inner = model
+        self._cancel = cancel
         self._kept: dict[bytes, npt.NDArray[np.float32]] = {}
 
     def __getattr__(self, name: str) -> Any:
@@ -357,11 +382,17 @@ class _WindowByWindow:
         rows = np.asarray(encoder_output)
         found: list[Any] = []
         for i, tokens in enumerate(text_tokens):
+            self._check()
             one = ctranslate2.StorageView.from_array(np.ascontiguousarray(rows[i : i + 1]))
             found += self._inner.find_alignment(tokenizer, [tokens], one, [num_frames[i]], *args)
         return found
 
+    def _check(self) -> None:
+        if self._cancel.is_set():
+            raise _Stopped
+
     def _one(self, features: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+        self._check()
         encoded: npt.NDArray[np.float32] = np.asarray(
             self._inner.encode(np.ascontiguousarray(features[np.newaxis])), dtype=np.float32
         )[0]

@@ -140,6 +140,10 @@ def windows(regions: Sequence[vad.Region], limit: int = WINDOW, keep_pause: int 
     return [Window(tuple(w)) for w in out]
 
 
+class _Stopped(Exception):
+    """Raised inside faster-whisper's batch, between two windows, when the recognition is cancelled."""
+
+
 def decode(
     model: Any,
     pcm: Any,
@@ -161,60 +165,43 @@ def decode(
     speakers' run took longer than a service manager's patience), and the caller sees it set.
     """
     try:
-        yield from _decode(model, pcm, spans, language, beam_size, batch_size, cancel, on_language)
-    except _Stopped:
-        return
-
-
-class _Stopped(Exception):
-    """Raised inside faster-whisper's batch, between two windows, when the recognition is cancelled."""
-
-
-def _decode(
-    model: Any,
-    pcm: Any,
-    spans: Sequence[Window],
-    language: str | None,
-    beam_size: int,
-    batch_size: int,
-    cancel: threading.Event,
-    on_language: Callable[[str], None] | None,
-) -> Iterator[dict[str, Any]]:
-    if not spans:
-        return
-    held: dict[int, list[dict[str, Any]]] = defaultdict(list)
-    first: list[int] = []
-    encoder = _WindowByWindow(model, cancel)
-    if language is None:
-        first = spread(len(spans), VOTE_WINDOWS)
-        language = _vote(encoder, pcm, [spans[i] for i in first])
-        if on_language is not None:
-            on_language(language)
-        first = sorted(first + filling(first, len(spans), batch_size))
-        # The voted windows' encoder output is let go as their batches take it: none outlives this group.
-        for i, segment in _decode_group(encoder, pcm, spans, first, language, beam_size, batch_size):
-            held[i].append(segment)
-        if cancel.is_set():
+        if not spans:
             return
-    rest = [i for i in range(len(spans)) if i not in set(first)]
-    waiting = sorted(held)
-    while waiting and (not rest or waiting[0] < rest[0]):  # decoded first and due first: out now
-        yield from held.pop(waiting.pop(0))
-    # Whole batches per group, as for the first one: only the piece's last batch may run short.
-    size = batch_size * max(1, GROUP // batch_size)
-    for start in range(0, len(rest), size):
-        group = rest[start : start + size]
-        for i, segment in _decode_group(encoder, pcm, spans, group, language, beam_size, batch_size):
-            while waiting and waiting[0] < i:
-                yield from held.pop(waiting.pop(0))
-            yield segment
+        held: dict[int, list[dict[str, Any]]] = defaultdict(list)
+        first: list[int] = []
+        encoder = _WindowByWindow(model, cancel)
+        if language is None:
+            first = spread(len(spans), VOTE_WINDOWS)
+            language = _vote(encoder, pcm, [spans[i] for i in first])
+            if on_language is not None:
+                on_language(language)
+            first = sorted(first + filling(first, len(spans), batch_size))
+            # The voted windows' encoder output is let go as their batches take it: none outlives this group.
+            for i, segment in _decode_group(encoder, pcm, spans, first, language, beam_size, batch_size):
+                held[i].append(segment)
             if cancel.is_set():
                 return
-        if cancel.is_set():  # before asking for more: the next batch is decoded on demand
-            return
-        heap.trim()
-    for i in waiting:
-        yield from held.pop(i)
+        rest = [i for i in range(len(spans)) if i not in set(first)]
+        waiting = sorted(held)
+        while waiting and (not rest or waiting[0] < rest[0]):  # decoded first and due first: out now
+            yield from held.pop(waiting.pop(0))
+        # Whole batches per group, as for the first one: only the piece's last batch may run short.
+        size = batch_size * max(1, GROUP // batch_size)
+        for start in range(0, len(rest), size):
+            group = rest[start : start + size]
+            for i, segment in _decode_group(encoder, pcm, spans, group, language, beam_size, batch_size):
+                while waiting and waiting[0] < i:
+                    yield from held.pop(waiting.pop(0))
+                yield segment
+                if cancel.is_set():
+                    return
+            if cancel.is_set():  # before asking for more: the next batch is decoded on demand
+                return
+            heap.trim()
+        for i in waiting:
+            yield from held.pop(i)
+    except _Stopped:  # raised between two windows: the caller sees ``cancel`` set
+        return
 
 
 def spread(count: int, most: int) -> list[int]:

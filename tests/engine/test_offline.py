@@ -222,6 +222,38 @@ def _windows_encoded(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return encoded
 
 
+def _windows_aligned(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """From now on, each call of the model's word alignment adds how many windows it aligned to the list returned."""
+    from faster_whisper.transcribe import WhisperModel
+
+    aligned: list[int] = []
+    real = WhisperModel.find_alignment
+
+    def counted(self: Any, tokenizer: Any, text_tokens: Any, *args: Any, **kwargs: Any) -> Any:
+        aligned.append(len(text_tokens))
+        return real(self, tokenizer, text_tokens, *args, **kwargs)
+
+    monkeypatch.setattr(WhisperModel, "find_alignment", counted)
+    return aligned
+
+
+def _clips_in_short_windows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seen: list[int]) -> Path:
+    """The clips with short pauses, cut into 2-second windows (how many: added to ``seen``), so that a
+    test-sized recording has several batches of them."""
+    parts: list[Path | float] = []
+    for name in CLIPS:
+        parts += [SPEECH / name, 0.4]
+    real_windows = offline_batches.windows
+
+    def short(regions: Any) -> list[offline_batches.Window]:
+        spans = real_windows(regions, limit=2 * 16000)
+        seen.append(len(spans))
+        return spans
+
+    monkeypatch.setattr(offline_batches, "windows", short)
+    return compose_wav(parts, tmp_path / "clips.wav")
+
+
 def test_the_batched_vote_outvotes_an_opening_and_costs_no_encoder_pass(
     provider: OfflineProvider, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -250,21 +282,9 @@ def test_the_voted_windows_fill_their_batches(
     nearly its full decoding whatever it holds), and still no window is encoded twice; each is
     encoded and aligned on its own."""
     from faster_whisper import BatchedInferencePipeline
-    from faster_whisper.transcribe import WhisperModel
 
-    parts: list[Path | float] = []
-    for name in CLIPS:
-        parts += [SPEECH / name, 0.4]
-    audio = compose_wav(parts, tmp_path / "clips.wav")
-    # Short windows, so a test-sized recording has several groups of them.
-    real_windows = offline_batches.windows
     seen: list[int] = []
-
-    def short(regions: Any) -> list[offline_batches.Window]:
-        spans = real_windows(regions, limit=2 * 16000)
-        seen.append(len(spans))
-        return spans
-
+    audio = _clips_in_short_windows(tmp_path, monkeypatch, seen)
     batches: list[int] = []
     real_forward = BatchedInferencePipeline.forward
 
@@ -273,15 +293,7 @@ def test_the_voted_windows_fill_their_batches(
         return real_forward(self, features, *args, **kwargs)
 
     encoded = _windows_encoded(monkeypatch)
-    aligned: list[int] = []
-    real_align = WhisperModel.find_alignment
-
-    def align(self: Any, tokenizer: Any, text_tokens: Any, *args: Any, **kwargs: Any) -> Any:
-        aligned.append(len(text_tokens))
-        return real_align(self, tokenizer, text_tokens, *args, **kwargs)
-
-    monkeypatch.setattr(WhisperModel, "find_alignment", align)
-    monkeypatch.setattr(offline_batches, "windows", short)
+    aligned = _windows_aligned(monkeypatch)
     monkeypatch.setattr(BatchedInferencePipeline, "forward", forward)
     document = _recognize(provider, audio)
     size = OfflineSettings().batch_size
@@ -478,12 +490,7 @@ def test_a_cancel_stops_a_batch_between_two_windows(
     of 8 outlasted a service manager's patience)."""
     from faster_whisper.transcribe import WhisperModel
 
-    parts: list[Path | float] = []
-    for name in CLIPS:
-        parts += [SPEECH / name, 0.4]
-    audio = compose_wav(parts, tmp_path / "clips.wav")
-    real_windows = offline_batches.windows
-    monkeypatch.setattr(offline_batches, "windows", lambda regions: real_windows(regions, limit=2 * 16000))
+    audio = _clips_in_short_windows(tmp_path, monkeypatch, [])
     cancel = threading.Event()
     encoded: list[int] = []
     real_encode = WhisperModel.encode
@@ -494,15 +501,8 @@ def test_a_cancel_stops_a_batch_between_two_windows(
             cancel.set()  # the stop arrives while the batch's second window is encoded
         return real_encode(self, features)
 
-    aligned: list[int] = []
-    real_align = WhisperModel.find_alignment
-
-    def align(self: Any, *args: Any, **kwargs: Any) -> Any:
-        aligned.append(1)
-        return real_align(self, *args, **kwargs)
-
     monkeypatch.setattr(WhisperModel, "encode", encode)
-    monkeypatch.setattr(WhisperModel, "find_alignment", align)
+    aligned = _windows_aligned(monkeypatch)
     with pytest.raises(offline.RecognitionCancelled):
         provider.engine.recognize(audio, cancel, language="en")
     assert OfflineSettings().batch_size > 2  # the batch had more windows to read

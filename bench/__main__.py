@@ -1,4 +1,4 @@
-"""``bench/run [--quick] [--only PF1,PF3] [--results FILE]``: the performance figures PF1–PF13.
+"""``bench/run [--quick] [--only PF1,PF3] [--results FILE]``: the performance figures PF1–PF15.
 
 Each figure is printed as one line as soon as it is measured, then all of
 them are written to bench/results.md as a Markdown table (a run of some
@@ -37,6 +37,7 @@ MODULES = [
     ("PF11", "bench.pf11_insights", "offline brief and topics: time, tokens/s, memory, grounding, decisions"),
     ("PF12", "bench.pf12_storage", "bytes stored per hour of audio, fresh and for good"),
     ("PF13", "bench.pf13_voice_note", "a 30-second voice note, upload → transcript"),
+    ("PF15", "bench.pf15_voices", "word errors on voices nobody tuned to: defaults, greedy, the server"),
 ]
 
 HEADER = ["id", "measure", "value", "reference (same run)", "ratio", "goal", "result", "notes"]

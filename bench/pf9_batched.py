@@ -16,15 +16,17 @@ recognized four ways, each in a fresh process (its peak RSS is the figure):
   given);
 * **batch 8**: the same call as the popular self-hosted OpenAI-compatible
   server makes it (PROVIDERS.md §E4): 8 windows at once, temperature 0,
-  faster-whisper's own beam (5), the same weights and threads. The server
-  itself is not installable here; its decoding alone, without its HTTP and
-  file handling, is a lower bound of its cost, so being ahead of this is
-  being ahead of the server (whose memory is 2–2.6× this decoding's, §E4).
+  faster-whisper's own beam (5), the same weights and threads: a stand-in
+  for its decoding alone, without its HTTP and file handling;
+* **server**: the real server, when one is named (``bench/peer.py``): the
+  recording posted to it over HTTP, its answer timed, its process's peak
+  memory, after the others, on the same machine.
 
 Goals: pipeline ≤ 1.05× bare batched in time and ≤ 0.6× bare sequential;
 WER ≤ sequential's + 0.01; against batch 8 ≤ 0.85× its time, in no more
-memory than its decoding alone; the worker's peak RSS ≤ 1.0 GB and flat from
-10 minutes to an hour.
+memory than its decoding alone; against the server ≤ 0.85× its time, ≤ 0.5×
+its memory, WER ≤ its own + 0.005; the worker's peak RSS ≤ 1.0 GB and flat
+from 10 minutes to an hour.
 
 ``python -m bench.pf9_batched MODE AUDIO LANGUAGE OUT.json`` is one run.
 """
@@ -37,7 +39,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import CACHE, Figure, cleanup, in_fresh_process, own_peak_mb, scratch
+from bench import peer
+from bench.common import CACHE, Failed, Figure, cleanup, in_fresh_process, own_peak_mb, scratch
 from bench.pf6_offline import _clips, _concat
 
 MODES = ("pipeline", "sequential", "batched", "batch8")
@@ -107,7 +110,7 @@ def one(mode: str, audio: Path, language: str, work: Path) -> dict[str, Any]:
     return {"seconds": took, "hwm_mb": own_peak_mb(), "text": text}
 
 
-def run(quick: bool) -> list[Figure]:
+def run(quick: bool) -> list[Figure | Failed]:
     from sidecar.runtime.threads import threads_for
     from sidecar.settings import OfflineSettings
     from testkit.wer import word_errors
@@ -115,7 +118,7 @@ def run(quick: bool) -> list[Figure]:
     settings = OfflineSettings(diarize=False)
     threads = threads_for(settings.threads)
     lengths = [2] if quick else [10, 60]
-    figures: list[Figure] = []
+    figures: list[Figure | Failed] = []
     rss: dict[int, float] = {}
     for minutes in lengths:
         for name, language, _pause in RECORDINGS:
@@ -147,6 +150,7 @@ def run(quick: bool) -> list[Figure]:
                     f"batched {mb['batched']:.0f} MB, sequential {mb['sequential']:.0f} MB",
                 )
             )
+            figures.append(_against_server(name, minutes, audio, language, reference, t, mb, rate))
             vs_time, vs_memory = t["pipeline"] / t["batch8"], mb["pipeline"] / mb["batch8"]
             figures.append(
                 Figure(
@@ -180,6 +184,42 @@ def run(quick: bool) -> list[Figure]:
         )
     )
     return figures
+
+
+def _against_server(
+    name: str,
+    minutes: int,
+    audio: Path,
+    language: str,
+    reference: str,
+    t: dict[str, float],
+    mb: dict[str, float],
+    rate: dict[str, float],
+) -> Figure | Failed:
+    """The pipeline against the real server (bench/peer.py), on the recording the others just read."""
+    from testkit.wer import word_errors
+
+    fid, what = f"PF9.server.{name}.{minutes}m", f"offline upload → done, {minutes} min {name}, against the server"
+    try:
+        answer = peer.transcribe(audio, language)
+    except peer.PeerMissing as e:
+        return Failed(fid, what, str(e))
+    errors, words = word_errors(reference, answer.text)
+    theirs = errors / max(words, 1)
+    vs_time, vs_memory = t["pipeline"] / answer.seconds, mb["pipeline"] / answer.peak_mb
+    return Figure(
+        fid,
+        f"{what}: {peer.name()}, its HTTP answer",
+        t["pipeline"],
+        "s",
+        "≤ 0.85× its time, ≤ 0.5× its memory, WER ≤ its own + 0.005",
+        vs_time <= 0.85 and vs_memory <= 0.5 and rate["pipeline"] <= theirs + 0.005,
+        reference=answer.seconds,
+        ref_label="the server",
+        ratio=vs_time,
+        note=f"WER pipeline {rate['pipeline']:.3f}, server {theirs:.3f}; peak RSS pipeline {mb['pipeline']:.0f} MB "
+        f"vs server {answer.peak_mb:.0f} MB ({vs_memory:.2f}×)",
+    )
 
 
 if __name__ == "__main__":

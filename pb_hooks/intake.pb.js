@@ -40,3 +40,8 @@ routerAdd("PATCH", "/api/transcriber/records/{id}", (e) => require(`${__hooks}/l
 
 // What the upload form offers: the languages, the largest upload, the halts a sender may resume.
 routerAdd("GET", "/api/transcriber/options", (e) => require(`${__hooks}/lib/sender.js`).options(e));
+
+// The names and terms the sender teaches recognition (lib/words.js): read and replaced as a whole.
+routerAdd("GET", "/api/transcriber/words", (e) => require(`${__hooks}/lib/words.js`).read(e), $apis.requireAuth("users"));
+routerAdd("PUT", "/api/transcriber/words", (e) => require(`${__hooks}/lib/words.js`).write(e),
+  $apis.requireAuth("users"), $apis.bodyLimit(64 * 1024));

@@ -325,7 +325,7 @@ def _encode(wav: Path, dst: Path, *, minutes: int = 1) -> None:
     normalize(wav, dst, AudioSpec("ogg_opus", 16000, 1, 24000, max_duration=timedelta(minutes=minutes)))
 
 
-def _speak(text: str, dst: Path, voice: Voice = SLT) -> None:
+def speak(text: str, dst: Path, voice: Voice = SLT) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         wav = Path(tmp) / "speech.wav"
         _synthesize(text, voice, wav)
@@ -335,7 +335,7 @@ def _speak(text: str, dst: Path, voice: Voice = SLT) -> None:
 def regenerate_speech_ru() -> None:
     RU_SPEECH_DIR.mkdir(parents=True, exist_ok=True)
     for name, text in RU_CLIPS.items():
-        _speak(text, RU_SPEECH_DIR / name, RU)
+        speak(text, RU_SPEECH_DIR / name, RU)
     RU_CLIPS_JSON.write_text(json.dumps(RU_CLIPS, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
 
 
@@ -485,10 +485,10 @@ def regenerate_dialogues() -> None:
 def regenerate() -> None:
     SPEECH_DIR.mkdir(parents=True, exist_ok=True)
     for name, text in CLIPS.items():
-        _speak(text, SPEECH_DIR / name)
+        speak(text, SPEECH_DIR / name)
     CLIPS_JSON.write_text(json.dumps(CLIPS, indent=2) + "\n", encoding="utf-8")
     SAMPLE.parent.mkdir(parents=True, exist_ok=True)
-    _speak(SAMPLE_SENTENCES, SAMPLE)
+    speak(SAMPLE_SENTENCES, SAMPLE)
     SAMPLE_TEXT.write_text(SAMPLE_SENTENCES + "\n", encoding="utf-8")
     regenerate_speech_ru()
     regenerate_dialogues()

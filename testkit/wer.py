@@ -24,3 +24,10 @@ def word_errors(reference: str, hypothesis: str) -> tuple[int, int]:
 def wer(reference: str, hypothesis: str) -> float:
     errors, n = word_errors(reference, hypothesis)
     return errors / max(n, 1)
+
+
+def names_heard(text: str, names: list[str]) -> int:
+    """How many of ``names`` the text holds, each word of a name by its first five letters (Russian
+    names change their endings: "Кшесинская" is said "Кшесинской")."""
+    said = text.lower()
+    return sum(all(part[:5].lower() in said for part in name.split()) for name in names)

@@ -10,6 +10,7 @@ const insights = require("./insights.js");
 const journal = require("./journal.js");
 const routes = require("./routes.js");
 const settle = require("./settle.js");
+const words = require("./words.js");
 
 // P1: the next claimable record (or, when the caller takes insights work and no
 // recording waits, insights row), with a new claim token: 200 {id, token, …}, or 204
@@ -86,6 +87,12 @@ function insightsResult(e) {
   });
 }
 
+// What recognition is biased towards, under a recording's claim: its sender's words and
+// topics (lib/words.js). The sender comes from the record, never from the caller.
+function recordWords(e) {
+  return routes.fenced(e, "audio_records", null, (tx, rec) => ({ words: words.of(tx, rec.getString("owner")) }));
+}
+
 // Each route: "METHOD path" → its function, and the body limit it takes (bytes, 0: none;
 // absent: PocketBase's default).
 const ROUTES = {
@@ -93,6 +100,7 @@ const ROUTES = {
   "POST /api/pipeline/records/{id}/settle": { serve: settleClaim },
   "POST /api/pipeline/insights/{id}/settle": { serve: settleClaim },
   "POST /api/pipeline/records/{id}/events": { serve: note },
+  "POST /api/pipeline/records/{id}/words": { serve: recordWords },
   "POST /api/pipeline/insights/{id}/events": { serve: note },
   "POST /api/pipeline/insights/{id}/source": { serve: insightsSource },
   "POST /api/pipeline/insights/{id}/result": { serve: insightsResult },

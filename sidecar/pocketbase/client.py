@@ -244,6 +244,12 @@ class PocketBaseClient:
         await self._write("POST", f"/api/pipeline/{claim.queue}/{claim.id}/events", json=body)
 
     @_ride_out_restart
+    async def words(self, claim: Claim) -> list[str]:
+        resp = await self.request("POST", f"/api/pipeline/records/{claim.id}/words", json={"token": claim.token})
+        data = resp.json()
+        found = data.get("words") if isinstance(data, dict) else None
+        return [str(w) for w in found] if isinstance(found, list) else []
+
     async def insights_source(self, claim: Claim) -> dict[str, Any]:
         resp = await self.request(
             "POST",

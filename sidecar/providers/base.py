@@ -45,6 +45,8 @@ class StartRequest:
     # None: not known (a piece stored before it was kept); a provider that needs it finds it itself.
     speech: Sequence[tuple[int, int]] | None = None
     language: str | None = None  # the sender's hint (a language code); None: the provider's setting
+    # Names and terms the sender taught (their words and topics): recognition is biased towards them.
+    words: Sequence[str] = ()
     # A provider that recognizes as it goes reports how many seconds of the audio
     # it has recognized (from any thread); the step turns that into progress (LA4).
     report: Callable[[float], None] | None = None

@@ -114,6 +114,7 @@ async def start(ctx: StepContext, piece: PieceWork, progress: ProgressWriter | N
 
     request = StartRequest(
         audio=path,
+        words=await ctx.session.words(),
         format=row.format,
         duration_ms=row.duration_ms,
         attempt_key=attempt_id,

@@ -44,6 +44,7 @@ from sidecar.storage.model import (
     PiecePlace,
     RecordRows,
     SweepItem,
+    taught_words,
 )
 from sidecar.storage.transitions import Advanced, Extended, Failed, Halted, Postponed, Progressed, Released, Transition
 from sidecar.transcript.languages import LANGUAGES
@@ -234,6 +235,7 @@ class InMemoryStorage:
     audio_ms_per_day: int = 0  # the senders' daily audio quota (H4), 0: none
     insights: dict[str, InsightsRow] = field(default_factory=dict)
     dictionaries: dict[str, list[str]] = field(default_factory=dict)  # owner → topic names
+    taught: dict[str, list[str]] = field(default_factory=dict)  # owner → the words they taught (users.words)
     sources_read: list[str] = field(default_factory=list)  # owners whose dictionary an insights step read
     logins: LoginFigures = field(default_factory=LoginFigures)  # what a test says the login guard saw
     _files: dict[str, tuple[FileRow, bytes]] = field(default_factory=dict)
@@ -634,6 +636,13 @@ class InMemoryStorage:
         await anyio.lowlevel.checkpoint()
         row = self._fenced(claim)
         self._journal(row, "note", text[:5000], "worker")
+
+    async def words(self, claim: Claim) -> list[str]:
+        await anyio.lowlevel.checkpoint()
+        rec = self._fenced(claim)
+        if isinstance(rec, InsightsRow):
+            raise StorageError("not a recording's claim", status=400)
+        return taught_words(self.taught.get(rec.owner, []) + sorted(self.dictionaries.get(rec.owner, [])))
 
     async def insights_source(self, claim: Claim) -> dict[str, Any]:
         await anyio.lowlevel.checkpoint()

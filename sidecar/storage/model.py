@@ -6,6 +6,8 @@ when a step asks for them.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -13,6 +15,7 @@ from pydantic import BaseModel, ConfigDict
 
 __all__ = [
     "INSIGHTS",
+    "MAX_WORDS",
     "RECORDS",
     "AttemptChange",
     "AttemptRow",
@@ -28,6 +31,7 @@ __all__ = [
     "RecordRows",
     "Speech",
     "SweepItem",
+    "taught_words",
 ]
 
 # Where the speech is in a piece: (start, end) pairs in ms from the piece's start, found once at normalize.
@@ -56,6 +60,27 @@ class FileRole(StrEnum):
 # The two queues a claim may come from: a recording's stages, and the insights of a finished one.
 RECORDS = "records"
 INSIGHTS = "insights"
+
+
+# The words a sender teaches recognition (pb_hooks/lib/words.js, which this mirrors): at most
+# this many, each at most this many characters (the decoder's prompt holds about 220 tokens).
+MAX_WORDS = 60
+MAX_WORD_CHARS = 60
+
+
+def taught_words(items: Iterable[str]) -> list[str]:
+    """Words as recognition takes them: split at new lines, commas and semicolons, trimmed, empty,
+    overlong and repeated ones (any case) left out, in order, at most ``MAX_WORDS``."""
+    out: list[str] = []
+    seen: set[str] = set()
+    for item in items:
+        for raw in re.split(r"[\n,;]+", item):
+            word = " ".join(raw.split())
+            if not word or len(word) > MAX_WORD_CHARS or word.lower() in seen:
+                continue
+            seen.add(word.lower())
+            out.append(word)
+    return out[:MAX_WORDS]
 
 
 @dataclass(frozen=True)

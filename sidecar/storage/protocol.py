@@ -137,6 +137,11 @@ class Storage(Protocol):
 
     # -- the insights step (claims of the insights queue) ---------------------------------
 
+    async def words(self, claim: Claim) -> list[str]:
+        """The names and terms recognition of the claimed recording is biased towards: its sender's
+        words and topics (the sender is the record's, never the caller's to choose)."""
+        ...
+
     async def insights_source(self, claim: Claim) -> dict[str, Any]:
         """The claimed row's recording: ``text``, ``segments``, ``language``, ``title``, and its owner's
         dictionary ``topics`` (names): the owner is the row's, never the caller's to choose."""

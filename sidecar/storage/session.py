@@ -169,6 +169,10 @@ class ClaimSession:
     async def note(self, text: str) -> None:
         await self._storage.note(self.claim, redact(text))
 
+    async def words(self) -> list[str]:
+        """What recognition of this recording is biased towards: its sender's words and topics."""
+        return await self._storage.words(self.claim)
+
     async def insights_source(self) -> dict[str, Any]:
         """An insights claim's recording: its transcript and its owner's dictionary of topics."""
         return await self._storage.insights_source(self.claim)

@@ -33,7 +33,7 @@ from sidecar.providers.offline.provider import OfflineProvider
 from sidecar.settings import OfflineSettings
 from sidecar.transcript.model import Transcript
 from testkit.audio import compose_wav, concat_to_wav, decode_info
-from testkit.wer import word_errors
+from testkit.wer import names_heard, word_errors
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEECH = ROOT / "tests" / "data" / "speech"
@@ -804,3 +804,21 @@ async def test_speech_is_found_once_per_recording(provider: OfflineProvider, mon
     text = storage.texts[(rid, "transcript")].content
     errors, words = word_errors(CLIPS["fox.ogg"], text)
     assert errors / words <= 0.2, text
+
+
+WORDS = ROOT / "tests" / "data" / "words"
+TAUGHT: dict[str, dict[str, Any]] = json.loads((WORDS / "clips.json").read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("clip", ["en-quillorin.ogg", "ru-tigradon.ogg"])
+def test_words_the_sender_taught_are_heard_as_written(provider: OfflineProvider, clip: str) -> None:
+    taught = TAUGHT[clip]
+    plain = json.loads(provider.engine.recognize(WORDS / clip, threading.Event(), language=taught["language"]))
+    biased = json.loads(
+        provider.engine.recognize(WORDS / clip, threading.Event(), language=taught["language"], words=taught["words"])
+    )
+    print(f"without: {plain['text']}\nwith:    {biased['text']}")
+    assert names_heard(plain["text"], taught["words"]) < len(taught["words"])  # the names are not common words
+    assert names_heard(biased["text"], taught["words"]) == len(taught["words"])
+    # Nothing else of the sentence is lost to the bias.
+    assert word_errors(taught["text"], biased["text"])[0] < word_errors(taught["text"], plain["text"])[0]

@@ -154,11 +154,14 @@ def decode(
     batch_size: int,
     cancel: threading.Event,
     on_language: Callable[[str], None] | None = None,
+    hotwords: str | None = None,
 ) -> Iterator[dict[str, Any]]:
     """Segments (recording times, words included) of the windows, in order, a batch at a time.
 
     ``language`` None: voted first, on windows spread through ``spans`` (``on_language`` hears it
     before any segment comes); those windows' segments wait for their turn.
+
+    ``hotwords``: names and terms the decoder is biased towards (faster-whisper's own).
 
     ``cancel`` set: no more segments. It is seen before each window the encoder or the alignment
     reads, so a stop waits for at most one batch's decoding (a batch of 8 on one thread of a
@@ -177,7 +180,7 @@ def decode(
                 on_language(language)
             first = sorted(first + filling(first, len(spans), batch_size))
             # The voted windows' encoder output is let go as their batches take it: none outlives this group.
-            for i, segment in _decode_group(encoder, pcm, spans, first, language, beam_size, batch_size):
+            for i, segment in _decode_group(encoder, pcm, spans, first, language, beam_size, batch_size, hotwords):
                 held[i].append(segment)
             if cancel.is_set():
                 return
@@ -189,7 +192,7 @@ def decode(
         size = batch_size * max(1, GROUP // batch_size)
         for start in range(0, len(rest), size):
             group = rest[start : start + size]
-            for i, segment in _decode_group(encoder, pcm, spans, group, language, beam_size, batch_size):
+            for i, segment in _decode_group(encoder, pcm, spans, group, language, beam_size, batch_size, hotwords):
                 while waiting and waiting[0] < i:
                     yield from held.pop(waiting.pop(0))
                 yield segment
@@ -233,6 +236,7 @@ def _decode_group(
     language: str,
     beam_size: int,
     batch_size: int,
+    hotwords: str | None = None,
 ) -> Iterator[tuple[int, dict[str, Any]]]:
     """(window index, segment) of the windows ``chosen`` (indices into ``spans``), in their order."""
     from faster_whisper import BatchedInferencePipeline
@@ -255,6 +259,7 @@ def _decode_group(
         without_timestamps=True,
         vad_filter=False,
         clip_timestamps=clips,
+        hotwords=hotwords,
     )
     for segment in segments:
         # By the segment's middle: its start is rounded to 1 ms and may fall just before its window's.

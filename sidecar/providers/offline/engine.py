@@ -139,6 +139,7 @@ class OfflineEngine:
         *,
         speech: Sequence[tuple[int, int]] | None = None,
         language: str | None = None,
+        words: Sequence[str] = (),
         report: Callable[[float], None] | None = None,
         found_language: Callable[[str], None] | None = None,
         doing: Callable[[Activity], None] | None = None,
@@ -146,7 +147,9 @@ class OfflineEngine:
         """Recognize ``audio``: the JSON of a ``Transcript`` (segments with word timings, the language used).
 
         ``speech``: where the speech is ((start, end) in ms of ``audio``), as normalize found it;
-        None: searched for here.
+        None: searched for here. ``words``: names and terms the sender taught; the decoder is
+        biased towards them (faster-whisper's ``hotwords``: they stand before each window as text
+        said earlier).
 
         ``report`` is told how many seconds of ``audio`` are done (with speakers, recognition
         counts for ``RECOGNITION_SHARE`` of them), ``found_language`` the language as soon as
@@ -183,7 +186,8 @@ class OfflineEngine:
             progress = _Progress(report, duration, speakers)
             try:
                 segments: list[dict[str, Any]] = []
-                for segment in self._segments(model, pcm, regions, chosen, cancel, heard):
+                hotwords = " ".join(words) or None
+                for segment in self._segments(model, pcm, regions, chosen, cancel, heard, hotwords):
                     segments.extend(split_at_pauses(segment))
                     progress.words(segment["end"])
                 _check(cancel)
@@ -236,6 +240,7 @@ class OfflineEngine:
         language: str | None,
         cancel: threading.Event,
         on_language: Callable[[str], None],
+        hotwords: str | None = None,
     ) -> Iterator[dict[str, Any]]:
         """The recording's segments in its own times: batched (T1; the language voted there when
         ``language`` is None), or one window after another."""
@@ -250,6 +255,7 @@ class OfflineEngine:
                     batch_size=self._settings.batch_size,
                     cancel=cancel,
                     on_language=on_language,
+                    hotwords=hotwords,
                 )
             except TranscriberError:
                 raise
@@ -257,10 +263,16 @@ class OfflineEngine:
                 raise _engine_failure(e) from e
             return
         for group in _groups(regions, int(GROUP_SECONDS * SAMPLE_RATE)):
-            yield from self._decode(model, pcm, group, language, cancel)
+            yield from self._decode(model, pcm, group, language, cancel, hotwords)
 
     def _decode(
-        self, model: Any, pcm: PcmReader, group: Sequence[vad.Region], language: str | None, cancel: threading.Event
+        self,
+        model: Any,
+        pcm: PcmReader,
+        group: Sequence[vad.Region],
+        language: str | None,
+        cancel: threading.Event,
+        hotwords: str | None,
     ) -> Iterator[dict[str, Any]]:
         from faster_whisper.transcribe import restore_speech_timestamps
 
@@ -276,6 +288,7 @@ class OfflineEngine:
                 word_timestamps=True,
                 condition_on_previous_text=False,
                 vad_filter=False,
+                hotwords=hotwords,
             )
             # Segments come lazily, one 30-second window at a time, mapped from
             # the joined speech back to the recording's times.

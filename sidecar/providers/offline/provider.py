@@ -53,6 +53,7 @@ class OfflineProvider(AnswersAtStart):
                 cancel,
                 speech=request.speech,
                 language=request.language,
+                words=request.words,
                 report=request.report,
                 found_language=request.found_language,
                 doing=request.doing,

@@ -119,6 +119,10 @@ class OpenAIProvider(AnswersAtStart):
         language = request.language or self._s.language
         if language:
             data["language"] = language
+        # The sender's names and terms, as the API's prompt: "to improve the spelling of words it may
+        # mishear" (the diarizing models take no prompt).
+        if request.words and data["response_format"] != "diarized_json":
+            data["prompt"] = ", ".join(request.words)
         headers = {"Authorization": f"Bearer {self._s.api_key.get_secret_value()}"} if self._s.api_key else {}
 
         resp = await http.send(

@@ -11,6 +11,7 @@ const records = require("./records.js");
 const respond = require("./respond.js");
 const settings = require("./settings.js");
 const stages = require("./stages.js");
+const titles = require("./titles.js");
 const transitions = require("./transitions.js");
 
 const MAX_TITLE = 500;
@@ -128,6 +129,8 @@ function accept(e, upload) {
   if (titleChars > MAX_TITLE || toBytes(sent).length > MAX_TITLE_BYTES) {
     return respond.fail(e, 400, "title_too_long", "The title is " + titleChars + " characters; at most " + MAX_TITLE + " are accepted.");
   }
+  const badTitle = titles.refusal(title);
+  if (badTitle) return respond.fail(e, 400, badTitle.code, badTitle.message);
 
   // L3: an optional language hint, one of the schema's codes ("" or "auto": none).
   const language = String(upload.values.language || "").trim().toLowerCase();

@@ -117,22 +117,40 @@ function audio(e) {
   }
   if (name === "") return notFound(e);
   const header = e.response.header();
-  const size = row.getInt("size");
-  if (!rangeServable(e, size)) {
-    header.set("Content-Range", "bytes */" + size);
-    return respond.fail(e, 416, "range_not_satisfiable", "The Range asked for is not within the file's " + size +
-      " bytes (ask for bytes=FIRST-LAST or bytes=-LAST_N, counted from 0).");
-  }
-  // The sender's alone: no shared cache keeps it.
-  header.set("Cache-Control", "private, max-age=3600");
-  header.set("Content-Disposition", "inline; filename=\"" + name.replace(/[^A-Za-z0-9._-]/g, "_") + "\"");
+  const key = row.baseFilesPath() + "/" + name;
   const fsys = $app.newFilesystem();
   try {
-    // http.ServeContent underneath: ranges, If-Range, HEAD; streamed from storage.
-    fsys.serve(e.response, e.request, row.baseFilesPath() + "/" + name, name);
+    // http.ServeContent underneath: ranges, If-Range, HEAD; streamed from storage. Its
+    // 412 and 416 are plain text: those two are answered here first, as JSON.
+    const attrs = fsys.attributes(key);
+    const size = attrs.size;
+    if (preconditionFails(e, attrs.modTime.unixMilli())) {
+      return respond.fail(e, 412, "precondition_failed", "The file does not meet the request's If-Match or " +
+        "If-Unmodified-Since (this route sends no ETag: only If-Match: * matches).");
+    }
+    if (!rangeServable(e, size)) {
+      header.set("Content-Range", "bytes */" + size);
+      return respond.fail(e, 416, "range_not_satisfiable", "The Range asked for is not within the file's " + size +
+        " bytes (ask for bytes=FIRST-LAST or bytes=-LAST_N, counted from 0).");
+    }
+    // The sender's alone: no shared cache keeps it.
+    header.set("Cache-Control", "private, max-age=3600");
+    header.set("Content-Disposition", "inline; filename=\"" + name.replace(/[^A-Za-z0-9._-]/g, "_") + "\"");
+    fsys.serve(e.response, e.request, key, name);
   } finally {
     fsys.close();
   }
+}
+
+// Whether ServeContent answers 412 (its checkIfMatch, then checkIfUnmodifiedSince, mirrored):
+// no ETag is sent, so an If-Match matches only as "*"; If-Unmodified-Since fails for a
+// file changed after it (whole seconds), and is ignored when it is no date.
+function preconditionFails(e, modifiedMs) {
+  const match = String(e.request.header.get("If-Match") || "");
+  if (match !== "") return match.split(",").every((tag) => tag.trim() !== "*");
+  const since = Date.parse(String(e.request.header.get("If-Unmodified-Since") || ""));
+  if (isNaN(since) || !(modifiedMs > 0)) return false;
+  return Math.floor(modifiedMs / 1000) * 1000 > since;
 }
 
 // Whether Go's http.ServeContent, given the request's Range, serves the file of `size`

@@ -133,6 +133,25 @@ def test_a_range_the_audio_cannot_serve_is_answered_416_in_json(sender: Caller, 
     assert resp.headers["Content-Range"] == f"bytes */{n}"
 
 
+@pytest.mark.parametrize(
+    "condition", [{"If-Match": '"some-tag"'}, {"If-Unmodified-Since": "Mon, 01 Jan 2001 00:00:00 GMT"}]
+)
+def test_a_precondition_the_audio_fails_is_answered_412_in_json(sender: Caller, condition: dict[str, str]) -> None:
+    rid = sender.upload(AUDIO)
+    resp = sender.http.get(f"/api/transcriber/records/{rid}/audio", headers=condition)
+    assert resp.status_code == 412, resp.text
+    assert (resp.json()["status"], resp.json()["code"]) == (412, "precondition_failed")
+
+
+def test_preconditions_the_audio_meets_still_serve_it(sender: Caller) -> None:
+    rid = sender.upload(AUDIO)
+    url = f"/api/transcriber/records/{rid}/audio"
+    later = "Fri, 01 Jan 2100 00:00:00 GMT"
+    for condition in ({"If-Match": "*"}, {"If-Unmodified-Since": later}, {"If-Unmodified-Since": "not a date"}):
+        resp = sender.http.get(url, headers=condition)
+        assert resp.status_code == 200 and resp.content == AUDIO, condition
+
+
 def test_ranges_that_overlap_the_file_are_still_served(sender: Caller) -> None:
     rid = sender.upload(AUDIO)
     n = len(AUDIO)

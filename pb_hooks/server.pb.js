@@ -1,8 +1,9 @@
 /// <reference path="../pb_data/types.d.ts" />
 // Every request's body arrives within `[pocketbase] read_timeout` (PocketBase's own
 // 5 minutes, the whole request, body included), so that a stranger's slow body
-// holds a connection no longer. LA6: only the upload route gives its body longer,
-// `[intake] read_timeout`, by moving its own connection's deadlines (lib/deadlines.js).
+// holds a connection no longer. LA6: only the upload route (and the service's routes
+// that take a worker's files) gives its body longer, `[intake] read_timeout`, by moving
+// its own connection's deadlines (lib/deadlines.js).
 // Headers keep PocketBase's one-minute limit.
 // (The hooks have no global onServe; the app's own hook is bound directly.)
 $app.onServe().bindFunc((e) => {

@@ -57,6 +57,10 @@ class Intake:
         if resp.status_code == 415:
             body = resp.json()
             assert (body["status"], body["code"]) == (415, "not_audio") and len(body["message"]) > 20, body
+        # The spool goes as the handler ends, which the answer may just outrun.
+        deadline = time.monotonic() + 2
+        while list(self.temp.iterdir()) and time.monotonic() < deadline:
+            time.sleep(0.01)
         assert list(self.temp.iterdir()) == [], f"{name}: left behind {list(self.temp.iterdir())}"
         return resp
 
@@ -95,21 +99,17 @@ def test_the_300_byte_matroska_is_refused_at_once(intake: Intake, scale_length: 
     assert "TimecodeScale" in resp.json()["message"] or "Matroska element" in resp.json()["message"]
 
 
-def test_every_length_field_of_every_seed_set_past_the_file(intake: Intake) -> None:
-    """Each length field of each seed once, the values taking turns: 2^56 and 2^63-1 reach every container."""
+def test_every_length_field_of_every_seed_set_to_every_hostile_value(intake: Intake) -> None:
+    """Each length field of each seed (every header chunk, box, element, page and block) set to each of
+    0, 1, 7, 2^31-1, 2^32-1, 2^56, 2^63-1 and 2^64-1 (in its own width, or the wider form its format has)."""
     before = intake.peak_rss()
     cases = 0
     for name, seed in sorted(intake.seeds.items()):
-        fields = length_fields(seed)
-        for i, field in enumerate(fields):
-            value = HUGE[i % len(HUGE)]
-            intake.answers_in_bounds(set_field(seed, field, value), f"{name}-{field.at}-{value}")
-            cases += 1
-        for value in (2**56, 2**63 - 1):  # the two largest on the first fields too, whatever the turn
-            for field in fields[:3]:
+        for field in length_fields(seed):
+            for value in HUGE:
                 intake.answers_in_bounds(set_field(seed, field, value), f"{name}-{field.at}-{value}")
                 cases += 1
-    assert cases > 250
+    assert cases > 2000
     assert intake.peak_rss() - before < PEAK_GROWTH_BYTES
 
 

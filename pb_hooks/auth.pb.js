@@ -4,8 +4,21 @@
 // limiter limits every auth door per address (the rate limit migrations).
 onRecordAuthWithPasswordRequest((e) => require(`${__hooks}/lib/logins.js`).guard(e));
 
-// A reset confirmed with the mailed token: the address it came from is the holder's.
-onRecordConfirmPasswordResetRequest((e) => require(`${__hooks}/lib/logins.js`).resetConfirmed(e));
+// A reset confirmed with the mailed token: its password within bcrypt's bytes (lib/password.js); then
+// the address it came from is the holder's.
+onRecordConfirmPasswordResetRequest((e) => {
+  require(`${__hooks}/lib/password.js`).checkReset(e);
+  require(`${__hooks}/lib/logins.js`).resetConfirmed(e);
+});
+
+// Issue 44: a body sent to an auth door (sign-in, OTP, reset, verification, e-mail change) is refused
+// past 64 KB before anything reads it (413, lib/errors.js): a 10 MB password was decoded before any check.
+routerUse(new Middleware((e) => {
+  if (/^\/api\/collections\/[^/]+\/(auth-|request-|confirm-|impersonate)/.test(String(e.request.url.path))) {
+    return $apis.bodyLimit(require(`${__hooks}/lib/password.js`).DOOR_BODY_BYTES).func(e);
+  }
+  return e.next();
+}, -995, "transcriberAuthDoorBodies"));
 
 // Every minute: the open attacks' counts written, those over closed, old counts and addresses swept.
 cronAdd("transcriberLoginGuard", "* * * * *", () => require(`${__hooks}/lib/logins.js`).tick());
@@ -48,4 +61,4 @@ routerAdd("GET", "/api/pipeline/logins", (e) => e.json(200, require(`${__hooks}/
 
 // A signed-in sender changes their password (lib/password.js).
 routerAdd("POST", "/api/transcriber/password", (e) => require(`${__hooks}/lib/password.js`).change(e),
-  $apis.requireAuth("users"));
+  $apis.requireAuth("users"), $apis.bodyLimit(require(`${__hooks}/lib/password.js`).BODY_BYTES));

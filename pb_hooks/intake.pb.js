@@ -32,7 +32,7 @@ routerAdd("GET", "/api/transcriber/records/{id}/audio", (e) => require(`${__hook
 
 // The sender clears a halt that another try can cure (lib/records.js, SENDER_RESUMABLE).
 routerAdd("POST", "/api/transcriber/records/{id}/resume", (e) => require(`${__hooks}/lib/sender.js`).resume(e),
-  $apis.requireAuth("users"));
+  $apis.requireAuth("users"), $apis.bodyLimit(1024));
 
 // The sender changes a recording's title (the only field they can change).
 routerAdd("PATCH", "/api/transcriber/records/{id}", (e) => require(`${__hooks}/lib/sender.js`).rename(e),

@@ -1,11 +1,13 @@
 /// <reference path="../pb_data/types.d.ts" />
-// LA6: an upload on a slow line may take longer than PocketBase's default read
-// timeout (the whole request, body included), which cut it off with no answer.
-// `[intake] read_timeout` sets it; headers keep PocketBase's 30-second limit,
-// so an idle connection is still dropped quickly.
+// Every request's body arrives within `[pocketbase] read_timeout` (PocketBase's own
+// 5 minutes, the whole request, body included), so that a stranger's slow body
+// holds a connection no longer. LA6: only the upload route (and the service's routes
+// that take a worker's files) gives its body longer, `[intake] read_timeout`, by moving
+// its own connection's deadlines (lib/deadlines.js).
+// Headers keep PocketBase's one-minute limit.
 // (The hooks have no global onServe; the app's own hook is bound directly.)
 $app.onServe().bindFunc((e) => {
-  const ms = require(`${__hooks}/lib/settings.js`).ms("intake", "read_timeout");
+  const ms = require(`${__hooks}/lib/settings.js`).ms("pocketbase", "read_timeout");
   e.server.readTimeout = ms * 1000000; // a Go time.Duration, in nanoseconds
   return e.next();
 });

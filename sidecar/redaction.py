@@ -20,7 +20,8 @@ What is removed
     at any alignment inside a longer base64 text, line-wrapped or not
     (``Basic base64(user:password)``, a JSON document carrying a base64
     configuration that holds the key), the escapes above inside the decoded
-    bytes included.
+    bytes included; and in hex (its bytes as pairs of hex digits, either case,
+    at either alignment inside a longer run of them).
 
 How
     The text is read several ways, each reading remembering which characters
@@ -39,7 +40,9 @@ How
       offsets at once (one of them is the run's alignment, whatever text
       stands before it); the bytes read one character a byte while every
       secret's letters are ASCII, else as UTF-8; and where they are text
-      with an escape in it, that decoded once more.
+      with an escape in it, that decoded once more;
+    * each of those read as hex (``_hex``): its runs of hex digits decoded
+      from both offsets, read as base64's bytes are.
 
     Each reading is searched twice, by one Aho-Corasick automaton each:
 
@@ -266,6 +269,7 @@ class _Finder:
         # The fewest base64 characters that can hold the shortest thing looked for.
         fewest = min((len(w.encode("utf-8", "surrogatepass")) for w in skeleton | plain), default=PIECE)
         self._base64_run = -(-4 * fewest // 3)
+        self._hex_run = 2 * fewest
 
     @staticmethod
     def of(secrets: frozenset[str]) -> _Finder:
@@ -282,7 +286,7 @@ class _Finder:
         if self.empty or not text:
             return []
         found: list[tuple[int, int]] = []
-        for reading, layers, octets in _readings(text, self._base64_run, self.wide):
+        for reading, layers, octets in _readings(text, self._base64_run, self._hex_run, self.wide):
             for lo, hi in self._find(reading) if octets is None else self._find_bytes(reading, octets):
                 for layer in reversed(layers):
                     lo, hi = layer.source(lo, hi)
@@ -430,12 +434,14 @@ _AROUND = 640
 
 
 def _readings(
-    text: str, base64_run: int, wide: bool
+    text: str, base64_run: int, hex_run: int, wide: bool
 ) -> Iterator[tuple[str, list[_Layer], npt.NDArray[np.uint8] | None]]:
     """Every reading of ``text`` (or of a part of it), each with the layers that lead back to it
-    (outermost first) and, for bytes read from base64 one character a byte, the bytes."""
+    (outermost first) and, for bytes read from base64 or hex one character a byte, the bytes."""
     for reading, layers in _decodings(text, _ROUNDS):
         yield reading, layers, None
+        for decoded, hex_layer, octets in _hex(reading, hex_run, wide):
+            yield decoded, [*layers, hex_layer], octets
         for decoded, layer, codes, octets in _base64(reading, base64_run, wide):
             yield decoded, [*layers, layer], octets
             # What a base64 text carries may be escaped in turn (a JSON configuration): one
@@ -728,6 +734,48 @@ def _base64(
             raw = octets.tobytes().lower()
             lowered = np.frombuffer(raw, dtype=np.uint8)
             yield raw.decode("latin-1"), _Base64(stream, offset, None, None), lowered, lowered
+
+
+@functools.cache
+def _hex_runs(fewest: int) -> re.Pattern[str]:
+    """Runs of at least ``fewest`` hex digits, not inside a longer word of them."""
+    return re.compile(f"(?<![0-9A-Fa-f])[0-9A-Fa-f]{{{fewest},}}")
+
+
+@dataclass(frozen=True)
+class _Hex:
+    """Where the characters of a text read as hex from ``start`` of the text came from (two digits
+    a byte; ``first_byte``, ``byte_len``: each decoded character's bytes, None: a byte each)."""
+
+    start: int
+    first_byte: npt.NDArray[np.int64] | None
+    byte_len: npt.NDArray[np.int64] | None
+
+    def source(self, lo: int, hi: int) -> tuple[int, int]:
+        if self.first_byte is None or self.byte_len is None:
+            first, last = lo, hi - 1
+        else:
+            first = int(self.first_byte[lo])
+            last = int(self.first_byte[hi - 1] + self.byte_len[hi - 1]) - 1
+        return self.start + 2 * first, self.start + 2 * last + 2
+
+
+def _hex(text: str, fewest: int, wide: bool) -> Iterator[tuple[str, _Hex, npt.NDArray[np.uint8] | None]]:
+    """``text``'s runs of at least ``fewest`` hex digits, each decoded from both of its offsets
+    (the run may begin with half a byte of something else): as UTF-8 when a secret has letters
+    beyond ASCII, else one character a byte, ASCII letters lower-cased (as ``_base64``)."""
+    for m in _hex_runs(fewest).finditer(text):
+        for start in (m.start(), m.start() + 1):
+            pairs = (m.end() - start) // 2
+            if 2 * pairs < fewest:
+                continue
+            octets = np.frombuffer(bytes.fromhex(text[start : start + 2 * pairs]), dtype=np.uint8)
+            if wide:
+                decoded, _, first_byte, byte_len = _utf8(octets)
+                yield decoded, _Hex(start, first_byte, byte_len), None
+            else:
+                raw = octets.tobytes().lower()
+                yield raw.decode("latin-1"), _Hex(start, None, None), np.frombuffer(raw, dtype=np.uint8)
 
 
 def _utf8(

@@ -112,6 +112,9 @@ class PocketBaseSettings(Section):
     superuser_password: OptionalSecret = None
     timeout: Duration = timedelta(seconds=30)
     upload_timeout: Duration = timedelta(minutes=30)
+    # How long the body of any request but an upload may take to arrive (PocketBase's own
+    # default): a stranger's slow body holds a connection no longer. Uploads: [intake] read_timeout.
+    read_timeout: Duration = Field(default=timedelta(minutes=5), gt=timedelta(0))
     migrations_dir: Path | None = None
     hooks_dir: Path | None = None
     public_dir: Path | None = None  # the sender's page (pb_public/ beside the hooks by default)
@@ -128,8 +131,8 @@ class IntakeSettings(Section):
     # The longest recording accepted (the seeds' ceiling): longer halts too_long at normalize,
     # found from the container's header before any decoding where it says.
     max_duration: Duration = timedelta(hours=6)
-    # The longest an upload may take (PocketBase's read timeout for a request):
-    # 1 GB in three hours is a line of 0.8 Mbit/s. Headers still have 30 s.
+    # The longest an upload may take (the upload route's read timeout; every other
+    # route has [pocketbase] read_timeout): 1 GB in three hours is a line of 0.8 Mbit/s.
     read_timeout: Duration = Field(default=timedelta(hours=3), gt=timedelta(0))
 
 

@@ -311,6 +311,7 @@ def running_pocketbase(
     *,
     max_upload_mb: int = 1024,
     read_timeout: timedelta | None = None,
+    body_timeout: timedelta | None = None,
     quotas: QuotaSettings | None = None,
 ) -> Iterator[PocketBaseServer]:
     """A fresh PocketBase with the project's migrations and hooks on a free port, data under ``tmp``."""
@@ -321,6 +322,8 @@ def running_pocketbase(
     settings.intake.max_upload_mb = max_upload_mb
     if read_timeout is not None:
         settings.intake.read_timeout = read_timeout
+    if body_timeout is not None:  # every other route's
+        settings.pocketbase.read_timeout = body_timeout
     if quotas is not None:
         settings.quotas = quotas
     account = process.service_account(settings, create=False)

@@ -1,6 +1,7 @@
 // I1: accept one recording from a sender. Everything cheap to check is
 // checked before anything is written; the record and its original file row
 // are then created in one transaction, so a failure leaves nothing behind.
+const deadlines = require("./deadlines.js");
 const form = require("./form.js");
 const journal = require("./journal.js");
 const live = require("./live.js");
@@ -10,6 +11,7 @@ const records = require("./records.js");
 const respond = require("./respond.js");
 const settings = require("./settings.js");
 const stages = require("./stages.js");
+const titles = require("./titles.js");
 const transitions = require("./transitions.js");
 
 const MAX_TITLE = 500;
@@ -60,11 +62,23 @@ function tooLong(name, bound) {
   return new form.Refused(400, "unknown_language", "Unknown language (longer than " + bound + " bytes): use an ISO 639-1 code such as 'ru' or 'en', or leave it out to have the language found.");
 }
 
+// Whether the client waits for "100 Continue" before it sends the body: then a refusal
+// now costs it no upload at all (Go sends the 100 only when the body is first read).
+function waitsToSend(e) {
+  return String(e.request.header.get("Expect") || "").toLowerCase() === "100-continue";
+}
+
 function create(e) {
   const ctype = String(e.request.header.get("Content-Type") || "");
   if (ctype.toLowerCase().indexOf("multipart/form-data") !== 0) {
     return respond.fail(e, 400, "not_multipart", "Send the recording as multipart/form-data with a 'file' field.");
   }
+  if (waitsToSend(e)) {
+    const over = quotas.beforeReading($app, e.auth.id, respond.nowMs());
+    if (over) return quotas.refuse(e, over);
+  }
+  // LA6: this route alone reads a body for up to [intake] read_timeout (server.pb.js).
+  deadlines.allowBody(e, settings.ms("intake", "read_timeout"));
   let upload;
   try {
     upload = form.read(e, {
@@ -99,6 +113,9 @@ function accept(e, upload) {
   if (upload.file.size > maxUploadBytes()) {
     return respond.fail(e, 413, "too_large", "The file is " + Math.ceil(upload.file.size / 1048576) + " MB; the limit is " + Math.floor(maxUploadBytes() / 1048576) + " MB.");
   }
+  // Issue 44: a sender over a quota is refused before their file is parsed at all.
+  const early = quotas.beforeReading($app, e.auth.id, respond.nowMs());
+  if (early) return quotas.refuse(e, early);
   const file = $filesystem.fileFromPath(upload.file.path);
   file.originalName = upload.file.name;
   const container = media.sniff(readHead(file, 512));
@@ -112,6 +129,8 @@ function accept(e, upload) {
   if (titleChars > MAX_TITLE || toBytes(sent).length > MAX_TITLE_BYTES) {
     return respond.fail(e, 400, "title_too_long", "The title is " + titleChars + " characters; at most " + MAX_TITLE + " are accepted.");
   }
+  const badTitle = titles.refusal(title);
+  if (badTitle) return respond.fail(e, 400, badTitle.code, badTitle.message);
 
   // L3: an optional language hint, one of the schema's codes ("" or "auto": none).
   const language = String(upload.values.language || "").trim().toLowerCase();
@@ -122,9 +141,17 @@ function accept(e, upload) {
 
   const owner = e.auth.id;
   const now = respond.nowMs();
-  const length = lengthOf(file, container);
-  // Whether the sender's page can play it as it is, decided once, here: if not, normalize makes a playable copy.
-  const codec = media.codecOf(file, container);
+  let length;
+  let codec;
+  try {
+    length = lengthOf(file, container);
+    // Whether the sender's page can play it as it is, decided once, here: if not, normalize makes a playable copy.
+    codec = media.codecOf(file, container);
+  } catch (err) {
+    if (!(err && err.malformed)) throw err;
+    return respond.fail(e, 415, "not_audio", "The file is not readable audio: its " + container + " header is malformed (" +
+      err.message + ").");
+  }
   const plays = media.browserPlays(container, codec);
   let created = null;
   let over = null;

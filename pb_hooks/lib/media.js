@@ -57,10 +57,48 @@ function sniff(bytes) {
 
 const HEAD = 64 * 1024;
 
-// Bytes [at, at + n) of the file (fewer at its end).
-function bytesAt(reader, at, n) {
-  reader.seek(at, 0);
-  return toBytes(reader, n);
+// Issue 44: no field of a header may make intake loop, read or allocate more than
+// the file itself justifies. Every read goes through a `source` that never reads
+// past the file's end, at most HEAD bytes at a time and READS reads in all (a
+// real header needs a few dozen); every loop moves forward by at least a byte of
+// the file; a length no recording intake takes could have is refused.
+const READS = 4096;
+// A length no upload could hold (1 TiB; EBML's "unknown size" is told apart).
+const ABSURD = Math.pow(2, 40);
+
+// A header no real file has (a length past what holds it, a fixed-width field
+// grown huge): intake refuses the upload as not readable audio (415).
+class Malformed extends Error {
+  constructor(message) {
+    super(message);
+    this.malformed = true;
+  }
+}
+
+// The read budget spent: the header does not say (never a refusal: the file may be fine).
+class Exhausted extends Error {}
+
+function source(reader, size) {
+  let reads = 0;
+  return {
+    // Bytes [at, at + n) of the file: fewer at its end, none past it.
+    bytes(at, n) {
+      if (!(at >= 0 && at < size) || !(n > 0)) return [];
+      if (++reads > READS) throw new Exhausted("more than " + READS + " header reads");
+      reader.seek(at, 0);
+      return toBytes(reader, Math.min(n, HEAD, size - at));
+    },
+  };
+}
+
+function bytesAt(src, at, n) {
+  return src.bytes(at, n);
+}
+
+// A declared length that no upload could hold, named for the refusal.
+function bounded(len, what) {
+  if (len >= ABSURD) throw new Malformed(what + " declares " + len + " bytes, more than any upload holds");
+  return len;
 }
 
 function u16le(b, i) { return b[i] | (b[i + 1] << 8); }
@@ -74,11 +112,11 @@ function ms(value) {
 
 // WAV (RIFF, RF64, BW64): the data chunk's bytes at the format's byte rate;
 // bytes the file does not hold are not counted (a streamed WAV leaves its sizes unset).
-function wavMs(reader, size) {
+function wavMs(src, size) {
   let at = 12;
   let byteRate = 0;
   for (let i = 0; i < 64 && at + 8 <= size; i++) {
-    const h = bytesAt(reader, at, 24);
+    const h = bytesAt(src, at, 24);
     const id = ascii(h, 0, 4);
     const len = u32le(h, 4);
     if (id === "fmt " && h.length >= 20) byteRate = u32le(h, 16);
@@ -101,10 +139,10 @@ function flacInfoMs(b, i) {
 }
 
 // AIFF/AIFC: COMM's sample frames at its sample rate (an 80-bit float).
-function aiffMs(reader, size) {
+function aiffMs(src, size) {
   let at = 12;
   for (let i = 0; i < 64 && at + 8 <= size; i++) {
-    const h = bytesAt(reader, at, 26);
+    const h = bytesAt(src, at, 26);
     const len = u32be(h, 4);
     if (ascii(h, 0, 4) === "COMM" && h.length >= 26) {
       const frames = u32be(h, 10);
@@ -132,7 +170,7 @@ function auMs(b, size) {
 }
 
 // Ogg: the last page's granule position of the first stream, at its codec's rate.
-function oggMs(reader, b, size) {
+function oggMs(src, b, size) {
   if (b.length < 28) return null;
   const serial = u32le(b, 14);
   const p = 27 + b[26]; // the first packet, after the segment table
@@ -150,13 +188,13 @@ function oggMs(reader, b, size) {
   } else if (ascii(b, p, 8) === "Speex   ") {
     rate = u32le(b, p + 36);
   }
-  return rate > 0 ? lastGranuleMs(reader, size, serial, rate, skip) : null;
+  return rate > 0 ? lastGranuleMs(src, size, serial, rate, skip) : null;
 }
 
-function lastGranuleMs(reader, size, serial, rate, skip) {
+function lastGranuleMs(src, size, serial, rate, skip) {
   if (!(rate > 0)) return null;
   const from = Math.max(0, size - HEAD);
-  const t = bytesAt(reader, from, HEAD);
+  const t = bytesAt(src, from, HEAD);
   for (let i = t.length - 27; i >= 0; i--) {
     if (t[i] === 0x4f && ascii(t, i, 4) === "OggS" && u32le(t, i + 14) === serial) {
       const lo = u32le(t, i + 6);
@@ -210,21 +248,13 @@ function mpegMs(b, size) {
 }
 
 // MP4/M4A/MOV: moov's mvhd, its duration in its time scale (the moov may sit at the file's end).
-function mp4Ms(reader, size) {
+function mp4Ms(src, size) {
   let at = 0;
   for (let i = 0; i < 64 && at + 8 <= size; i++) {
-    const h = bytesAt(reader, at, 16);
-    let len = u32be(h, 0);
-    let head = 8;
-    if (len === 1) {
-      len = u64be(h, 8);
-      head = 16;
-    } else if (len === 0) {
-      len = size - at;
-    }
-    if (ascii(h, 4, 4) === "moov") return mvhdMs(bytesAt(reader, at + head, Math.min(HEAD, len - head)));
-    if (len < head) return null;
-    at += len;
+    const box = boxAt(src, at, size);
+    if (!box) return null;
+    if (box.type === "moov") return mvhdMs(bytesAt(src, box.body, Math.min(HEAD, box.end - box.body)));
+    at = box.end;
   }
   return null;
 }
@@ -263,6 +293,13 @@ function ebmlVint(b, i, keepMarker) {
   return { value: value, width: width, unknown: !keepMarker && allOnes };
 }
 
+// An element's size at `i`: a vint, of which all ones means "unknown" (a live recording's Segment).
+function ebmlSize(b, i) {
+  const len = ebmlVint(b, i, false);
+  if (len && !len.unknown) bounded(len.value, "a Matroska element");
+  return len;
+}
+
 function ebmlFloat(b, i, n) {
   const raw = new Uint8Array(n);
   for (let k = 0; k < n; k++) raw[k] = b[i + k];
@@ -270,42 +307,81 @@ function ebmlFloat(b, i, n) {
   return n === 4 ? view.getFloat32(0) : view.getFloat64(0);
 }
 
-function matroskaMs(b) {
+// The elements read here whose values the format keeps to 8 bytes at most (numbers).
+const EBML_NUMBERS = { 0x2ad7b1: "TimecodeScale", 0x4489: "Duration", 0x83: "TrackType" };
+
+// The elements inside a master element's body [from, to) of `b`, each given to
+// visit(id, body, end) until it returns something other than undefined (returned
+// here). `sized`: `to` is the parent's own declared end, within `b`, so a child
+// running past it is malformed; otherwise `to` is where the bytes read end and the
+// walk stops at a child they do not hold. Each step passes at least two bytes.
+function ebmlChildren(b, from, to, sized, visit) {
+  for (let i = from; i < to;) {
+    const id = ebmlVint(b, i, true);
+    const len = id && ebmlSize(b, i + id.width);
+    if (!id || !len) return undefined;
+    const number = EBML_NUMBERS[id.value];
+    if (number && (len.unknown || len.value > 8)) {
+      throw new Malformed("the Matroska " + number + " declares " + (len.unknown ? "an unknown size" : len.value + " bytes") +
+        "; the format allows at most 8");
+    }
+    const body = i + id.width + len.width;
+    const end = len.unknown ? to : body + len.value;
+    if (end > to) {
+      if (sized) throw new Malformed("a Matroska element of " + len.value + " bytes runs past the element holding it");
+      return undefined;
+    }
+    const found = visit(id.value, body, end);
+    if (found !== undefined) return found;
+    i = end;
+  }
+  return undefined;
+}
+
+// An unsigned integer element of `n` bytes (8 at most: ebmlChildren saw to it).
+function ebmlUint(b, body, n) {
+  let value = 0;
+  for (let k = 0; k < n; k++) value = value * 256 + b[body + k];
+  return value;
+}
+
+// The body of the first element `want` among the Segment's children (the header's
+// part of them, in `b`): {body, to, sized}, or null when a Cluster comes first.
+function segmentChild(b, want) {
   let i = 0;
   let inSegment = false;
   for (let guard = 0; guard < 256 && i < b.length; guard++) {
     const id = ebmlVint(b, i, true);
-    if (!id) return null;
-    const len = ebmlVint(b, i + id.width, false);
-    if (!len) return null;
+    const len = id && ebmlSize(b, i + id.width);
+    if (!id || !len) return null;
     const body = i + id.width + len.width;
     if (id.value === 0x18538067) { // Segment: look inside
       inSegment = true;
       i = body;
       continue;
     }
-    if (inSegment && id.value === 0x1549a966) return infoMs(b, body, Math.min(b.length, body + len.value));
-    if (id.value === 0x1f43b675 || len.unknown) return null; // a Cluster before any Info
+    if (inSegment && id.value === want) {
+      const sized = !len.unknown && body + len.value <= b.length;
+      return { body: body, to: sized ? body + len.value : b.length, sized: sized };
+    }
+    if (id.value === 0x1f43b675 || len.unknown) return null; // a Cluster first
     i = body + len.value;
   }
   return null;
 }
 
-function infoMs(b, from, to) {
+function matroskaMs(b) {
+  const info = segmentChild(b, 0x1549a966);
+  return info ? infoMs(b, info.body, info.to, info.sized) : null;
+}
+
+function infoMs(b, from, to, sized) {
   let scale = 1000000;
   let duration = null;
-  for (let i = from; i < to;) {
-    const id = ebmlVint(b, i, true);
-    const len = id && ebmlVint(b, i + id.width, false);
-    if (!id || !len) return null;
-    const body = i + id.width + len.width;
-    if (id.value === 0x2ad7b1) {
-      scale = 0;
-      for (let k = 0; k < len.value; k++) scale = scale * 256 + b[body + k];
-    }
-    if (id.value === 0x4489 && (len.value === 4 || len.value === 8)) duration = ebmlFloat(b, body, len.value);
-    i = body + len.value;
-  }
+  ebmlChildren(b, from, to, sized, (id, body, end) => {
+    if (id === 0x2ad7b1) scale = ebmlUint(b, body, end - body);
+    if (id === 0x4489 && (end - body === 4 || end - body === 8)) duration = ebmlFloat(b, body, end - body);
+  });
   return duration === null ? null : ms(duration * scale / 1000000);
 }
 
@@ -354,10 +430,10 @@ function browserPlays(container, codec) {
 // WAVE's format tags (the fmt chunk; WAVE_FORMAT_EXTENSIBLE's sub-format alike).
 const WAV_TAGS = { 2: "adpcm_ms", 6: "pcm_alaw", 7: "pcm_mulaw", 0x11: "adpcm_ima_wav", 0x31: "gsm_ms", 0x50: "mp2", 0x55: "mp3" };
 
-function wavCodec(reader, size) {
+function wavCodec(src, size) {
   let at = 12;
   for (let i = 0; i < 64 && at + 8 <= size; i++) {
-    const h = bytesAt(reader, at, 8 + 40);
+    const h = bytesAt(src, at, 8 + 40);
     const id = ascii(h, 0, 4);
     const len = u32le(h, 4);
     if (id === "fmt " && h.length >= 8 + 16) {
@@ -387,12 +463,12 @@ function oggCodec(b) {
 }
 
 // MPEG audio: the first frame's layer (after an ID3 tag, which may outgrow the head).
-function mpegCodec(reader, b) {
+function mpegCodec(src, b) {
   let start = 0;
   if (ascii(b, 0, 3) === "ID3" && b.length >= 10) {
     start = 10 + ((b[6] & 0x7f) << 21 | (b[7] & 0x7f) << 14 | (b[8] & 0x7f) << 7 | (b[9] & 0x7f)) + (b[5] & 0x10 ? 10 : 0);
   }
-  const f = bytesAt(reader, start, 4096);
+  const f = bytesAt(src, start, 4096);
   for (let i = 0; i + 4 <= f.length; i++) {
     if (f[i] !== 0xff || (f[i + 1] & 0xe0) !== 0xe0) continue;
     const version = (f[i + 1] >> 3) & 3;
@@ -404,26 +480,26 @@ function mpegCodec(reader, b) {
   return "";
 }
 
-// An ISO BMFF box at `at` (not past `end`): {type, body, end}, or null.
-function boxAt(reader, at, end) {
-  const h = bytesAt(reader, at, 16);
+// An ISO BMFF box at `at` (not past `end`): {type, body, end}, or null when the bytes end first.
+function boxAt(src, at, end) {
+  const h = bytesAt(src, at, 16);
   if (h.length < 8) return null;
   let len = u32be(h, 0);
   let head = 8;
   if (len === 1) {
     if (h.length < 16) return null;
-    len = u64be(h, 8);
+    len = bounded(u64be(h, 8), "an MP4 box");
     head = 16;
   } else if (len === 0) {
-    len = end - at;
+    len = end - at; // to the end
   }
-  if (len < head) return null;
+  if (len < head) throw new Malformed("an MP4 box declares " + len + " bytes, fewer than its own header");
   return { type: ascii(h, 4, 4), body: at + head, end: Math.min(end, at + len) };
 }
 
-function childBox(reader, from, end, type) {
+function childBox(src, from, end, type) {
   for (let at = from, i = 0; i < 256 && at + 8 <= end; i++) {
-    const box = boxAt(reader, at, end);
+    const box = boxAt(src, at, end);
     if (!box) return null;
     if (box.type === type) return box;
     at = box.end;
@@ -433,20 +509,20 @@ function childBox(reader, from, end, type) {
 
 // MP4/M4A/MOV/3GP: the sample entry of the first sound track (moov/trak/mdia/minf/stbl/stsd),
 // its four letters lowercased: mp4a (AAC, or MP3), opus, flac, alac, samr (AMR), sowt (PCM), …
-function mp4Codec(reader, size) {
-  const moov = childBox(reader, 0, size, "moov");
+function mp4Codec(src, size) {
+  const moov = childBox(src, 0, size, "moov");
   if (!moov) return "";
   for (let at = moov.body, i = 0; i < 64 && at + 8 <= moov.end; i++) {
-    const trak = boxAt(reader, at, moov.end);
+    const trak = boxAt(src, at, moov.end);
     if (!trak) return "";
     if (trak.type === "trak") {
-      const mdia = childBox(reader, trak.body, trak.end, "mdia");
-      const hdlr = mdia && childBox(reader, mdia.body, mdia.end, "hdlr");
-      if (hdlr && ascii(bytesAt(reader, hdlr.body + 8, 4), 0, 4) === "soun") {
-        const minf = childBox(reader, mdia.body, mdia.end, "minf");
-        const stbl = minf && childBox(reader, minf.body, minf.end, "stbl");
-        const stsd = stbl && childBox(reader, stbl.body, stbl.end, "stsd");
-        return stsd ? ascii(bytesAt(reader, stsd.body + 8, 8), 4, 4).trim().toLowerCase() : "";
+      const mdia = childBox(src, trak.body, trak.end, "mdia");
+      const hdlr = mdia && childBox(src, mdia.body, mdia.end, "hdlr");
+      if (hdlr && ascii(bytesAt(src, hdlr.body + 8, 4), 0, 4) === "soun") {
+        const minf = childBox(src, mdia.body, mdia.end, "minf");
+        const stbl = minf && childBox(src, minf.body, minf.end, "stbl");
+        const stsd = stbl && childBox(src, stbl.body, stbl.end, "stsd");
+        return stsd ? ascii(bytesAt(src, stsd.body + 8, 8), 4, 4).trim().toLowerCase() : "";
       }
     }
     at = trak.end;
@@ -456,56 +532,25 @@ function mp4Codec(reader, size) {
 
 // Matroska/WebM: the first audio track's CodecID (Segment/Tracks/TrackEntry), lowercased.
 function matroskaCodec(b) {
-  let i = 0;
-  let inSegment = false;
-  for (let guard = 0; guard < 256 && i < b.length; guard++) {
-    const id = ebmlVint(b, i, true);
-    const len = id && ebmlVint(b, i + id.width, false);
-    if (!id || !len) return "";
-    const body = i + id.width + len.width;
-    if (id.value === 0x18538067) {
-      inSegment = true;
-      i = body;
-      continue;
-    }
-    if (inSegment && id.value === 0x1654ae6b) {
-      return tracksCodec(b, body, len.unknown ? b.length : Math.min(b.length, body + len.value));
-    }
-    if (id.value === 0x1f43b675 || len.unknown) return ""; // a Cluster before any Tracks
-    i = body + len.value;
-  }
-  return "";
+  const tracks = segmentChild(b, 0x1654ae6b);
+  if (!tracks) return "";
+  const codec = ebmlChildren(b, tracks.body, tracks.to, tracks.sized, (id, body, end) => {
+    if (id !== 0xae) return undefined; // TrackEntry: its TrackType (2: audio) and CodecID
+    let type = 0;
+    let name = "";
+    ebmlChildren(b, body, end, end <= b.length, (cid, cbody, cend) => {
+      if (cid === 0x83) type = ebmlUint(b, cbody, cend - cbody);
+      if (cid === 0x86) name = ascii(b, cbody, Math.min(cend - cbody, 64)).toLowerCase();
+    });
+    return type === 2 ? name : undefined;
+  });
+  return codec || "";
 }
 
-function tracksCodec(b, from, to) {
-  for (let i = from; i < to;) {
-    const id = ebmlVint(b, i, true);
-    const len = id && ebmlVint(b, i + id.width, false);
-    if (!id || !len) return "";
-    const body = i + id.width + len.width;
-    if (id.value === 0xae) { // TrackEntry: its TrackType (2: audio) and CodecID
-      let type = 0;
-      let codec = "";
-      for (let k = body; k < Math.min(to, body + len.value);) {
-        const cid = ebmlVint(b, k, true);
-        const clen = cid && ebmlVint(b, k + cid.width, false);
-        if (!cid || !clen) return "";
-        const cbody = k + cid.width + clen.width;
-        if (cid.value === 0x83) type = b[cbody + clen.value - 1];
-        if (cid.value === 0x86) codec = ascii(b, cbody, Math.min(clen.value, 64)).toLowerCase();
-        k = cbody + clen.value;
-      }
-      if (type === 2) return codec;
-    }
-    i = body + len.value;
-  }
-  return "";
-}
-
-// What each container's header says, read from the open `reader`, the file's `size` and
-// its first HEAD bytes: `ms`, the length it declares (see above), and `codec`, the audio
-// codec inside it (a short name, see above). A reader a container lacks: its header does
-// not say, or the container alone decides.
+// What each container's header says, read from the file's bounded `src` (source()), its
+// `size` and its first HEAD bytes: `ms`, the length it declares (see above), and `codec`,
+// the audio codec inside it (a short name, see above). A reader a container lacks: its
+// header does not say, or the container alone decides.
 const MPEG = { ms: (r, size, head) => mpegMs(head, size), codec: (r, size, head) => mpegCodec(r, head) };
 const HEADERS = {
   riff: {
@@ -527,13 +572,16 @@ const HEADERS = {
 
 // What the header of `file` (of `container`, sniff()'s answer) says of `what` (HEADERS),
 // or `none`: it does not say, or it is too broken to read (normalize will tell the rest).
+// Throws a Malformed (`malformed` set) for a header no real file has.
 function fromHeader(file, container, what, none) {
   const read = (HEADERS[container] || {})[what];
   if (!read) return none;
   const reader = file.reader.open();
   try {
-    return read(reader, file.size, bytesAt(reader, 0, HEAD));
-  } catch (_) {
+    const src = source(reader, file.size);
+    return read(src, file.size, bytesAt(src, 0, HEAD));
+  } catch (err) {
+    if (err && err.malformed) throw err;
     return none;
   } finally {
     reader.close();
@@ -551,4 +599,4 @@ function codecOf(file, container) {
   return fromHeader(file, container, "codec", "");
 }
 
-module.exports = { sniff: sniff, declaredMs: declaredMs, codecOf: codecOf, browserPlays: browserPlays };
+module.exports = { sniff: sniff, declaredMs: declaredMs, codecOf: codecOf, browserPlays: browserPlays, Malformed: Malformed };

@@ -6,9 +6,11 @@
 const args = require("./args.js");
 const attachments = require("./attachments.js");
 const claims = require("./claim.js");
+const deadlines = require("./deadlines.js");
 const insights = require("./insights.js");
 const journal = require("./journal.js");
 const routes = require("./routes.js");
+const settings = require("./settings.js");
 const settle = require("./settle.js");
 const words = require("./words.js");
 
@@ -114,9 +116,14 @@ const ROUTES = {
   "GET /api/pipeline/files/{collection}/{record}/{filename}": { serve: attachments.download },
 };
 
-// Answers a request to one of ROUTES (the router names the pattern it matched).
+// Answers a request to one of ROUTES (the router names the pattern it matched). A route
+// that takes a large body (a normalized recording, a raw result: a body limit of its own)
+// reads it for as long as an upload may take, [intake] read_timeout: a worker on another
+// host sends them over its own line. Every other route has the server's read timeout.
 function serve(e) {
-  return ROUTES[e.request.pattern].serve(e);
+  const route = ROUTES[e.request.pattern];
+  if (route.bodyLimit !== undefined) deadlines.allowBody(e, settings.ms("intake", "read_timeout"));
+  return route.serve(e);
 }
 
 module.exports = { ROUTES: ROUTES, serve: serve };

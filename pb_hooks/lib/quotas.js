@@ -68,6 +68,17 @@ function admit(tx, owner, now, length) {
   return audio(tx, owner, now, length, q);
 }
 
+// Issue 44: what can be refused before a recording is read, so that a sender over a quota
+// costs no parsing (nor, with `Expect: 100-continue`, the upload itself): the counts, and a
+// day with no audio left (nothing fits it, whatever the recording's length). Null, or why not.
+// Read outside the transaction: admit() decides again, inside it.
+function beforeReading(tx, owner, now) {
+  const q = limits();
+  const over = countExceeded(tx, owner, now, q);
+  if (over || q.audioMsPerDay <= 0) return over;
+  return audio(tx, owner, now, { ms: 1, declared: false }, q).over || null;
+}
+
 // The quotas that count recordings: null, or why not.
 function countExceeded(tx, owner, now, q) {
   if (q.uploadsPerHour > 0) {
@@ -222,6 +233,6 @@ function refuse(e, over) {
 }
 
 module.exports = {
-  admit: admit, measured: measured, refuse: refuse, waitingExceeded: waitingExceeded,
+  admit: admit, beforeReading: beforeReading, measured: measured, refuse: refuse, waitingExceeded: waitingExceeded,
   resumeExceeded: resumeExceeded, rechargedAt: rechargedAt,
 };

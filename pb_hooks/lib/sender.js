@@ -15,6 +15,7 @@ const records = require("./records.js");
 const respond = require("./respond.js");
 const settle = require("./settle.js");
 const stages = require("./stages.js");
+const titles = require("./titles.js");
 
 const MAX_TITLE = 500;
 const MAX_TITLE_BYTES = 4 * MAX_TITLE;
@@ -71,14 +72,16 @@ function transcript(e) {
 // element that cannot send one, from `?token=` holding a PocketBase file
 // token of theirs (POST /api/files/token: a few minutes long, good for files
 // only). The token is taken out of the URL before PocketBase's request log
-// records it. Null when neither names a sender.
+// records it, whichever of the two names the sender. Null when neither does.
 function sender(e) {
-  if (e.auth) return e.auth;
   const query = e.request.url.query();
   const token = String(query.get("token") || "");
+  if (query.has("token")) {
+    query.del("token");
+    e.request.url.rawQuery = query.encode();
+  }
+  if (e.auth) return e.auth;
   if (token === "") return null;
-  query.del("token");
-  e.request.url.rawQuery = query.encode();
   try {
     const user = $app.findAuthRecordByToken(token, "file");
     return user.collection().name === "users" ? user : null;
@@ -93,10 +96,10 @@ function sender(e) {
 // range requests (206 and Content-Range), so a player can seek. `?file=original`
 // or `?file=playable` asks for one of the two.
 function audio(e) {
+  const user = sender(e); // first: a `?token=` leaves the URL whatever is answered
   if (e.auth && e.auth.collection().name !== "users") {
     return respond.fail(e, 403, "forbidden", "Only the sender of a recording can listen to it here.");
   }
-  const user = sender(e);
   if (!user) return respond.fail(e, 401, "unauthorized", "Sign in as the sender of this recording.");
   const which = String(e.request.url.query().get("file") || "");
   if (["", "original", "playable"].indexOf(which) < 0) {
@@ -114,16 +117,72 @@ function audio(e) {
   }
   if (name === "") return notFound(e);
   const header = e.response.header();
-  // The sender's alone: no shared cache keeps it.
-  header.set("Cache-Control", "private, max-age=3600");
-  header.set("Content-Disposition", "inline; filename=\"" + name.replace(/[^A-Za-z0-9._-]/g, "_") + "\"");
+  const key = row.baseFilesPath() + "/" + name;
   const fsys = $app.newFilesystem();
   try {
-    // http.ServeContent underneath: ranges, If-Range, HEAD; streamed from storage.
-    fsys.serve(e.response, e.request, row.baseFilesPath() + "/" + name, name);
+    // http.ServeContent underneath: ranges, If-Range, HEAD; streamed from storage. Its
+    // 412 and 416 are plain text: those two are answered here first, as JSON.
+    const attrs = fsys.attributes(key);
+    const size = attrs.size;
+    if (preconditionFails(e, attrs.modTime.unixMilli())) {
+      return respond.fail(e, 412, "precondition_failed", "The file does not meet the request's If-Match or " +
+        "If-Unmodified-Since (this route sends no ETag: only If-Match: * matches).");
+    }
+    if (!rangeServable(e, size)) {
+      header.set("Content-Range", "bytes */" + size);
+      return respond.fail(e, 416, "range_not_satisfiable", "The Range asked for is not within the file's " + size +
+        " bytes (ask for bytes=FIRST-LAST or bytes=-LAST_N, counted from 0).");
+    }
+    // The sender's alone: no shared cache keeps it.
+    header.set("Cache-Control", "private, max-age=3600");
+    header.set("Content-Disposition", "inline; filename=\"" + name.replace(/[^A-Za-z0-9._-]/g, "_") + "\"");
+    fsys.serve(e.response, e.request, key, name);
   } finally {
     fsys.close();
   }
+}
+
+// Whether ServeContent answers 412 (its checkIfMatch, then checkIfUnmodifiedSince, mirrored):
+// no ETag is sent, so an If-Match matches only as "*"; If-Unmodified-Since fails for a
+// file changed after it (whole seconds), and is ignored when it is no date.
+function preconditionFails(e, modifiedMs) {
+  const match = String(e.request.header.get("If-Match") || "");
+  if (match !== "") return match.split(",").every((tag) => tag.trim() !== "*");
+  const since = Date.parse(String(e.request.header.get("If-Unmodified-Since") || ""));
+  if (isNaN(since) || !(modifiedMs > 0)) return false;
+  return Math.floor(modifiedMs / 1000) * 1000 > since;
+}
+
+// Whether Go's http.ServeContent, given the request's Range, serves the file of `size`
+// bytes rather than answering 416 as plain text (its parseRange, mirrored): so that a 416
+// is answered here, as JSON. An If-Range lets ServeContent drop the Range: left to it.
+function rangeServable(e, size) {
+  const range = String(e.request.header.get("Range") || "");
+  if (range === "" || String(e.request.header.get("If-Range") || "") !== "" || !(size > 0)) return true;
+  if (range.indexOf("bytes=") !== 0) return false;
+  let any = false;
+  let past = false;
+  for (const raw of range.slice(6).split(",")) {
+    const spec = raw.trim();
+    if (spec === "") continue;
+    const dash = spec.indexOf("-");
+    if (dash < 0) return false;
+    const first = spec.slice(0, dash).trim();
+    const last = spec.slice(dash + 1).trim();
+    if (first === "") {
+      if (!/^\d{1,19}$/.test(last)) return false; // a suffix: the last N bytes
+      any = true;
+      continue;
+    }
+    if (!/^\d{1,19}$/.test(first) || (last !== "" && !/^\d{1,19}$/.test(last))) return false;
+    if (Number(first) >= size) {
+      past = true;
+      continue;
+    }
+    if (last !== "" && Number(first) > Number(last)) return false;
+    any = true;
+  }
+  return !(past && !any);
 }
 
 // POST /api/transcriber/records/{id}/resume
@@ -175,6 +234,8 @@ function rename(e) {
   if (chars > MAX_TITLE || toBytes(body.title).length > MAX_TITLE_BYTES) {
     return respond.fail(e, 400, "title_too_long", "The title is " + chars + " characters; at most " + MAX_TITLE + " are accepted.");
   }
+  const badTitle = titles.refusal(title);
+  if (badTitle) return respond.fail(e, 400, badTitle.code, badTitle.message);
   const owner = e.auth.id;
   let saved = null;
   $app.runInTransaction((tx) => {

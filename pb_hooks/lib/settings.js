@@ -16,7 +16,8 @@ const DECLARED = {
     "read_timeout": ["duration", 10800]
   },
   "pocketbase": {
-    "public_dir": ["text", ""]
+    "public_dir": ["text", ""],
+    "read_timeout": ["duration", 300]
   },
   "quotas": {
     "uploads_per_hour": ["int", 60],

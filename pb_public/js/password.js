@@ -4,7 +4,8 @@ import * as api from "./api.js";
 import { accountForm, emailField, errorLine, h, sending, toast } from "./dom.js";
 import { t } from "./i18n.js";
 import {
-  handleRefusal, loadOptions, main, passwordLength, refusalWords, restartLive, route, signOut, signedIn, state,
+  handleRefusal, loadOptions, main, passwordLength, passwordRefusal, refusalWords, restartLive, route, signOut, signedIn,
+  state,
 } from "./shell.js";
 
 // The fields of a new password, twice; `value()` is it, or "" (and the error said) when the two differ
@@ -29,10 +30,9 @@ function newPasswordFields(error) {
         again.focus();
         return "";
       }
-      const limits = passwordLength();
-      const chars = Array.from(fresh.value).length;
-      if (chars < limits.min || chars > limits.max) {
-        error.textContent = t("error.weak_password", limits);
+      const refused = passwordRefusal(fresh.value);
+      if (refused) {
+        error.textContent = refused;
         fresh.focus();
         return "";
       }

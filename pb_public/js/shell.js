@@ -174,10 +174,20 @@ export async function loadOptions() {
   return state.options;
 }
 
-// How long a password may be (the options say; PocketBase's defaults until they are read).
+// How long a password may be: characters, and bytes of UTF-8 as bcrypt counts them (the options
+// say; PocketBase's defaults until they are read).
 export function passwordLength() {
   const limits = (state.options && state.options.password_length) || {};
-  return { min: limits.min || 8, max: limits.max || 71 };
+  return { min: limits.min || 8, max: limits.max || 71, max_bytes: limits.max_bytes || 72 };
+}
+
+// Why `password` is refused here ("" when it is not): its bytes first, then its characters.
+export function passwordRefusal(password) {
+  const limits = passwordLength();
+  const bytes = new TextEncoder().encode(password).length;
+  if (bytes > limits.max_bytes) return t("error.password_bytes", { ...limits, bytes });
+  const chars = Array.from(password).length;
+  return chars < limits.min || chars > limits.max ? t("error.weak_password", limits) : "";
 }
 
 export function refusalWords(err, name) {
@@ -190,7 +200,10 @@ export function refusalWords(err, name) {
   if (code === "too_large") {
     return t("error.too_large", { name, limit: i18n.bytes(state.options ? state.options.max_upload_bytes : 0) });
   }
-  if (code === "weak_password") return t("error.weak_password", passwordLength());
+  if (code === "weak_password") {
+    const data = (err && err.data) || {};
+    return data.bytes > data.max_bytes ? t("error.password_bytes", data) : t("error.weak_password", passwordLength());
+  }
   if (i18n.DICTS.en["error." + code]) return t("error." + code, { name });
   return t("error.other", { message: (err && err.message) || code });
 }

@@ -159,6 +159,7 @@ def environment(settings: Settings) -> dict[str, str]:
     env["TRANSCRIBER_INTAKE__MAX_UPLOAD_MB"] = str(settings.intake.max_upload_mb)
     # Durations as seconds: what both halves read from a bare number.
     env["TRANSCRIBER_INTAKE__READ_TIMEOUT"] = _seconds(settings.intake.read_timeout)
+    env["TRANSCRIBER_POCKETBASE__READ_TIMEOUT"] = _seconds(settings.pocketbase.read_timeout)
     env["TRANSCRIBER_INTAKE__MAX_DURATION"] = _seconds(settings.intake.max_duration)
     try:  # the sender's page: its files' validators (pb_hooks/server.pb.js)
         env["TRANSCRIBER_POCKETBASE__PUBLIC_DIR"] = str(public_dir(settings))

@@ -149,6 +149,8 @@ class ClaimSession:
         """The attempt changed; the row as written (the rows this session holds follow it)."""
         if raw_response is not None:
             raw_response = redact_result(raw_response)
+        if operation_id is not None:  # a provider's name for its work: what it sends back is redacted, all of it
+            operation_id = redact(operation_id)
         change = AttemptChange(operation_id, audio_uri, status, raw_response, copies_removed_at=copies_removed_at)
         row = await self._storage.update_attempt(self.claim, attempt_id, change)
         if raw_response is not None:  # finalize reads it here, not from storage

@@ -80,11 +80,25 @@ def base64_decoded(text: str) -> set[str]:
     return out
 
 
+_HEX_RUN = re.compile(r"[0-9A-Fa-f]+")
+
+
+def hex_decoded(text: str) -> set[str]:
+    """What every run of hex digits decodes to, from each of its first 2 digits, as UTF-8."""
+    out: set[str] = set()
+    for run in _HEX_RUN.findall(text):
+        for offset in range(2):
+            chunk = run[offset:]
+            out.add(bytes.fromhex(chunk[: len(chunk) // 2 * 2]).decode("utf-8", errors="replace"))
+    return out
+
+
 def readings(text: str) -> set[str]:
-    """Every decoding of ``text``: its escapes read, then base64 read in each, then the escapes in that."""
+    """Every decoding of ``text``: its escapes read, then base64 read in each, then the escapes in
+    that; and hex read in each of its unescaped forms."""
     outer = unescaped(text, DEPTH)
     inner = {r for t in outer for b in base64_decoded(t) for r in unescaped(b, DEPTH_IN_BASE64)}
-    return outer | inner
+    return outer | inner | {h for t in outer for h in hex_decoded(t)}
 
 
 def without_separators(text: str) -> str:

@@ -434,3 +434,27 @@ async def test_no_part_of_the_key_survives_a_cut_message(
         runs = {form[i : i + 8] for i in range(len(form) - 7)}
         assert not any(run in flat for run in runs), (shape, reason)
     await provider.aclose()
+
+
+@pytest.mark.parametrize(
+    "ident",
+    [f"resp_{API_KEY}", f"resp-{API_KEY.encode().hex()}", f"Bearer {API_KEY[3:]}"],
+    ids=["plain", "hex", "bearer"],
+)
+async def test_the_servers_id_is_stored_without_the_key(
+    api: respx.MockRouter, provider: OpenAIProvider, audio: Path, ident: str
+) -> None:
+    """Issue 44: a server that echoes the key in its response's id had it stored and exported as the operation id."""
+    api.post(URL).respond(200, json=VERBOSE | {"id": ident})
+    started = await provider.start(_request(audio), _no_progress)
+    assert "[redacted]" in started.operation_id
+    assert API_KEY[8:16] not in started.operation_id and API_KEY.encode().hex()[:16] not in started.operation_id
+
+
+async def test_a_fair_id_is_kept_and_an_overlong_one_replaced(
+    api: respx.MockRouter, provider: OpenAIProvider, audio: Path
+) -> None:
+    api.post(URL).respond(200, json=VERBOSE | {"id": "resp_01HZX4Q8"})
+    assert (await provider.start(_request(audio), _no_progress)).operation_id == "resp_01HZX4Q8"
+    api.post(URL).respond(200, json=VERBOSE | {"id": "x" * 5000})
+    assert (await provider.start(_request(audio), _no_progress)).operation_id == "openai-att42"

@@ -19,7 +19,7 @@ import pytest
 from sidecar import redaction
 from sidecar.redaction import redact, redact_result, redact_transcript, register_secrets, scrubber, short
 from sidecar.transcript.model import Segment, Transcript, Word
-from tests.support.secrets import survivors
+from tests.support.secrets import any_survivor, survivors
 
 # The probe's key: 51 characters, of which a provider echoed the middle 32.
 PROBE_KEY = "sk-proj-Q7c" + "b2Xv9LmT4pWc8RyN3kJd6GsF1aQe5UoV" + "Hn4Wz8Rt"
@@ -251,3 +251,23 @@ def test_the_finder_is_built_once_for_the_same_secrets() -> None:
     before = redaction._finder.cache_info().hits
     scrub("b")
     assert redaction._finder.cache_info().hits == before + 1
+
+
+def test_a_hex_encoded_secret_is_removed_in_either_case_and_alignment() -> None:
+    """Issue 44: a key written as hex (a debug dump, a signature's input) left the redactor untouched."""
+    key = "sk-proj-Q7cb2Xv9LmT4pWc8RyN3kJd6GsF1aQe5UoV"
+    password = "пароль-Зима2024"
+    texts = [
+        "key bytes: " + key.encode().hex(),
+        "KEY=" + key.encode().hex().upper(),
+        "dump 7" + (b"\x01\x02" + key[5:20].encode() + b"\xff").hex() + "a end",  # odd alignment in a longer run
+        "cfg=" + json.dumps({"api_key": key}).encode().hex(),
+        "p " + password.encode().hex(),
+    ]
+    scrub = scrubber([key, password])
+    for text in texts:
+        clean = scrub(text)
+        assert "[redacted]" in clean, text
+        assert not any_survivor(clean, [key, password]), (text, clean)
+    plain = "build deadbeefcafebabe0123456789abcdef of 2026"
+    assert scrub(plain) == plain

@@ -159,3 +159,27 @@ async def test_provider_errors_keep_no_piece_of_the_key(
         assert isinstance(got, Claimed) and got.record.id == rid
         verdict = await pool.runner.run(got)
     _expect(verdict, status, _places(storage, rid, caplog), key)
+
+
+async def test_a_servers_id_carrying_a_secret_is_stored_without_it(
+    api: respx.MockRouter, storage: InMemoryStorage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 44: an OpenAI-compatible server's response `id` went into the attempt row (and every export of
+    it) as it came. A registered secret the provider does not hold itself (the owner's password, say) and the
+    provider's own key, plain and in hex: none of them is in the stored operation id."""
+    from sidecar import redaction
+
+    owner_password = "Tq3Wz8Kx2Lm7-maple-ridge"
+    monkeypatch.setattr(redaction, "_known", frozenset({owner_password}))
+    ident = f"resp_{owner_password}_{PROBE_KEY.encode().hex()}"
+    api.post(OPENAI).respond(200, json={"text": "hello there", "id": ident})
+    rid = await _normalized(storage)
+    provider = OpenAIProvider(OpenAISettings(api_key=SecretStr(PROBE_KEY)))
+    async with twin_sidecar(storage, default_steps(), provider=provider) as pool:
+        got = await pool.runner.storage.claim(pool.runner.table.leases())
+        assert isinstance(got, Claimed) and got.record.id == rid
+        await pool.runner.run(got)
+    (attempt,) = (await storage.rows_of(rid)).attempts
+    assert attempt.operation_id.startswith("resp_[redacted]")
+    assert owner_password[:8] not in attempt.operation_id and "maple-ri" not in attempt.operation_id
+    assert PROBE_KEY.encode().hex()[10:30] not in attempt.operation_id

@@ -152,10 +152,14 @@ def echoed(draw: st.DrawFn) -> tuple[list[str], str]:
         piece = split(piece, draw(st.sampled_from(SEPARATORS)), sizes)
     piece = CASES[draw(st.sampled_from(sorted(CASES)))](piece)
     depth = 0
-    if draw(st.booleans()):
+    encoding = draw(st.sampled_from(["none", "base64", "hex"]))
+    if encoding == "base64":
         if draw(st.booleans()):  # escaped inside what base64 carries, one level
             piece = escaped(draw, draw(st.sampled_from(["json all", "percent", "html"])), piece)
         piece = base64_shaped(draw, piece)
+    elif encoding == "hex":  # its bytes in hex, either case, inside a longer run of bytes
+        data = draw(st.binary(max_size=5)) + piece.encode() + draw(st.binary(max_size=5))
+        piece = data.hex().upper() if draw(st.booleans()) else data.hex()
     for how in draw(st.lists(st.sampled_from(OUTER), max_size=2)):
         depth += DEPTH.get(how, 1)
         if depth <= 3:

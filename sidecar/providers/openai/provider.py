@@ -60,6 +60,8 @@ __all__ = ["MAX_BYTES", "OpenAIProvider", "endpoint", "transcript_from"]
 
 # The request may be 25 MiB (C.3); the multipart envelope and fields need a little of it.
 MAX_BYTES = 25 * 1024 * 1024 - 64 * 1024
+# A server's id for a call longer than this is no id: ours is stored instead.
+MAX_ID_CHARS = 200
 # No audio is this long in seconds: larger times must be in nanoseconds (LocalAI).
 _SECONDS_CEILING = 1e6
 
@@ -146,9 +148,14 @@ class OpenAIProvider(AnswersAtStart):
                 f"{self._who} sent a malformed transcription (no text field, {len(resp.content)} bytes); "
                 "it may have been truncated"
             )
-        ident = body.get("id")
-        operation_id = ident if isinstance(ident, str) and ident else f"openai-{request.attempt_key}"
-        return Started(operation_id=operation_id, raw=resp.content)
+        return Started(operation_id=self._operation_id(body.get("id"), request.attempt_key), raw=resp.content)
+
+    def _operation_id(self, ident: object, attempt_key: str) -> str:
+        """The server's id for the call, as it is stored and exported: without the secrets (a server
+        may echo the key it was sent), and ours when it names none or one longer than an id is."""
+        if not isinstance(ident, str) or not ident or len(ident) > MAX_ID_CHARS:
+            return f"openai-{attempt_key}"
+        return self._scrub(ident)
 
     def parse(self, raw: bytes) -> Transcript:
         try:

@@ -6,7 +6,8 @@ a change (realtime), the next record becomes available, or ``idle_poll``
 passes; every wait is on the injected clock.
 
 Shutdown is two-phase: stop claiming; give running steps ``shutdown_grace``
-to finish; then cancel them (the runner releases their claims, P8).
+(less the few seconds a hand-back takes) to finish; then cancel them (the
+runner releases their claims, P8), so every record is back within the grace.
 """
 
 from __future__ import annotations
@@ -21,10 +22,14 @@ from sidecar.pipeline.runner import Runner
 from sidecar.pipeline.sweep import sweep_normalized, sweep_once
 from sidecar.redaction import redact, short
 from sidecar.runtime.clock import Clock
+from sidecar.runtime.threads import STOP_WAIT
 from sidecar.storage.errors import FencedOut, StorageError, StorageUnavailable, UnreadableClaim
 from sidecar.storage.model import Claimed, NoWork
 
 log = logging.getLogger("transcriber.pool")
+
+# What a cancelled step takes to stop its work (threads.STOP_WAIT at most) and hand its record back.
+HAND_BACK = STOP_WAIT + 1.0
 
 
 class Waker:
@@ -130,9 +135,11 @@ class WorkerPool:
             self._stopping = True
             self.waker.wake()
             side.cancel()
-            # Phase 2: running steps get a grace period, then are cancelled.
+            # Phase 2: running steps get the grace, less what cancelling them and handing their
+            # records back takes, so that every record is back within the grace.
             if self._busy:
-                await clock.wait(self._drained, p.shutdown_grace.total_seconds())
+                grace = p.shutdown_grace.total_seconds()
+                await clock.wait(self._drained, grace - min(HAND_BACK, grace / 2))
             for scope in list(self._busy):
                 scope.cancel()
         log.info("pool stopped")

@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import TypeVar
 
 import anyio
-import anyio.to_thread
+import anyio.from_thread
+import anyio.lowlevel
 
-__all__ = ["cgroup_cpu_limit", "run_in_thread", "threads_for", "usable_cpus"]
+__all__ = ["STOP_WAIT", "cgroup_cpu_limit", "left_running", "run_in_thread", "threads_for", "usable_cpus"]
 
 T = TypeVar("T")
 
@@ -134,29 +135,60 @@ def threads_for(threads: int, cores: int | None = None) -> int:
     return max(1, cores if cores is not None else usable_cpus())
 
 
-async def run_in_thread(fn: Callable[[threading.Event], T], *, grace: float = 30.0) -> T:
-    """Run blocking ``fn(cancel)`` in a worker thread; stop it when the caller is cancelled.
+# How long a cancelled caller waits for its work to notice before going on without it.
+STOP_WAIT = 2.0
+
+_left: set[threading.Thread] = set()  # work a cancelled caller went on without, still running
+
+
+async def run_in_thread(fn: Callable[[threading.Event], T], *, grace: float = STOP_WAIT) -> T:
+    """Run blocking ``fn(cancel)`` in a thread of its own; stop it when the caller is cancelled.
 
     anyio cannot interrupt a thread, and by default it waits for the thread
     to finish before delivering the cancellation, however long that takes.
     Here cancellation sets the event ``fn`` watches, then waits (shielded, at
-    most ``grace`` seconds) for ``fn`` to notice, so no work is left running
-    behind a step that has already given up.
+    most ``grace`` seconds) for ``fn`` to notice. Work that notices only later
+    (a decoder call of a whole batch, 10-25 s on 2 cores, cannot be stopped
+    inside) is left to end on its own: the step hands its record back at
+    once, so a stop stays within its grace. The thread is a daemon, so such
+    work never holds the process open (``left_running`` counts it).
     """
     cancel = threading.Event()
     finished = threading.Event()
+    done = anyio.Event()
+    token = anyio.lowlevel.current_token()
+    result: list[T] = []
+    error: list[BaseException] = []
 
-    def work() -> T:
+    def work() -> None:
         try:
-            return fn(cancel)
+            result.append(fn(cancel))
+        except BaseException as e:  # handed to the caller, whatever it is
+            error.append(e)
         finally:
             finished.set()
+            _left.discard(threading.current_thread())
+            try:
+                anyio.from_thread.run_sync(done.set, token=token)
+            except RuntimeError:  # the caller's event loop is gone: nobody waits
+                pass
 
+    thread = threading.Thread(target=work, name=f"work-{getattr(fn, '__name__', 'fn')}", daemon=True)
+    thread.start()
     try:
-        return await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
+        await done.wait()
     except BaseException:
         cancel.set()
+        with anyio.CancelScope(shield=True), anyio.move_on_after(grace):
+            await done.wait()
         if not finished.is_set():
-            with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(finished.wait, grace)
+            _left.add(thread)
         raise
+    if error:
+        raise error[0]
+    return result[0]
+
+
+def left_running() -> int:
+    """Work that cancelled callers went on without and that has not ended yet."""
+    return sum(1 for t in list(_left) if t.is_alive())

@@ -822,3 +822,28 @@ def test_words_the_sender_taught_are_heard_as_written(provider: OfflineProvider,
     assert names_heard(biased["text"], taught["words"]) == len(taught["words"])
     # Nothing else of the sentence is lost to the bias.
     assert word_errors(taught["text"], biased["text"])[0] < word_errors(taught["text"], plain["text"])[0]
+
+
+def test_progress_moves_while_a_batch_is_decoded(
+    provider: OfflineProvider, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bar moves window by window, not when a whole batch comes out of the decoder."""
+    parts: list[Path | float] = []
+    for name in CLIPS_RU:
+        parts += [SPEECH_RU / name, 0.5]
+    wav = compose_wav(parts * 2, tmp_path / "joined.wav")
+    said: list[tuple[str, float]] = []
+    own = offline.split_at_pauses
+
+    def split(segment: dict[str, Any], *args: Any) -> Any:
+        said.append(("segment", segment["end"]))
+        return own(segment, *args)
+
+    monkeypatch.setattr(offline, "split_at_pauses", split)
+    raw = provider.engine.recognize(wav, threading.Event(), language="ru", report=lambda s: said.append(("done", s)))
+    duration = float(json.loads(raw)["duration"])
+    done = [v for k, v in said if k == "done"]
+    first_segment = next(i for i, (k, _v) in enumerate(said) if k == "segment")
+    before = [v for k, v in said[:first_segment] if k == "done" and v > 0]
+    assert len(before) >= 3  # windows read, the decoder's call under way: told before any segment came out
+    assert done == sorted(done) and 0 < done[-1] <= duration + 0.01

@@ -91,6 +91,25 @@ def test_a_stop_mid_recognition_hands_the_record_back_and_exits_0(tmp_path: Path
         assert_handed_back(s, rid, claimed)
 
 
+def test_on_the_default_grace_a_stop_mid_recognition_hands_the_record_back_within_it(tmp_path: Path) -> None:
+    """The default grace (10 s) is the whole stop, not a wait before it: a batch of windows that the
+    decoder is in the middle of (10-25 s at a beam of five on 2 cores) does not hold the record."""
+    grace = PipelineSettings().shutdown_grace.total_seconds()
+    with served(tmp_path) as s:
+        s.start()
+        s.wait_ready()
+        rid = s.upload(meeting(tmp_path, rounds=LONG_ROUNDS))
+        claimed = s.wait_mid_recognition(rid)
+        assert s.proc is not None
+        os.kill(s.proc.pid, signal.SIGTERM)
+        stopped = time.monotonic()
+        back = eventually_sync(lambda: s.row(rid)["claim_token"] == "", within=60, every=0.1, what="handed back")
+        took = time.monotonic() - stopped
+        assert back and took <= grace, f"handed back {took:.1f} s after SIGTERM (grace {grace:.0f} s)"
+        assert s.proc.wait(30) == 0, s.log.read_text()[-3000:]
+        assert_handed_back(s, rid, claimed)
+
+
 def test_the_unit_and_the_compose_file_give_a_stop_the_time_it_takes() -> None:
     """The service manager's patience covers the grace, the hand-back and PocketBase's own stop."""
     needed = PipelineSettings().shutdown_grace.total_seconds() + RELEASE_TIMEOUT + CHILD_STOP_TIMEOUT

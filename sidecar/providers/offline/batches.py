@@ -48,6 +48,7 @@ import numpy as np
 import numpy.typing as npt
 
 from sidecar.media import heap, vad
+from sidecar.providers.offline.pace import Pace
 
 __all__ = [
     "GROUP",
@@ -155,6 +156,7 @@ def decode(
     cancel: threading.Event,
     on_language: Callable[[str], None] | None = None,
     hotwords: str | None = None,
+    pace: Pace | None = None,
 ) -> Iterator[dict[str, Any]]:
     """Segments (recording times, words included) of the windows, in order, a batch at a time.
 
@@ -162,6 +164,7 @@ def decode(
     before any segment comes); those windows' segments wait for their turn.
 
     ``hotwords``: names and terms the decoder is biased towards (faster-whisper's own).
+    ``pace`` hears each window read, decoded and aligned (``pace`` says why).
 
     ``cancel`` set: no more segments. It is seen before each window the encoder or the alignment
     reads, so a stop waits for at most one batch's decoding (a batch of 8 on one thread of a
@@ -172,7 +175,7 @@ def decode(
             return
         held: dict[int, list[dict[str, Any]]] = defaultdict(list)
         first: list[int] = []
-        encoder = _WindowByWindow(model, cancel)
+        encoder = _WindowByWindow(model, cancel, pace)
         if language is None:
             first = spread(len(spans), VOTE_WINDOWS)
             language = _vote(encoder, pcm, [spans[i] for i in first])
@@ -324,13 +327,19 @@ class _WindowByWindow:
     window, a cancel stops the batch (``_Stopped``). Everything else is the model's own.
     """
 
-    def __init__(self, model: Any, cancel: threading.Event) -> None:
+    def __init__(self, model: Any, cancel: threading.Event, pace: Pace | None = None) -> None:
         self._inner = model
         self._cancel = cancel
+        self._pace = pace
         self._kept: dict[bytes, npt.NDArray[np.float32]] = {}
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
+
+    @property
+    def model(self) -> Any:
+        """The CTranslate2 model, its decoder's calls timed for ``pace``."""
+        return self._inner.model if self._pace is None else _PacedDecoder(self._inner.model, self._pace)
 
     def features(self, samples: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
         """A window's features exactly as ``BatchedInferencePipeline.transcribe`` computes them for a clip."""
@@ -352,7 +361,11 @@ class _WindowByWindow:
         rows = []
         for f in features:
             kept = self._kept.pop(_key(f), None) if self._kept else None
+            if kept is None and self._pace is not None:
+                self._pace.encoding()
             rows.append(self._one(f) if kept is None else kept)
+            if self._pace is not None:
+                self._pace.encoded()
         return _as_batch(rows)
 
     def add_word_timestamps(self, *args: Any) -> Any:
@@ -370,6 +383,8 @@ class _WindowByWindow:
         for i, tokens in enumerate(text_tokens):
             self._check()
             found += self._inner.find_alignment(tokenizer, [tokens], _as_batch([rows[i]]), [num_frames[i]], *args)
+            if self._pace is not None:
+                self._pace.aligned()
         return found
 
     def _check(self) -> None:
@@ -382,6 +397,23 @@ class _WindowByWindow:
             self._inner.encode(np.ascontiguousarray(features[np.newaxis])), dtype=np.float32
         )[0]
         return encoded
+
+
+class _PacedDecoder:
+    """The CTranslate2 model, except that ``pace`` hears when a batch's decoding starts and ends."""
+
+    def __init__(self, inner: Any, pace: Pace) -> None:
+        self._inner, self._pace = inner, pace
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def generate(self, features: Any, prompts: Sequence[Any], *args: Any, **kwargs: Any) -> Any:
+        self._pace.generating(len(prompts))
+        try:
+            return self._inner.generate(features, prompts, *args, **kwargs)
+        finally:
+            self._pace.generated()
 
 
 def _as_batch(rows: Sequence[npt.NDArray[np.float32]]) -> Any:

@@ -61,6 +61,7 @@ from sidecar.providers.base import AudioSpec
 from sidecar.providers.offline import batches as offline_batches
 from sidecar.providers.offline import diarizer
 from sidecar.providers.offline.models import BUNDLED, DEFAULT_MODEL, ModelLoadError, load_model, model_directory
+from sidecar.providers.offline.pace import Pace
 from sidecar.runtime.threads import threads_for, usable_cpus
 from sidecar.settings import OfflineSettings
 from sidecar.transcript.languages import AUTO, code_of
@@ -187,9 +188,11 @@ class OfflineEngine:
             try:
                 segments: list[dict[str, Any]] = []
                 hotwords = " ".join(words) or None
-                for segment in self._segments(model, pcm, regions, chosen, cancel, heard, hotwords):
+                batched = self._settings.batch_size > 1
+                for segment in self._segments(model, pcm, regions, chosen, cancel, heard, hotwords, progress):
                     segments.extend(split_at_pauses(segment))
-                    progress.words(segment["end"])
+                    if not batched:  # batched decoding tells its progress window by window (pace)
+                        progress.words(segment["end"])
                 _check(cancel)
                 found = None
                 if speakers is not None and segments:
@@ -241,26 +244,37 @@ class OfflineEngine:
         cancel: threading.Event,
         on_language: Callable[[str], None],
         hotwords: str | None = None,
+        progress: _Progress | None = None,
     ) -> Iterator[dict[str, Any]]:
         """The recording's segments in its own times: batched (T1; the language voted there when
-        ``language`` is None), or one window after another."""
+        ``language`` is None; ``progress`` told window by window), or one window after another."""
         if self._settings.batch_size > 1:
+            spans = offline_batches.windows(regions)
+            pace = None
+            if progress is not None and spans:
+                # Windows done as a share of the recording: each window is about as much work.
+                share = progress.duration / len(spans)
+                pace = Pace(lambda windows: progress.words(windows * share), self._settings.beam_size)
             try:
                 yield from offline_batches.decode(
                     model,
                     pcm,
-                    offline_batches.windows(regions),
+                    spans,
                     language=language,
                     beam_size=self._settings.beam_size,
                     batch_size=self._settings.batch_size,
                     cancel=cancel,
                     on_language=on_language,
                     hotwords=hotwords,
+                    pace=pace,
                 )
             except TranscriberError:
                 raise
             except Exception as e:
                 raise _engine_failure(e) from e
+            finally:
+                if pace is not None:
+                    pace.close()
             return
         for group in _groups(regions, int(GROUP_SECONDS * SAMPLE_RATE)):
             yield from self._decode(model, pcm, group, language, cancel, hotwords)
@@ -314,7 +328,7 @@ class _Progress:
     def __init__(
         self, report: Callable[[float], None] | None, duration: float, speakers: diarizer.Alongside | None
     ) -> None:
-        self._report, self._duration, self._speakers = report, duration, speakers
+        self._report, self.duration, self._speakers = report, duration, speakers
         self._share = RECOGNITION_SHARE if speakers is not None else 1.0
         self._words = 0.0
 
@@ -326,7 +340,7 @@ class _Progress:
         if self._report is None:
             return
         speakers = self._speakers.done if self._speakers is not None else 0.0
-        self._report(self._words * self._share + self._duration * (1 - self._share) * speakers)
+        self._report(min(self._words, self.duration) * self._share + self.duration * (1 - self._share) * speakers)
 
 
 def split_at_pauses(segment: dict[str, Any], pause: float = SPLIT_PAUSE) -> Iterator[dict[str, Any]]:

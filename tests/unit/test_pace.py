@@ -1,0 +1,84 @@
+"""Progress of batched decoding window by window (sidecar.providers.offline.pace), on an injected clock."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from sidecar.providers.offline.pace import ALIGN, CAP, ENCODE, GENERATE, Pace
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _batch(pace: Pace, clock: Clock, windows: int, encode_s: float, decode_s: float, told: list[float]) -> None:
+    for _ in range(windows):
+        pace.encoding()
+        clock.now += encode_s
+        pace.encoded()
+    pace.generating(windows)
+    for _ in range(int(decode_s)):
+        clock.now += 1.0
+        told.append(pace.done)  # what the ticker tells every second
+    clock.now += decode_s - int(decode_s)
+    pace.generated()
+    for _ in range(windows):
+        pace.aligned()
+
+
+def test_a_batch_moves_window_by_window_and_by_the_clock() -> None:
+    clock, told = Clock(), list[float]()
+    pace = Pace(told.append, beam_size=5, clock=clock)
+    _batch(pace, clock, 8, encode_s=0.35, decode_s=20.0, told=told)
+    assert told == sorted(told)  # never back
+    assert told[-1] == pytest.approx(8 * (ENCODE + GENERATE + ALIGN))
+    steps = [b - a for a, b in itertools.pairwise(told)]
+    # No move bigger than a tenth of the batch: encoding, each second of the decoder's call, alignment.
+    assert max(steps) <= 0.1 * 8
+    # The decoder's call is told by the clock: a report every second of it, each a move.
+    assert sum(1 for s in steps if s > 0) >= 8 + 15 + 8
+
+
+def test_a_call_slower_than_expected_waits_short_of_its_end() -> None:
+    clock, told = Clock(), list[float]()
+    pace = Pace(told.append, beam_size=5, clock=clock)
+    for _ in range(4):
+        pace.encoding()
+        clock.now += 0.1
+        pace.encoded()
+    pace.generating(4)
+    clock.now += 1000.0  # far past what encoding suggested
+    assert pace.done == pytest.approx(4 * ENCODE + CAP * 4 * GENERATE)
+    pace.generated()
+    assert pace.done == pytest.approx(4 * (ENCODE + GENERATE))
+
+
+def test_the_pace_of_one_batch_is_the_next_ones_guess() -> None:
+    clock, told = Clock(), list[float]()
+    pace = Pace(told.append, beam_size=1, clock=clock)  # guessed: decoding takes 3× encoding
+    _batch(pace, clock, 2, encode_s=1.0, decode_s=12.0, told=told)  # it took 6×
+    start = pace.done
+    for _ in range(2):
+        pace.encoding()
+        clock.now += 1.0
+        pace.encoded()
+    pace.generating(2)
+    clock.now += 6.0  # half of the 12 s learned from the last batch
+    assert pace.done - start == pytest.approx(2 * ENCODE + 0.5 * 2 * GENERATE)
+
+
+def test_windows_encoded_for_the_language_vote_still_count() -> None:
+    clock, told = Clock(), list[float]()
+    pace = Pace(told.append, beam_size=5, clock=clock)
+    for _ in range(3):
+        pace.encoded()  # kept from the vote: no encoding now
+    pace.generating(3)
+    clock.now += 0.01
+    pace.generated()
+    assert pace.done == pytest.approx(3 * (ENCODE + GENERATE))

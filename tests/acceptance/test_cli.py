@@ -328,3 +328,43 @@ def test_the_owner_line_and_pocketbase_lines_at_start(tmp_path: Path) -> None:
         assert proc.wait(30) == 0
     again = log_path.read_text()
     assert "no owner account yet" not in again and "pbinstall" not in again
+
+
+def test_with_several_servers_a_command_takes_the_one_started_here_or_asks_to_name_one(tmp_path: Path) -> None:
+    """Two servers on this host: a command run where one was started takes that one; run elsewhere,
+    it names them and the flags, and changes nothing."""
+    servers = []
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        port = free_port()
+        proc = subprocess.Popen(
+            [*CLI, "pocketbase", "--data-dir", "data", "--http", f"127.0.0.1:{port}"],
+            cwd=tmp_path / name,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        servers.append((proc, f"http://127.0.0.1:{port}"))
+    try:
+        for _, url in servers:
+            wait_healthy(url, timeout=60)
+        (_, url_a), (_, url_b) = servers
+        here = run_cli("user", "add", "ann@example.com", "--password", "ann-pass-1234", cwd=tmp_path / "b")
+        assert here.returncode == 0, here.stderr
+        assert login(url_b, "users", "ann@example.com", "ann-pass-1234")
+        elsewhere = run_cli("user", "add", "bo@example.com", "--password", "bo-pass-12345", cwd=tmp_path)
+        assert elsewhere.returncode == 2
+        assert "several servers run on this host" in elsewhere.stderr
+        for name in ("a", "b"):
+            assert str(tmp_path / name / "data") in elsewhere.stderr
+        assert "--data-dir DIR or --server HOST:PORT" in elsewhere.stderr
+        for url in (url_a, url_b):
+            refused = httpx.post(
+                f"{url}/api/collections/users/auth-with-password",
+                json={"identity": "bo@example.com", "password": "bo-pass-12345"},
+                timeout=10,
+            )
+            assert refused.status_code == 400
+    finally:
+        for proc, _ in servers:
+            proc.terminate()
+            proc.wait(15)

@@ -78,11 +78,16 @@ def _settings(config: Path | None, data_dir: Path | None = None, http: str | Non
     except (FileNotFoundError, ValueError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
+    pb = settings.pocketbase
+    if "http" in pb.model_fields_set and "url" not in pb.model_fields_set:
+        from sidecar.serving.locate import url_of
+
+        pb.url = url_of(pb.http)  # the settings moved the server: its own workers (and commands) follow
     if data_dir is not None:
-        settings.pocketbase.data_dir = data_dir
+        pb.data_dir = data_dir
     if http is not None:
-        settings.pocketbase.http = http
-        settings.pocketbase.url = f"http://{http}"
+        pb.http = http
+        pb.url = f"http://{http}"
     return settings
 
 

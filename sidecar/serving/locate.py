@@ -101,8 +101,9 @@ def locate(settings: Settings, *, data_dir: Path | None = None, server: str | No
     named = pb.model_fields_set
     if "data_dir" in named:
         return _on_dir(running, pb.data_dir, _named_url(settings), "[pocketbase] data_dir in the settings")
-    if named & {"url", "http"}:
-        return _at(running, pb.url, pb.data_dir, "[pocketbase] url in the settings")
+    configured = _named_url(settings)
+    if configured is not None:
+        return _at(running, configured, pb.data_dir, "[pocketbase] url in the settings")
     here = Path.cwd().resolve()
     chosen = [r for r in running if r.cwd is not None and r.cwd.resolve() == here] if len(running) > 1 else running
     if len(chosen) == 1:
@@ -115,7 +116,11 @@ def locate(settings: Settings, *, data_dir: Path | None = None, server: str | No
 
 
 def _named_url(settings: Settings) -> str | None:
-    return settings.pocketbase.url if settings.pocketbase.model_fields_set & {"url", "http"} else None
+    """The address the settings name: ``url``, else where ``http`` has the server listen; None: neither."""
+    pb = settings.pocketbase
+    if "url" in pb.model_fields_set:
+        return pb.url
+    return url_of(pb.http) if "http" in pb.model_fields_set else None
 
 
 def _on_dir(running: list[RunningServer], data_dir: Path, url: str | None, how: str) -> Server:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -14,6 +15,7 @@ import httpx
 
 from sidecar.pocketbase.process import wait_healthy
 from testkit.pocketbase import free_port, login
+from tests.support.tools import require
 from tests.support.waiting import eventually_sync
 
 CLI = [sys.executable, "-m", "sidecar"]
@@ -298,8 +300,16 @@ def test_the_owner_line_and_pocketbase_lines_at_start(tmp_path: Path) -> None:
     data = tmp_path / "D"
     log_path = tmp_path / "serve.log"
     as_json = {"TRANSCRIBER_LOGS__FORMAT": "json"}
+    root = Path(__file__).resolve().parents[2]
     with serving(data, log_path, cwd=tmp_path, env=as_json) as (proc, url):
         eventually_sync(lambda: "pbinstall" in log_path.read_text(), within=30)
+        # A recording, for the README's recipe to find its story.
+        assert run_cli("user", "add", "eve@example.com", "--password", "eve-pass-1234", cwd=tmp_path).returncode == 0
+        sender = ["--email", "eve@example.com", "--password", "eve-pass-1234"]
+        done = run_cli("transcribe", str(root / "samples" / "sample.ogg"), *sender, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        rid = re.search(r"record: (\w+)", done.stderr)
+        assert rid, done.stderr
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0
     lines = log_path.read_text().splitlines()
@@ -309,15 +319,21 @@ def test_the_owner_line_and_pocketbase_lines_at_start(tmp_path: Path) -> None:
     assert sum("no owner account yet" in m and "transcriber owner add EMAIL" in m for m in messages) == 1
     assert any(m.startswith("Server started at") for m in messages)
     assert not [m for m in messages if "superuser upsert" in m or "go run" in m]
-    if shutil.which("jq"):
-        recipe = subprocess.run(
-            ["jq", "-c", 'select(.logger == "pocketbase")'],
-            input=log_path.read_text(),
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        assert recipe.returncode == 0 and "Server started" in recipe.stdout, recipe.stderr
+    # The README's recipe, as written there, on the whole stream.
+    readme = " ".join((root / "README.md").read_text().split())
+    recipe = re.search(r"Find a recording's story with `jq '([^']+)'`", readme)
+    assert recipe, "the README's jq recipe moved"
+    require(None if shutil.which("jq") else "jq is not installed (apt-get install -y jq): the recipe is not tried")
+    story = subprocess.run(
+        ["jq", "-c", recipe.group(1).replace("ID", rid.group(1))],
+        input=log_path.read_text(),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert story.returncode == 0, story.stderr
+    found = [json.loads(line) for line in story.stdout.splitlines()]
+    assert found and all(line["record"] == rid.group(1) for line in found)
 
     # With the server stopped, the directory is named (the default would be a new ./pb_data).
     owner = run_cli("owner", "add", "owner@example.com", "--password", "owner-pass-123", "--data-dir", str(data))

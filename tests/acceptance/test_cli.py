@@ -312,28 +312,14 @@ def test_the_owner_line_and_pocketbase_lines_at_start(tmp_path: Path) -> None:
         assert rid, done.stderr
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0
-    lines = log_path.read_text().splitlines()
+    stream = log_path.read_text()
+    lines = stream.splitlines()
     parsed = [json.loads(line) for line in lines]  # every line, or this raises naming it
     messages = [p["message"] for p in parsed]
     assert {"pocketbase", "transcriber"} <= {p["logger"] for p in parsed}
     assert sum("no owner account yet" in m and "transcriber owner add EMAIL" in m for m in messages) == 1
     assert any(m.startswith("Server started at") for m in messages)
     assert not [m for m in messages if "superuser upsert" in m or "go run" in m]
-    # The README's recipe, as written there, on the whole stream.
-    readme = " ".join((root / "README.md").read_text().split())
-    recipe = re.search(r"Find a recording's story with `jq '([^']+)'`", readme)
-    assert recipe, "the README's jq recipe moved"
-    require(None if shutil.which("jq") else "jq is not installed (apt-get install -y jq): the recipe is not tried")
-    story = subprocess.run(
-        ["jq", "-c", recipe.group(1).replace("ID", rid.group(1))],
-        input=log_path.read_text(),
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert story.returncode == 0, story.stderr
-    found = [json.loads(line) for line in story.stdout.splitlines()]
-    assert found and all(line["record"] == rid.group(1) for line in found)
 
     # With the server stopped, the directory is named (the default would be a new ./pb_data).
     owner = run_cli("owner", "add", "owner@example.com", "--password", "owner-pass-123", "--data-dir", str(data))
@@ -344,6 +330,22 @@ def test_the_owner_line_and_pocketbase_lines_at_start(tmp_path: Path) -> None:
         assert proc.wait(30) == 0
     again = log_path.read_text()
     assert "no owner account yet" not in again and "pbinstall" not in again
+
+    # The README's recipe, as written there, on the whole stream.
+    readme = " ".join((root / "README.md").read_text().split())
+    recipe = re.search(r"Find a recording's story with `jq '([^']+)'`", readme)
+    assert recipe, "the README's jq recipe moved"
+    require(None if shutil.which("jq") else "jq is not installed (apt-get install -y jq): the recipe is not tried")
+    story = subprocess.run(
+        ["jq", "-c", recipe.group(1).replace("ID", rid.group(1))],
+        input=stream,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert story.returncode == 0, story.stderr
+    found = [json.loads(line) for line in story.stdout.splitlines()]
+    assert found and all(line["record"] == rid.group(1) for line in found)
 
 
 def test_with_several_servers_a_command_takes_the_one_started_here_or_asks_to_name_one(tmp_path: Path) -> None:

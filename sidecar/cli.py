@@ -108,6 +108,14 @@ def _the_server(
         raise typer.Exit(2) from None
     settings.pocketbase.data_dir = where.data_dir
     settings.pocketbase.url = where.url
+    if new_dir is not None and server is not None and data_dir is None and where.running is None:
+        # This command works on the server's data directory, which only a server running here shows.
+        typer.echo(
+            f"error: no server on this host listens at {where.url}, so its data directory is unknown: run this"
+            " on the server's host, or pass --data-dir DIR",
+            err=True,
+        )
+        raise typer.Exit(2)
     if new_dir is not None and is_new(where.data_dir) and where.running is None:
         _new_data_dir(where, new_dir, named=data_dir is not None)
     return settings, where

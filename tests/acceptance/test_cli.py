@@ -277,6 +277,11 @@ def test_owner_and_sender_commands_use_the_server_serve_runs(tmp_path: Path) -> 
         assert "--server HOST:PORT" in wrong.stderr and "password" not in wrong.stderr
         lost = run_cli("transcribe", str(root / "samples" / "sample.ogg"), "--server", nowhere, *sender)
         assert lost.returncode == 1 and f"http://{nowhere}" in lost.stderr and "--server" in lost.stderr
+        # A command on the data directory, pointed at an address no server here listens at: not guessed.
+        unknown = run_cli("user", "add", "carl@example.com", "--password", "carl-pass-1234", "--server", nowhere)
+        assert unknown.returncode == 2
+        assert f"no server on this host listens at http://{nowhere}" in unknown.stderr
+        assert "--data-dir DIR" in unknown.stderr
 
     # The settings name a directory no server has used: without a terminal the command refuses, in one
     # line that says what to pass, and makes nothing.

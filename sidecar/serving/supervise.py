@@ -245,7 +245,7 @@ async def _with_pocketbase(settings: Settings, stop: anyio.Event, lock: DataDirL
     proc = process.start(
         settings, supervised=True, pass_fds=(lock.fd,), stdout=subprocess.PIPE, stderr=subprocess.STDOUT
     )
-    relay_in_background(proc.stdout)
+    relaying = relay_in_background(proc.stdout)
     try:
         with anyio.CancelScope() as waiting:
             async with anyio.create_task_group() as tg:
@@ -273,6 +273,8 @@ async def _with_pocketbase(settings: Settings, stop: anyio.Event, lock: DataDirL
     finally:
         with anyio.CancelScope(shield=True):
             await anyio.to_thread.run_sync(_stop_child, proc)
+            if relaying is not None:  # PocketBase's last lines (its stop) are passed on before serve exits
+                await anyio.to_thread.run_sync(relaying.join, 5)
 
 
 async def _watch_child(proc: subprocess.Popen[bytes], stop: anyio.Event, died: list[int]) -> None:

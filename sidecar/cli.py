@@ -15,6 +15,7 @@ import anyio
 import typer
 
 from sidecar.pocketbase import process
+from sidecar.serving.locate import Server
 from sidecar.settings import Settings, load_settings
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Self-hosted transcription: PocketBase + pipeline.")
@@ -39,12 +40,32 @@ def _main(
 
 user_app = typer.Typer(no_args_is_help=True, help="Sender accounts.")
 app.add_typer(user_app, name="user")
+owner_app = typer.Typer(no_args_is_help=True, help="The owner's account (the admin panel's login).")
+app.add_typer(owner_app, name="owner")
 backup_app = typer.Typer(no_args_is_help=True, help="Backups of the data directory (records, files, transcripts).")
 app.add_typer(backup_app, name="backup")
 
 ConfigOpt = Annotated[Path | None, typer.Option("--config", help="TOML settings file (default ./transcriber.toml).")]
 DataDirOpt = Annotated[Path | None, typer.Option("--data-dir", help="PocketBase data directory.")]
 HttpOpt = Annotated[str | None, typer.Option("--http", help="PocketBase listen address HOST:PORT.")]
+# The owner's and the sender's commands: which server (see sidecar/serving/locate.py for the default).
+ServerDirOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--data-dir",
+        help="The server's data directory, as `serve` was given it"
+        " (default: the server running here, else [pocketbase] data_dir).",
+    ),
+]
+ServerOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--server",
+        "--http",
+        envvar="TRANSCRIBER_SERVER",
+        help="The server's address, HOST:PORT or a URL (default: the server running here, else [pocketbase] url).",
+    ),
+]
 VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")]
 NewPasswordOpt = Annotated[str | None, typer.Option("--password", help="Generated and printed when omitted.")]
 
@@ -57,12 +78,80 @@ def _settings(config: Path | None, data_dir: Path | None = None, http: str | Non
     except (FileNotFoundError, ValueError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
+    pb = settings.pocketbase
+    if "http" in pb.model_fields_set and "url" not in pb.model_fields_set:
+        from sidecar.serving.locate import url_of
+
+        pb.url = url_of(pb.http)  # the settings moved the server: its own workers (and commands) follow
     if data_dir is not None:
-        settings.pocketbase.data_dir = data_dir
+        pb.data_dir = data_dir
     if http is not None:
-        settings.pocketbase.http = http
-        settings.pocketbase.url = f"http://{http}"
+        pb.http = http
+        pb.url = f"http://{http}"
     return settings
+
+
+def _the_server(
+    config: Path | None, data_dir: Path | None, server: str | None, *, new_dir: str | None = ""
+) -> tuple[Settings, Server]:
+    """The settings pointed at the server the command means (one way for every command), or exit 2 saying
+    what to pass. ``new_dir``: what the command would do in a data directory no server has used yet
+    (asked on a terminal; refused without one); empty: such a directory is refused; None: the command
+    talks to the server only, never to its directory."""
+    from sidecar.serving.locate import ServerNotFound, is_new, locate
+
+    settings = _settings(config)
+    try:
+        where = locate(settings, data_dir=data_dir, server=server)
+    except ServerNotFound as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    settings.pocketbase.data_dir = where.data_dir
+    settings.pocketbase.url = where.url
+    if new_dir is not None and server is not None and data_dir is None and where.running is None:
+        # This command works on the server's data directory, which only a server running here shows.
+        typer.echo(
+            f"error: no server on this host listens at {where.url}, so its data directory is unknown: run this"
+            " on the server's host, or pass --data-dir DIR",
+            err=True,
+        )
+        raise typer.Exit(2)
+    if new_dir is not None and is_new(where.data_dir) and where.running is None:
+        _new_data_dir(where, new_dir, named=data_dir is not None)
+    return settings, where
+
+
+def _new_data_dir(where: Server, would: str, *, named: bool) -> None:
+    """A data directory no server has used: created where it was named and the command makes one, asked
+    for on a terminal otherwise; never made behind the owner's back."""
+    what = f"no server has used {where.data_dir} ({where.how}) and none runs on it"
+    if not would:
+        typer.echo(f"error: {what}: pass --data-dir DIR, the directory `transcriber serve` uses", err=True)
+        raise typer.Exit(2)
+    if named:
+        typer.echo(f"note: {what}: a new data directory is made there", err=True)
+        return
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        typer.echo(
+            f"error: {what}: pass --data-dir DIR, the directory `transcriber serve` uses"
+            " (or the new one to make, named)",
+            err=True,
+        )
+        raise typer.Exit(2)
+    typer.echo(f"{what[0].upper()}{what[1:]}.")
+    if not typer.confirm(f"Make a new data directory there and {would} in it?", default=False):
+        typer.echo("nothing done: pass --data-dir DIR, the directory `transcriber serve` uses", err=True)
+        raise typer.Exit(1)
+
+
+def _reach(where: Server) -> None:
+    from sidecar.serving.locate import ServerNotFound, check_reachable
+
+    try:
+        check_reachable(where)
+    except ServerNotFound as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
 
 
 def _logging(verbose: bool, settings: Settings) -> None:
@@ -111,11 +200,32 @@ def pocketbase(config: ConfigOpt = None, data_dir: DataDirOpt = None, http: Http
         return 0
 
     _started(start)
+    if not process.has_owner(settings):
+        from sidecar.pocketbase.output import OWNER_HINT
+
+        log.info("no owner account yet: open the installer link PocketBase prints below, or run `%s`", OWNER_HINT)
+    if settings.logs.format == "json":
+        sys.exit(_pocketbase_relayed(settings, lock.fd))
     # PocketBase takes this process's place and keeps the data directory's lock.
     os.set_inheritable(lock.fd, True)
     args = process.serve_args(settings)
     os.umask(process.UMASK)
     os.execve(args[0], args, process.environment(settings))  # noqa: S606 - replaces this process on purpose
+
+
+def _pocketbase_relayed(settings: Settings, lock_fd: int) -> int:
+    """PocketBase as a child whose lines come out as JSON like the rest (``[logs] format = "json"``); the
+    stop signals are passed on to it, and its exit status is this command's."""
+    import subprocess
+
+    from sidecar.pocketbase.output import relay
+
+    proc = process.start(settings, pass_fds=(lock_fd,), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, lambda signum, _frame: proc.send_signal(signum))
+    assert proc.stdout is not None
+    relay(proc.stdout)
+    return proc.wait()
 
 
 @app.command()
@@ -144,11 +254,9 @@ def _give_password(
     apply: Callable[[Settings, str, str], None],
     email: str,
     password: str | None,
-    config: Path | None,
-    data_dir: Path | None,
+    settings: Settings,
 ) -> str | None:
     """Gives ``email`` the password (a generated one when None) by ``apply``; the generated one, to print."""
-    settings = _settings(config, data_dir)
     pw = password or secrets.token_urlsafe(12)
     try:
         process.prepare(settings)
@@ -161,21 +269,47 @@ def _give_password(
 
 @user_app.command("add")
 def user_add(
-    email: str, password: NewPasswordOpt = None, config: ConfigOpt = None, data_dir: DataDirOpt = None
+    email: str,
+    password: NewPasswordOpt = None,
+    config: ConfigOpt = None,
+    data_dir: ServerDirOpt = None,
+    server: ServerOpt = None,
 ) -> None:
     """Create a sender account."""
-    generated = _give_password(process.add_user, email, password, config, data_dir)
+    settings, _ = _the_server(config, data_dir, server, new_dir=f"add {email}")
+    generated = _give_password(process.add_user, email, password, settings)
     typer.echo(f"sender {email} created" + (f"; password: {generated}" if generated else ""))
 
 
 @user_app.command("password")
 def user_password(
-    email: str, password: NewPasswordOpt = None, config: ConfigOpt = None, data_dir: DataDirOpt = None
+    email: str,
+    password: NewPasswordOpt = None,
+    config: ConfigOpt = None,
+    data_dir: ServerDirOpt = None,
+    server: ServerOpt = None,
 ) -> None:
     """Set a sender's password (one who forgot theirs where no mail is set up); their sessions end."""
-    generated = _give_password(process.set_password, email, password, config, data_dir)
+    settings, _ = _the_server(config, data_dir, server)
+    generated = _give_password(process.set_password, email, password, settings)
     typer.echo(
         f"password of {email} set" + (f": {generated}" if generated else "") + "; their other sessions are signed out"
+    )
+
+
+@owner_app.command("add")
+def owner_add(
+    email: str,
+    password: NewPasswordOpt = None,
+    config: ConfigOpt = None,
+    data_dir: ServerDirOpt = None,
+    server: ServerOpt = None,
+) -> None:
+    """Make the owner's account (a PocketBase superuser: the panel's login), or set its password."""
+    settings, where = _the_server(config, data_dir, server, new_dir=f"make the owner {email}")
+    generated = _give_password(process.add_owner, email, password, settings)
+    typer.echo(
+        f"owner {email} ready" + (f"; password: {generated}" if generated else "") + f"; the panel: {where.url}/_/"
     )
 
 
@@ -184,12 +318,13 @@ def user_export(
     email: str,
     out: Annotated[Path, typer.Option("--out", help="The archive to write (a zip).")],
     config: ConfigOpt = None,
-    data_dir: DataDirOpt = None,
+    data_dir: ServerDirOpt = None,
+    server: ServerOpt = None,
 ) -> None:
     """Everything of one sender as one archive: recordings, files, transcripts, journal."""
     from sidecar.owner.sender_data import SenderDataError, export
 
-    settings = _settings(config, data_dir)
+    settings, _ = _the_server(config, data_dir, server)
     try:
         held, written = export(settings.pocketbase.data_dir, email, out)
     except SenderDataError as exc:
@@ -211,7 +346,8 @@ def user_erase(
         ),
     ] = False,
     config: ConfigOpt = None,
-    data_dir: DataDirOpt = None,
+    data_dir: ServerDirOpt = None,
+    server: ServerOpt = None,
 ) -> None:
     """Erase one sender's data for good (recordings, files, provider-side copies, transcripts, journal,
     and the account unless --keep-account); an audit row records that it happened. Then says which
@@ -221,7 +357,7 @@ def user_erase(
     from sidecar.owner.sender_data import SenderDataError, erase_rows, read, remove_provider_copies
     from sidecar.serving.assembly import make_provider
 
-    settings = _settings(config, data_dir)
+    settings, _ = _the_server(config, data_dir, server)
     try:
         held = read(settings.pocketbase.data_dir, email)
     except SenderDataError as exc:
@@ -344,11 +480,14 @@ def backup_create(
     config: ConfigOpt = None,
     email: OwnerEmailOpt = None,
     password: OwnerPasswordOpt = None,
+    data_dir: ServerDirOpt = None,
+    server: ServerOpt = None,
 ) -> None:
     """Back up the running server's data directory now (consistent while it works)."""
     from sidecar.owner.backups import BackupError, OwnerClient
 
-    settings = _settings(config)
+    settings, where = _the_server(config, data_dir, server, new_dir=None)
+    _reach(where)
     try:
         with OwnerClient(settings.pocketbase.url, *_owner(settings, email, password)) as owner:
             made = owner.create(name)
@@ -359,11 +498,18 @@ def backup_create(
 
 
 @backup_app.command("list")
-def backup_list(config: ConfigOpt = None, email: OwnerEmailOpt = None, password: OwnerPasswordOpt = None) -> None:
+def backup_list(
+    config: ConfigOpt = None,
+    email: OwnerEmailOpt = None,
+    password: OwnerPasswordOpt = None,
+    data_dir: ServerDirOpt = None,
+    server: ServerOpt = None,
+) -> None:
     """The running server's backups, oldest first."""
     from sidecar.owner.backups import BackupError, OwnerClient
 
-    settings = _settings(config)
+    settings, where = _the_server(config, data_dir, server, new_dir=None)
+    _reach(where)
     try:
         with OwnerClient(settings.pocketbase.url, *_owner(settings, email, password)) as owner:
             rows = owner.list()
@@ -379,12 +525,13 @@ def backup_restore(
     backup: Annotated[str, typer.Argument(help="A backup file, or the name of one in the data directory's backups/")],
     into: Annotated[Path, typer.Option("--into", help="A new, empty data directory to restore into.")],
     config: ConfigOpt = None,
-    data_dir: DataDirOpt = None,
+    data_dir: ServerDirOpt = None,
+    server: ServerOpt = None,
 ) -> None:
     """Restore a backup into a new data directory; then start a server on it."""
     from sidecar.owner.backups import BackupError, find_archive, restore
 
-    settings = _settings(config, data_dir)
+    settings, _ = _the_server(config, data_dir, server, new_dir=None)
     try:
         archive = find_archive(backup, settings.pocketbase.data_dir)
         written = restore(archive, into)
@@ -395,7 +542,6 @@ def backup_restore(
     typer.echo(f"start it with: transcriber serve --data-dir {into.resolve()}")
 
 
-ServerOpt = Annotated[str, typer.Option("--server", envvar="TRANSCRIBER_SERVER")]
 EmailOpt = Annotated[str | None, typer.Option("--email", envvar="TRANSCRIBER_EMAIL")]
 PasswordOpt = Annotated[str | None, typer.Option("--password", envvar="TRANSCRIBER_PASSWORD")]
 FormatOpt = Annotated[str, typer.Option("--format", help="txt, srt, vtt or json (txt: as the HTTP txt export).")]
@@ -414,7 +560,9 @@ def _credentials(email: str | None, password: str | None) -> tuple[str, str]:
 @app.command()
 def transcribe(
     file: Annotated[Path, typer.Argument(exists=True, dir_okay=False, readable=True)],
-    server: ServerOpt = "http://127.0.0.1:8090",
+    server: ServerOpt = None,
+    data_dir: ServerDirOpt = None,
+    config: ConfigOpt = None,
     email: EmailOpt = None,
     password: PasswordOpt = None,
     fmt: FormatOpt = "txt",
@@ -432,8 +580,9 @@ def transcribe(
     try:
         check_options(fmt, language)  # before anything is uploaded
         user, secret = _credentials(email, password)
+        url = _sender_server(config, data_dir, server)
         text = transcribe_file(
-            server,
+            url,
             user,
             secret,
             file,
@@ -454,7 +603,9 @@ def transcribe(
 @app.command()
 def wait(
     record_id: Annotated[str, typer.Argument(metavar="ID", help="The record id `transcribe` printed.")],
-    server: ServerOpt = "http://127.0.0.1:8090",
+    server: ServerOpt = None,
+    data_dir: ServerDirOpt = None,
+    config: ConfigOpt = None,
     email: EmailOpt = None,
     password: PasswordOpt = None,
     fmt: FormatOpt = "txt",
@@ -467,13 +618,25 @@ def wait(
     try:
         check_options(fmt, None)
         user, secret = _credentials(email, password)
-        text = wait_for(server, user, secret, record_id, fmt=fmt, timeout=timeout)
+        text = wait_for(_sender_server(config, data_dir, server), user, secret, record_id, fmt=fmt, timeout=timeout)
     except SenderError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(exc.exit_code) from exc
     except KeyboardInterrupt:
         _stopped_waiting([record_id])
     write_transcript(text)
+
+
+def _sender_server(config: Path | None, data_dir: Path | None, server: str | None) -> str:
+    """The URL a sender's command uses: found as the owner's commands find it; checked to answer."""
+    from sidecar.serving.locate import Server, url_of
+
+    if server is not None and data_dir is None and config is None:
+        where = Server(Path(), url_of(server), "named by --server", None)  # a server elsewhere: no settings needed here
+    else:
+        where = _the_server(config, data_dir, server, new_dir=None)[1]
+    _reach(where)
+    return where.url
 
 
 def _ctrl_c_stops_waiting() -> None:

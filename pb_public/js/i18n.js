@@ -23,6 +23,7 @@ const en = {
   "forgot.busy": "Sending…",
   "forgot.sent": "If an account has this email, a message with a link is on its way. Check your inbox.",
   "forgot.back": "Back to sign in",
+  "forgot.noMail": "This service sends no mail, so no link can be sent. Ask its owner to set a new password for you (they run transcriber user password with your email).",
   "reset.title": "Set a new password",
   "reset.lead": "Choose a new password for your account.",
   "reset.submit": "Set the password",
@@ -34,7 +35,7 @@ const en = {
   "password.current": "Current password",
   "password.new": "New password",
   "password.repeat": "New password again",
-  "password.hint": "At least {min} characters. Your other devices will be signed out.",
+  "password.hint": "{min} to {max} characters. Your other devices will be signed out.",
   "password.submit": "Change the password",
   "password.busy": "Saving…",
   "password.cancel": "Cancel",
@@ -95,6 +96,7 @@ const en = {
   "activity.normalizing": "Preparing the audio",
   "activity.recognizing": "Recognizing speech",
   "activity.finding_speakers": "Finding the speakers",
+  "speaker.numbered": "Speaker {n}",
   "activity.waiting_for_provider": "With the recognition service",
   "activity.finalizing": "Finishing",
   "activity.done": "Done",
@@ -162,6 +164,7 @@ const ru = {
   "forgot.busy": "Отправляем…",
   "forgot.sent": "Если есть учётная запись с этой почтой, письмо со ссылкой уже в пути. Проверьте почту.",
   "forgot.back": "Вернуться ко входу",
+  "forgot.noMail": "Этот сервис не отправляет писем, поэтому ссылку прислать нельзя. Попросите его владельца задать вам новый пароль (он выполнит transcriber user password с вашей почтой).",
   "reset.title": "Новый пароль",
   "reset.lead": "Выберите новый пароль для своей учётной записи.",
   "reset.submit": "Задать пароль",
@@ -173,7 +176,7 @@ const ru = {
   "password.current": "Текущий пароль",
   "password.new": "Новый пароль",
   "password.repeat": "Новый пароль ещё раз",
-  "password.hint": "Не меньше {min} символов. На других устройствах нужно будет войти заново.",
+  "password.hint": "От {min} до {max} символов. На других устройствах нужно будет войти заново.",
   "password.submit": "Сменить пароль",
   "password.busy": "Сохраняем…",
   "password.cancel": "Отмена",
@@ -234,6 +237,7 @@ const ru = {
   "activity.normalizing": "Подготовка звука",
   "activity.recognizing": "Распознавание речи",
   "activity.finding_speakers": "Определение говорящих",
+  "speaker.numbered": "Говорящий {n}",
   "activity.waiting_for_provider": "В сервисе распознавания",
   "activity.finalizing": "Завершение",
   "activity.done": "Готово",
@@ -326,13 +330,26 @@ export function t(key, params) {
   return words.replace(/\{(\w+)\}/g, (_, name) => (params && name in params ? String(params[name]) : ""));
 }
 
+// Languages the service takes whose names Chromium's own data lacks (measured: its
+// Intl.DisplayNames gives back the code for these alone, in English and Russian).
+const LANGUAGE_NAMES = {
+  ba: { en: "Bashkir", ru: "башкирский" },
+  bo: { en: "Tibetan", ru: "тибетский" },
+};
+
 export function languageName(code) {
+  let name = "";
   try {
-    const name = new Intl.DisplayNames([current], { type: "language" }).of(code);
-    return name && name !== code ? name.charAt(0).toLocaleUpperCase(current) + name.slice(1) : code;
-  } catch (_) {
-    return code;
-  }
+    name = new Intl.DisplayNames([current], { type: "language" }).of(code) || "";
+  } catch (_) { /* an engine without it: the table below, or the code */ }
+  if (!name || name === code) name = (LANGUAGE_NAMES[code] || {})[current] || "";
+  return name ? name.charAt(0).toLocaleUpperCase(current) + name.slice(1) : code;
+}
+
+// A speaker's label in the page's language: the engine's "Speaker 3" translated, a name as it is.
+export function speakerLabel(label) {
+  const numbered = /^Speaker (\d+)$/.exec(label);
+  return numbered ? t("speaker.numbered", { n: numbered[1] }) : label;
 }
 
 export function dateTime(iso) {

@@ -53,13 +53,21 @@ export function renderForgot() {
     submit,
     back,
   ], async () => {
+    const options = await loadOptions().catch(() => null);
+    if (options && !options.password_reset) return noMail();
     const sent = await sending(submit, t("forgot.busy"), () => api.requestReset(form.email.value.trim()), (err) => {
       error.textContent = refusalWords(err, "");
     });
     // The same words whether or not an account has the address: the page tells nobody which exist.
     if (sent) form.replaceChildren(form.firstChild, h("p", { class: "notice", role: "status", id: "forgot-sent" }, t("forgot.sent")), back);
   });
+  // Opened directly where the owner has set up no mail: nothing would be sent, so say what to do instead.
+  const noMail = () =>
+    form.replaceChildren(form.firstChild, h("p", { class: "notice", role: "status", id: "forgot-no-mail" }, t("forgot.noMail")), back);
   main().replaceChildren(form);
+  loadOptions().then((options) => {
+    if (!options.password_reset && state.view === "forgot") noMail();
+  }).catch(() => {});
 }
 
 export function renderReset(token) {

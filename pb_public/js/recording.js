@@ -13,7 +13,11 @@ export async function renderRecord(id) {
   state.view = "record";
   state.record = { id, poll: null, cues: null, loading: false };
   main().replaceChildren(
-    h("p", {}, h("a", { href: "#/", class: "back" }, "← " + t("record.back"))),
+    h("p", { class: "record-nav" },
+      h("a", { href: "#/", class: "back" }, "← " + t("record.back")),
+      " ",
+      // While the server is away (a restart, a dropped line), this says so; the page catches up when it is back.
+      h("span", { class: "live" + (state.offline ? " off" : ""), id: "live" }, state.offline ? t("list.offline") : t("list.live"))),
     h("div", { id: "record-head" }),
     h("div", { id: "record-status" }),
     h("div", { id: "record-audio" }),
@@ -74,6 +78,7 @@ function drawRecordHead(editing) {
     return;
   }
   document.title = (poll.title || t("list.untitled")) + " — transcriber";
+  rec.shownLanguage = poll.language || "";
   const meta = [t("record.uploaded", { when: i18n.dateTime(poll.created) })];
   if (poll.language) meta.push(i18n.languageName(poll.language));
   head.replaceChildren(
@@ -90,7 +95,11 @@ function showRecordStatus() {
   if (!box || !rec || !rec.poll) return;
   const poll = rec.poll;
   const title = document.getElementById("record-title");
-  if (title && title.textContent !== (poll.title || t("list.untitled"))) drawRecordHead(false);
+  // A new title, or the language found while recognition runs: the head is drawn again (not while renaming).
+  const renaming = document.getElementById("rename-input");
+  if (!renaming && title && (title.textContent !== (poll.title || t("list.untitled")) || rec.shownLanguage !== (poll.language || ""))) {
+    drawRecordHead(false);
+  }
   if (poll.status === "done" && !poll.halted) {
     box.replaceChildren();
     if (!rec.cues && !rec.loading) loadTranscript();

@@ -2,7 +2,7 @@
 // quotes them, the search, and the downloads.
 import * as api from "./api.js";
 import { h, stamp } from "./dom.js";
-import { t } from "./i18n.js";
+import { speakerLabel, t } from "./i18n.js";
 import { audioKind, audioNote, playAt, playerOf } from "./player.js";
 import { sayRefusal, state } from "./shell.js";
 
@@ -25,7 +25,7 @@ export function drawTranscript() {
     let speaker = null;
     if (cue.speaker) {
       if (!speakers.includes(cue.speaker)) speakers.push(cue.speaker);
-      speaker = h("span", { class: "speaker s" + (speakers.indexOf(cue.speaker) % 6) }, cue.speaker);
+      speaker = h("span", { class: "speaker s" + (speakers.indexOf(cue.speaker) % 6) }, speakerLabel(cue.speaker));
     }
     return h(
       "li",
@@ -105,7 +105,8 @@ function filterLines(query, count) {
   for (const li of document.querySelectorAll("#lines li.line")) {
     const cue = state.record.cues[Number(li.dataset.index)];
     const text = li.querySelector(".text");
-    const hit = !q || (cue.text + " " + (cue.speaker || "")).toLocaleLowerCase().includes(q);
+    const label = cue.speaker ? cue.speaker + " " + speakerLabel(cue.speaker) : "";
+    const hit = !q || (cue.text + " " + label).toLocaleLowerCase().includes(q);
     li.hidden = !hit;
     if (hit) shown++;
     text.replaceChildren(...highlight(cue.text, q));

@@ -14,11 +14,13 @@ import os
 import secrets
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import sysconfig
 import time
 from collections.abc import Callable
+from contextlib import closing
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -247,6 +249,26 @@ def add_user(settings: Settings, email: str, password: str) -> None:
 def set_password(settings: Settings, email: str, password: str) -> None:
     """A sender's new password; their sessions end (PocketBase's token key is renewed)."""
     _run(settings, "user-password", "--", email, password=password)
+
+
+# PocketBase's own stand-in superuser while its installer link is open: not an owner.
+INSTALLER_EMAIL = "__pbinstaller@example.com"
+
+
+def has_owner(settings: Settings) -> bool:
+    """Whether the data directory has a superuser (the owner's panel login) other than the installer's."""
+    db = settings.pocketbase.data_dir / "data.db"
+    try:
+        with closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)) as conn:
+            row = conn.execute("SELECT count(*) FROM _superusers WHERE email != ?", (INSTALLER_EMAIL,)).fetchone()
+    except sqlite3.Error:
+        return False
+    return bool(row and row[0])
+
+
+def add_owner(settings: Settings, email: str, password: str) -> None:
+    """The owner's superuser account, made (or its password set) on the data directory."""
+    _run(settings, "owner-upsert", "--", email, password=password)
 
 
 def private_dir(path: Path) -> None:

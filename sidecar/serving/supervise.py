@@ -29,6 +29,7 @@ from sidecar.pipeline.metrics import Metrics
 from sidecar.pipeline.pool import WorkerPool
 from sidecar.pocketbase import process
 from sidecar.pocketbase.lock import DataDirInUse, DataDirLock
+from sidecar.pocketbase.output import OWNER_HINT, relay_in_background
 from sidecar.providers.base import Provider
 from sidecar.serving.assembly import pipeline, ready_provider
 from sidecar.serving.startup import StartupError, check_settings, ensure_port_free, resolved
@@ -237,10 +238,14 @@ async def _with_pocketbase(settings: Settings, stop: anyio.Event, lock: DataDirL
         await anyio.to_thread.run_sync(process.prepare, settings)
     except RuntimeError as exc:
         raise StartupError(str(exc)) from None
-    if not (pb.superuser_email and pb.superuser_password):
-        log.info("no superuser configured: open the installer link PocketBase prints below to create one")
+    if not process.has_owner(settings):
+        log.info("no owner account yet: open the installer link PocketBase prints below, or run `%s`", OWNER_HINT)
     # Started from this (the main) thread: the child is signalled when the starting thread ends.
-    proc = process.start(settings, supervised=True, pass_fds=(lock.fd,))
+    # Its lines come through this process's logging: one format on the stream (text or JSON).
+    proc = process.start(
+        settings, supervised=True, pass_fds=(lock.fd,), stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    relaying = relay_in_background(proc.stdout)
     try:
         with anyio.CancelScope() as waiting:
             async with anyio.create_task_group() as tg:
@@ -268,6 +273,8 @@ async def _with_pocketbase(settings: Settings, stop: anyio.Event, lock: DataDirL
     finally:
         with anyio.CancelScope(shield=True):
             await anyio.to_thread.run_sync(_stop_child, proc)
+            if relaying is not None:  # PocketBase's last lines (its stop) are passed on before serve exits
+                await anyio.to_thread.run_sync(relaying.join, 5)
 
 
 async def _watch_child(proc: subprocess.Popen[bytes], stop: anyio.Event, died: list[int]) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -14,27 +15,41 @@ import httpx
 
 from sidecar.pocketbase.process import wait_healthy
 from testkit.pocketbase import free_port, login
+from tests.support.tools import require
 from tests.support.waiting import eventually_sync
 
 CLI = [sys.executable, "-m", "sidecar"]
 
 
-def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=120, env=env, check=False)
+def run_cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """The command, its standard input closed (no terminal: what it would ask is refused instead)."""
+    return subprocess.run(
+        [*CLI, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=cwd,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 @contextmanager
-def serving(data: Path, log_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+def serving(
+    data: Path, log_path: Path, *, cwd: Path | None = None, env: dict[str, str] | None = None
+) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
     """``transcriber serve`` (the instant provider) on ``data``, its output in ``log_path``: the process and
     its URL once its workers run; killed after the block if it is still running."""
     port = free_port()
-    env = dict(os.environ, TRANSCRIBER_PROVIDER__NAME="instant")
+    env = dict(os.environ, TRANSCRIBER_PROVIDER__NAME="instant", **(env or {}))
     with log_path.open("w") as log:
         proc = subprocess.Popen(
             [*CLI, "serve", "--data-dir", str(data), "--http", f"127.0.0.1:{port}"],
             stdout=log,
             stderr=subprocess.STDOUT,
             env=env,
+            cwd=cwd,
         )
     try:
         url = f"http://127.0.0.1:{port}"
@@ -44,6 +59,7 @@ def serving(data: Path, log_path: Path) -> Iterator[tuple[subprocess.Popen[bytes
     finally:
         if proc.poll() is None:
             proc.kill()
+            proc.wait(30)
 
 
 def test_serve_answers_health_runs_workers_and_stops_cleanly(tmp_path: Path) -> None:
@@ -222,3 +238,156 @@ def test_serve_on_a_busy_port_says_so_and_exits(tmp_path: Path) -> None:
     assert errors[0].startswith(f"error: [pocketbase] http 127.0.0.1:{port} is in use by PID {os.getpid()} (")
     assert "Traceback" not in done.stderr
     assert not (tmp_path / "d" / "data.db").exists()  # no migration ran
+
+
+def test_owner_and_sender_commands_use_the_server_serve_runs(tmp_path: Path) -> None:
+    """One way to name the server: after ``serve --data-dir D --http HOST:PORT`` every command run
+    beside it (no flag) acts on D and that address; a server named wrongly is an error naming it and
+    the flag; a data directory no server has used is never made behind the owner's back."""
+    root = Path(__file__).resolve().parents[2]
+    data = tmp_path / "D"
+    with serving(data, tmp_path / "serve.log", cwd=tmp_path) as (_, url):
+        added = run_cli("user", "add", "alice@example.com", "--password", "alice-pass-123", cwd=tmp_path)
+        assert added.returncode == 0, added.stderr
+        assert login(url, "users", "alice@example.com", "alice-pass-123")  # written into D, the server's
+        assert not (tmp_path / "pb_data").exists()
+
+        owner = run_cli("owner", "add", "owner@example.com", "--password", "owner-pass-123", cwd=tmp_path)
+        assert owner.returncode == 0, owner.stderr
+        assert f"{url}/_/" in owner.stdout
+        assert login(url, "_superusers", "owner@example.com", "owner-pass-123")
+        as_owner = ["--email", "owner@example.com", "--password", "owner-pass-123"]
+        made = run_cli("backup", "create", "--name", "found.zip", *as_owner, cwd=tmp_path)  # not on 8090
+        assert made.returncode == 0, made.stderr
+        named = run_cli("backup", "create", "--name", "named.zip", "--server", url.removeprefix("http://"), *as_owner)
+        assert named.returncode == 0, named.stderr
+        assert {"found.zip", "named.zip"} <= {p.name for p in (data / "backups").iterdir()}
+        by_dir = run_cli("backup", "list", "--data-dir", str(data), *as_owner)
+        assert by_dir.returncode == 0 and "found.zip" in by_dir.stdout, by_dir.stderr
+
+        sender = ["--email", "alice@example.com", "--password", "alice-pass-123"]
+        done = run_cli("transcribe", str(root / "samples" / "sample.ogg"), *sender, cwd=tmp_path)
+        assert done.returncode == 0 and done.stdout.strip(), done.stderr
+
+        # Nothing answers at the address named: asked for no password, told which server and which flag.
+        nowhere = f"127.0.0.1:{free_port()}"
+        wrong = run_cli("backup", "list", "--server", nowhere, "--email", "owner@example.com")
+        assert wrong.returncode == 1
+        assert f"cannot reach the server at http://{nowhere}" in wrong.stderr
+        assert "--server HOST:PORT" in wrong.stderr and "password" not in wrong.stderr
+        lost = run_cli("transcribe", str(root / "samples" / "sample.ogg"), "--server", nowhere, *sender)
+        assert lost.returncode == 1 and f"http://{nowhere}" in lost.stderr and "--server" in lost.stderr
+        # A command on the data directory, pointed at an address no server here listens at: not guessed.
+        unknown = run_cli("user", "add", "carl@example.com", "--password", "carl-pass-1234", "--server", nowhere)
+        assert unknown.returncode == 2
+        assert f"no server on this host listens at http://{nowhere}" in unknown.stderr
+        assert "--data-dir DIR" in unknown.stderr
+
+    # The settings name a directory no server has used: without a terminal the command refuses, in one
+    # line that says what to pass, and makes nothing.
+    fresh = tmp_path / "fresh"
+    cfg = tmp_path / "t.toml"
+    cfg.write_text(f'[pocketbase]\ndata_dir = "{fresh}"\n')
+    refused = run_cli("user", "add", "bob@example.com", "--password", "bob-pass-1234", "--config", str(cfg))
+    assert refused.returncode == 2
+    [line] = refused.stderr.strip().splitlines()
+    assert line.startswith(f"error: no server has used {fresh}") and "--data-dir DIR" in line
+    assert not fresh.exists()
+
+
+def test_the_owner_line_and_pocketbase_lines_at_start(tmp_path: Path) -> None:
+    """The owner's first minute: one line on how to get the account, only while there is none; none of
+    PocketBase's hints that do not apply here; with ``[logs] format = "json"`` every line on the stream
+    is JSON (PocketBase's own included) and the README's ``jq`` recipe reads it."""
+    import json
+    import shutil
+
+    data = tmp_path / "D"
+    log_path = tmp_path / "serve.log"
+    as_json = {"TRANSCRIBER_LOGS__FORMAT": "json"}
+    root = Path(__file__).resolve().parents[2]
+    with serving(data, log_path, cwd=tmp_path, env=as_json) as (proc, url):
+        eventually_sync(lambda: "pbinstall" in log_path.read_text(), within=30)
+        # A recording, for the README's recipe to find its story.
+        assert run_cli("user", "add", "eve@example.com", "--password", "eve-pass-1234", cwd=tmp_path).returncode == 0
+        sender = ["--email", "eve@example.com", "--password", "eve-pass-1234"]
+        done = run_cli("transcribe", str(root / "samples" / "sample.ogg"), *sender, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        rid = re.search(r"record: (\w+)", done.stderr)
+        assert rid, done.stderr
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+    stream = log_path.read_text()
+    lines = stream.splitlines()
+    parsed = [json.loads(line) for line in lines]  # every line, or this raises naming it
+    messages = [p["message"] for p in parsed]
+    assert {"pocketbase", "transcriber"} <= {p["logger"] for p in parsed}
+    assert sum("no owner account yet" in m and "transcriber owner add EMAIL" in m for m in messages) == 1
+    assert any(m.startswith("Server started at") for m in messages)
+    assert not [m for m in messages if "superuser upsert" in m or "go run" in m]
+
+    # With the server stopped, the directory is named (the default would be a new ./pb_data).
+    owner = run_cli("owner", "add", "owner@example.com", "--password", "owner-pass-123", "--data-dir", str(data))
+    assert owner.returncode == 0, owner.stderr
+    with serving(data, log_path, cwd=tmp_path) as (proc, url):
+        assert login(url, "_superusers", "owner@example.com", "owner-pass-123")
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+    again = log_path.read_text()
+    assert "no owner account yet" not in again and "pbinstall" not in again
+
+    # The README's recipe, as written there, on the whole stream.
+    readme = " ".join((root / "README.md").read_text().split())
+    recipe = re.search(r"Find a recording's story with `jq '([^']+)'`", readme)
+    assert recipe, "the README's jq recipe moved"
+    require(None if shutil.which("jq") else "jq is not installed (apt-get install -y jq): the recipe is not tried")
+    story = subprocess.run(
+        ["jq", "-c", recipe.group(1).replace("ID", rid.group(1))],
+        input=stream,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert story.returncode == 0, story.stderr
+    found = [json.loads(line) for line in story.stdout.splitlines()]
+    assert found and all(line["record"] == rid.group(1) for line in found)
+
+
+def test_with_several_servers_a_command_takes_the_one_started_here_or_asks_to_name_one(tmp_path: Path) -> None:
+    """Two servers on this host: a command run where one was started takes that one; run elsewhere,
+    it names them and the flags, and changes nothing."""
+    servers = []
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        port = free_port()
+        proc = subprocess.Popen(
+            [*CLI, "pocketbase", "--data-dir", "data", "--http", f"127.0.0.1:{port}"],
+            cwd=tmp_path / name,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        servers.append((proc, f"http://127.0.0.1:{port}"))
+    try:
+        for _, url in servers:
+            wait_healthy(url, timeout=60)
+        (_, url_a), (_, url_b) = servers
+        here = run_cli("user", "add", "ann@example.com", "--password", "ann-pass-1234", cwd=tmp_path / "b")
+        assert here.returncode == 0, here.stderr
+        assert login(url_b, "users", "ann@example.com", "ann-pass-1234")
+        elsewhere = run_cli("user", "add", "bo@example.com", "--password", "bo-pass-12345", cwd=tmp_path)
+        assert elsewhere.returncode == 2
+        assert "several servers run on this host" in elsewhere.stderr
+        for name in ("a", "b"):
+            assert str(tmp_path / name / "data") in elsewhere.stderr
+        assert "--data-dir DIR or --server HOST:PORT" in elsewhere.stderr
+        for url in (url_a, url_b):
+            refused = httpx.post(
+                f"{url}/api/collections/users/auth-with-password",
+                json={"identity": "bo@example.com", "password": "bo-pass-12345"},
+                timeout=10,
+            )
+            assert refused.status_code == 400
+    finally:
+        for proc, _ in servers:
+            proc.terminate()
+            proc.wait(15)

@@ -250,7 +250,24 @@ def cpu() -> str:
             flags = set(value.split())
             break
     have = [x for x in _EXTENSIONS if x in flags]
-    return f"{model} ({', '.join(have) if have else 'none of ' + ', '.join(_EXTENSIONS)})"
+    said = f"{model} ({', '.join(have) if have else 'none of ' + ', '.join(_EXTENSIONS)})"
+    if "amx_int8" in have and not amx_used():
+        said += f"; AMX turned off for this run ({AMX_OFF_SAID})"
+    return said
+
+
+# How a run turns AMX off on a processor that has it, as one without it would decode: MKL (the
+# decoder's int8 matrix products; its MKL_VERBOSE=1 header then names AVX-512 only) and oneDNN
+# (torch, under the speakers). llama.cpp's wheel is built for AVX2 and never uses it.
+AMX_OFF = {"MKL_ENABLE_INSTRUCTIONS": "AVX512", "ONEDNN_MAX_CPU_ISA": "AVX512_CORE_VNNI"}
+AMX_OFF_SAID = " ".join(f"{k}={v}" for k, v in AMX_OFF.items())
+
+
+def amx_used() -> bool:
+    """False when this run's environment turns AMX off (``AMX_OFF``, or any MKL or oneDNN cap below it)."""
+    mkl = os.environ.get("MKL_ENABLE_INSTRUCTIONS", "").upper()
+    onednn = os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper()
+    return not (mkl and "AMX" not in mkl) and not (onednn and "AMX" not in onednn)
 
 
 def load() -> str:

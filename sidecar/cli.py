@@ -244,10 +244,26 @@ def _started(run: Callable[[], int]) -> int:
     from sidecar.storage.errors import AuthFailed, ReleaseMismatch
 
     try:
-        return run()
+        code = run()
     except (StartupError, AuthFailed, ReleaseMismatch, FileNotFoundError) as exc:
         typer.echo("error: " + " ".join(str(exc).split()), err=True)  # one line, whatever a library said
         raise typer.Exit(EXIT_STARTUP) from None
+    _exit_past_dropped_work(code)
+    return code
+
+
+def _exit_past_dropped_work(code: int) -> None:
+    """Exits at once when a stop went on without work still running (a decoder call in the middle
+    of a batch, its record already handed back): letting the interpreter wind down under a running
+    CTranslate2 call aborts the process (``terminate called without an active exception``)."""
+    from sidecar.runtime.threads import left_running
+
+    if left_running():
+        logging.getLogger("transcriber").info("stopped; a decoder call still running is dropped with the process")
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
 
 
 def _give_password(

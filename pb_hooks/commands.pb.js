@@ -68,6 +68,30 @@ function saveOrExit(rec, refused) {
   }
 }
 
+// The owner lets an account in again (`transcriber user unlock`): a row of login_unlocks, which the running
+// server applies within a minute (its counts live in its memory, not here).
+$app.rootCmd.addCommand(new Command({
+  use: "login-unlock COLLECTION EMAIL",
+  short: "Let an account in again: forget its wrong passwords' counts (users or _superusers)",
+  run: (cmd, args) => {
+    if (args.length !== 2 || ["users", "_superusers"].indexOf(args[0]) < 0) {
+      console.error("usage: login-unlock users|_superusers EMAIL");
+      $os.exit(2);
+    }
+    try {
+      $app.findAuthRecordByEmail(args[0], args[1]);
+    } catch (_) {
+      console.error("no account of " + args[0] + " with email " + args[1]);
+      $os.exit(1);
+    }
+    const row = new Record($app.findCollectionByNameOrId("login_unlocks"));
+    row.set("collection", args[0]);
+    row.set("identity", args[1]);
+    saveOrExit(row, "the unlock was refused");
+    console.log("unlock of " + args[1] + " written; the running server applies it within a minute");
+  },
+}));
+
 accountCommand("service-upsert", "Create or update the sidecar's service account (password from TRANSCRIBER_ACCOUNT_PASSWORD)",
   (email, password) => {
     upsertAccount("services", email, password, (rec) => {

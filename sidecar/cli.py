@@ -179,6 +179,25 @@ def user_password(
     )
 
 
+@user_app.command("unlock")
+def user_unlock(
+    email: str,
+    owner: Annotated[
+        bool, typer.Option("--owner", help="The owner's own login (a superuser), not a sender's.")
+    ] = False,
+    config: ConfigOpt = None,
+    data_dir: DataDirOpt = None,
+) -> None:
+    """Let an account in again while strangers' wrong passwords keep its new devices waiting."""
+    settings = _settings(config, data_dir)
+    try:
+        said = process.unlock(settings, email, owner=owner)
+    except RuntimeError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from exc
+    typer.echo(said.splitlines()[-1] if said else f"unlock of {email} written")
+
+
 @user_app.command("export")
 def user_export(
     email: str,

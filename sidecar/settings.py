@@ -380,7 +380,7 @@ def secret_values(settings: Settings) -> Iterator[tuple[Secret, str]]:
 
 
 # Environment names that belong to the CLI's sender commands, not to the settings.
-_NOT_SETTINGS = {"config", "server", "email", "password"}
+_NOT_SETTINGS = {"config", "server", "email", "password", "devices"}
 
 
 class SettingsError(ValueError):

@@ -312,8 +312,10 @@ def running_pocketbase(
     max_upload_mb: int = 1024,
     read_timeout: timedelta | None = None,
     quotas: QuotaSettings | None = None,
+    hooks_dir: Path | None = None,
 ) -> Iterator[PocketBaseServer]:
-    """A fresh PocketBase with the project's migrations and hooks on a free port, data under ``tmp``."""
+    """A fresh PocketBase with the project's migrations and hooks (or ``hooks_dir``'s) on a free port,
+    data under ``tmp``."""
     port = free_port()
     data_dir = tmp / "pb_data"
     shutil.copytree(_prepared_template(), data_dir)
@@ -323,6 +325,8 @@ def running_pocketbase(
         settings.intake.read_timeout = read_timeout
     if quotas is not None:
         settings.quotas = quotas
+    if hooks_dir is not None:
+        settings.pocketbase.hooks_dir = hooks_dir
     account = process.service_account(settings, create=False)
     log_path = tmp / "pocketbase.log"
     proc = _spawn(settings, settings.pocketbase.url, log_path)

@@ -243,6 +243,11 @@ def add_user(settings: Settings, email: str, password: str) -> None:
     _run(settings, "user-add", "--", email, password=password)
 
 
+def unlock(settings: Settings, email: str, *, owner: bool = False) -> str:
+    """Lets an account in again (its wrong passwords' counts forgotten by the running server within a minute)."""
+    return _run(settings, "login-unlock", "--", "_superusers" if owner else "users", email).strip()
+
+
 def set_password(settings: Settings, email: str, password: str) -> None:
     """A sender's new password; their sessions end (PocketBase's token key is renewed)."""
     _run(settings, "user-password", "--", email, password=password)

@@ -68,6 +68,29 @@ function saveOrExit(rec, refused) {
   }
 }
 
+// PocketBase encrypts its settings when it saves them with a key (--encryptionEnv), but reads plain ones
+// and leaves them so: an install from before the key, or a restored backup of one, is saved again here
+// (`transcriber` runs it at every start; a no-op once encrypted).
+$app.rootCmd.addCommand(new Command({
+  use: "settings-encrypt",
+  short: "Save PocketBase's settings again, encrypted with the key its --encryptionEnv names",
+  run: (cmd, args) => {
+    if (!$os.getenv("PB_ENCRYPTION_KEY")) {
+      console.error("no key in PB_ENCRYPTION_KEY: the settings stay as they are");
+      $os.exit(2);
+    }
+    const rows = arrayOf(new DynamicModel({ value: "" }));
+    $app.db().newQuery("SELECT value FROM _params WHERE id = 'settings'").all(rows);
+    if (rows.length === 0 || String(rows[0].value).trim().charAt(0) !== "{") return;
+    $app.save($app.settings());
+    // The plain copy's pages, now free, are rewritten away: nothing of it stays in the file.
+    $app.db().newQuery("PRAGMA wal_checkpoint(TRUNCATE)").execute();
+    $app.db().newQuery("VACUUM").execute();
+    $app.db().newQuery("PRAGMA wal_checkpoint(TRUNCATE)").execute();
+    console.log("PocketBase's settings are now stored encrypted");
+  },
+}));
+
 // The owner lets an account in again (`transcriber user unlock`): a row of login_unlocks, which the running
 // server applies within a minute (its counts live in its memory, not here).
 $app.rootCmd.addCommand(new Command({

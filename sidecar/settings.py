@@ -131,6 +131,9 @@ class PocketBaseSettings(Section):
     migrations_dir: Path | None = None
     hooks_dir: Path | None = None
     public_dir: Path | None = None  # the sender's page (pb_public/ beside the hooks by default)
+    # The key PocketBase encrypts its settings with, outside the data directory (made on the first
+    # start when absent); unset: beside it, <data_dir>.key. PB_ENCRYPTION_KEY in the environment wins.
+    settings_key_file: Path | None = None
 
     @model_validator(mode="after")
     def _credentials_in_pairs(self) -> PocketBaseSettings:

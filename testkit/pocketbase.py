@@ -318,7 +318,10 @@ def running_pocketbase(
     data under ``tmp``."""
     port = free_port()
     data_dir = tmp / "pb_data"
-    shutil.copytree(_prepared_template(), data_dir)
+    template = _prepared_template()
+    shutil.copytree(template, data_dir)
+    # Its settings are encrypted with the key beside it (sidecar.pocketbase.settings_key): the copy's too.
+    shutil.copy2(template.with_name(template.name + ".key"), data_dir.with_name(data_dir.name + ".key"))
     settings = test_settings(data_dir, port)
     settings.intake.max_upload_mb = max_upload_mb
     if read_timeout is not None:

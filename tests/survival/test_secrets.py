@@ -208,7 +208,7 @@ async def test_a_transcript_saying_words_of_the_owners_password_comes_back_whole
             logging.getLogger("transcriber").warning("a message naming %s", OWNERS_PASSWORD)
 
     poll = sender.poll(rid)
-    assert poll["text"] == SAID
+    assert poll["text"] == SAID and poll["title"] == "Maple syrup and the tractor of 1987"
     assert "[redacted]" not in exported(sender, rid, "txt") and "maple syrup" in exported(sender, rid, "txt")
     words = [w["word"] for s in json.loads(exported(sender, rid, "json"))["segments"] for w in s.get("words", [])]
     assert " ".join(w.strip() for w in words) == SAID

@@ -285,8 +285,10 @@ function begin(req, collection, record, identity, session) {
   const addressKnown = device ? seen > 0 : peek ? peek.known : seen > 0;
   const c = {
     store, now, who, address, pairKey, seen, device, addressKnown, known: device !== "" || addressKnown,
-    // fresh: no wrong password of its own on the account (the lane is open to it, once: its first failure ends it).
-    session: Boolean(session), isNew: !peek, fresh: !peek || peek.n === 0, wait: 0, pair: null, before: 0, windowTaken: false, laneTaken: false,
+    session: Boolean(session), isNew: !peek,
+    // No wrong password of its own on the account: the lane is open to it, once (its first failure ends it).
+    fresh: !peek || peek.n === 0,
+    wait: 0, pair: null, before: 0, windowTaken: false, laneTaken: false,
   };
   if (!peek && !c.known && opened(store, address, now) >= CROWD && store.length() >= MAX_KEYS) c.wait = FULL_WAIT_MS;
   else takePair(c);

@@ -32,7 +32,7 @@ COPY pb_public ./pb_public
 COPY samples ./samples
 RUN pip install --no-cache-dir --no-deps . && pip check \
     && cd / && rm -rf /src \
-    && useradd --create-home --uid 1000 transcriber && mkdir -p /app /data && chown transcriber /data
+    && useradd --create-home --uid 1000 transcriber && mkdir -p /app /data /keys && chown transcriber /data /keys && chmod 0700 /keys
 
 WORKDIR /app
 USER transcriber

@@ -11,7 +11,7 @@ onRecordConfirmPasswordResetRequest((e) => {
   require(`${__hooks}/lib/logins.js`).resetConfirmed(e);
 });
 
-// Issue 44: a body sent to an auth door (sign-in, OTP, reset, verification, e-mail change) is refused
+// A body sent to an auth door (sign-in, OTP, reset, verification, e-mail change) is refused
 // past 64 KB before anything reads it (413, lib/errors.js): a 10 MB password was decoded before any check.
 routerUse(new Middleware((e) => {
   if (/^\/api\/collections\/[^/]+\/(auth-|request-|confirm-|impersonate)/.test(String(e.request.url.path))) {
@@ -19,6 +19,15 @@ routerUse(new Middleware((e) => {
   }
   return e.next();
 }, -995, "transcriberAuthDoorBodies"));
+
+// A password sign-in's answer carries the device's token (lib/logins.js): presented back, it is trusted.
+onRecordAuthRequest((e) => require(`${__hooks}/lib/logins.js`).trustDevice(e));
+
+// The owner lets an account in again from the panel: a row of login_unlocks, applied at once.
+onRecordCreateRequest((e) => require(`${__hooks}/lib/logins.js`).unlockRequested(e), "login_unlocks");
+onRecordUpdateRequest((e) => {
+  throw new BadRequestError("An unlock is applied once; add a new row to unlock again.");
+}, "login_unlocks");
 
 // Every minute: the open attacks' counts written, those over closed, old counts and addresses swept.
 cronAdd("transcriberLoginGuard", "* * * * *", () => require(`${__hooks}/lib/logins.js`).tick());

@@ -68,6 +68,53 @@ function saveOrExit(rec, refused) {
   }
 }
 
+// PocketBase encrypts its settings when it saves them with a key (--encryptionEnv), but reads plain ones
+// and leaves them so: an install from before the key, or a restored backup of one, is saved again here
+// (`transcriber` runs it at every start; a no-op once encrypted).
+$app.rootCmd.addCommand(new Command({
+  use: "settings-encrypt",
+  short: "Save PocketBase's settings again, encrypted with the key its --encryptionEnv names",
+  run: (cmd, args) => {
+    if (!require(`${__hooks}/lib/settings.js`).processValue("settingsKey")) {
+      console.error("no key in PB_ENCRYPTION_KEY: the settings stay as they are");
+      $os.exit(2);
+    }
+    const rows = arrayOf(new DynamicModel({ value: "" }));
+    $app.db().newQuery("SELECT value FROM _params WHERE id = 'settings'").all(rows);
+    if (rows.length === 0 || String(rows[0].value).trim().charAt(0) !== "{") return;
+    $app.save($app.settings());
+    // The plain copy's pages, now free, are rewritten away: nothing of it stays in the file.
+    $app.db().newQuery("PRAGMA wal_checkpoint(TRUNCATE)").execute();
+    $app.db().newQuery("VACUUM").execute();
+    $app.db().newQuery("PRAGMA wal_checkpoint(TRUNCATE)").execute();
+    console.log("PocketBase's settings are now stored encrypted");
+  },
+}));
+
+// The owner lets an account in again (`transcriber user unlock`): a row of login_unlocks, which the running
+// server applies within a minute (its counts live in its memory, not here).
+$app.rootCmd.addCommand(new Command({
+  use: "login-unlock COLLECTION EMAIL",
+  short: "Let an account in again: forget its wrong passwords' counts (users or _superusers)",
+  run: (cmd, args) => {
+    if (args.length !== 2 || ["users", "_superusers"].indexOf(args[0]) < 0) {
+      console.error("usage: login-unlock users|_superusers EMAIL");
+      $os.exit(2);
+    }
+    try {
+      $app.findAuthRecordByEmail(args[0], args[1]);
+    } catch (_) {
+      console.error("no account of " + args[0] + " with email " + args[1]);
+      $os.exit(1);
+    }
+    const row = new Record($app.findCollectionByNameOrId("login_unlocks"));
+    row.set("collection", args[0]);
+    row.set("identity", args[1]);
+    saveOrExit(row, "the unlock was refused");
+    console.log("unlock of " + args[1] + " written; the running server applies it within a minute");
+  },
+}));
+
 accountCommand("service-upsert", "Create or update the sidecar's service account (password from TRANSCRIBER_ACCOUNT_PASSWORD)",
   (email, password) => {
     upsertAccount("services", email, password, (rec) => {
@@ -127,24 +174,41 @@ accountCommand("owner-upsert",
       console.log("superuser ready: " + email);
       return;
     }
+    // The account's token key once the settings' password was set (a password change renews it): another
+    // one since is the owner's change in the panel, and a new settings' password replacing it is said at WARNING.
+    const hashMark = (r) => $security.sha256(r.tokenKey());
+    const lastMark = seeds.recall($app, name + "#panel");
     const done = seeds.settle($app, name, fingerprint, {
       inSync: () => rec !== null && rec.validatePassword(password),
       isDefault: () => rec === null,
       apply: apply,
     });
-    if (done.outcome === "apply") seeds.remember($app, name, fingerprint);
-    const report = { key: "superuser", email: email, outcome: done.outcome, first: done.first, exists: rec !== null };
+    const overrides = done.outcome === "apply" && rec !== null && (lastMark === null || lastMark !== hashMark(rec));
+    if (done.outcome === "apply") {
+      seeds.remember($app, name, fingerprint);
+      seeds.remember($app, name + "#panel", hashMark($app.findAuthRecordByEmail("_superusers", email)));
+    }
+    const report = { key: "superuser", email: email, outcome: done.outcome, first: done.first, exists: rec !== null,
+      overrides: overrides };
     console.log(JSON.stringify({ seeds: [report] }));
   });
 
 // The [backups] keys the settings name, seeded into PocketBase's backup
-// settings as lib/seeds.js says: `cron`, `keep`, and `s3` (the S3 keys as one:
-// a bucket, its endpoint and its keys only make sense together). The S3
-// secret arrives in TRANSCRIBER_ACCOUNT_PASSWORD like the account passwords,
-// never on a command line. PocketBase's own cron then makes and prunes them.
+// settings as lib/seeds.js says: `cron`, `keep`, and each S3 key on its own (a
+// file naming some S3 keys changes only those: naming the region does not turn
+// off the S3 the owner set up in the panel; naming `s3_bucket` turns S3 on, or
+// off when it is empty). The S3 secret arrives in TRANSCRIBER_ACCOUNT_PASSWORD
+// like the account passwords, never on a command line. PocketBase's own cron
+// then makes and prunes them.
+//
+// A file's new value that replaces one the owner set in the panel (not the
+// file's last applied one) is reported as `overrides`, which the start logs at
+// WARNING with the key's name. What PocketBase held once the file's value was
+// applied is remembered as a mark keyed with the settings key (no backup holds
+// it), so the S3 secret's mark says nothing of the secret.
 $app.rootCmd.addCommand(new Command({
   use: "backups-seed",
-  short: "Apply the [backups] keys the settings name (cron, keep, S3) to PocketBase's backup settings, keeping the owner's changes",
+  short: "Apply the [backups] keys the settings name (cron, keep, each S3 key) to PocketBase's backup settings, keeping the owner's changes",
   run: () => {
     const ours = require(`${__hooks}/lib/settings.js`);
     const seeds = require(`${__hooks}/lib/seeds.js`);
@@ -152,55 +216,61 @@ $app.rootCmd.addCommand(new Command({
     const env = (k) => ours.get("backups", k);
     const settings = $app.settings();
     const backups = settings.backups;
-    const bucket = env("s3_bucket");
-    // S3 as one value; off is off, whatever else the fields hold.
-    const s3Of = (s) => s.enabled
-      ? JSON.stringify([s.bucket, s.endpoint, s.region, s.accessKey, s.secret, s.forcePathStyle])
-      : "off";
-    const fileS3 = {
-      enabled: bucket !== "",
-      bucket: bucket,
-      endpoint: env("s3_endpoint"),
-      region: env("s3_region"),
-      accessKey: env("s3_access_key"),
-      secret: bucket !== "" ? ours.processValue("accountPassword") : "",
-      forcePathStyle: env("s3_force_path_style"),
-    };
-    const showS3 = (s) => s.enabled ? "s3://" + s.bucket + " at " + s.endpoint : "no S3 (<data_dir>/backups)";
+    const s3 = backups.s3;
+    const key = ours.processValue("settingsKey");
+    const mark = (name, value) => key ? $security.hs256(name + "|" + JSON.stringify(value), key)
+      : $security.sha256(name + "|" + JSON.stringify(value));
+    const quoted = (v) => v ? "'" + v + "'" : "none";
+    const hidden = (v) => v ? "one" : "none";  // a secret is never shown
+    // One S3 field: its value in PocketBase, the file's, how it is shown.
+    const field = (name, show, isUnset) => ({
+      current: () => s3[name],
+      file: () => name === "secret" ? ours.processValue("accountPassword") : env({
+        endpoint: "s3_endpoint", region: "s3_region", accessKey: "s3_access_key", forcePathStyle: "s3_force_path_style",
+      }[name]),
+      isDefault: () => isUnset(s3[name]),
+      apply: (v) => { s3[name] = v; },
+      show: show,
+    });
     const keys = {
       cron: {
-        inSync: () => backups.cron === env("cron"),
-        isDefault: () => backups.cron === "",
-        apply: () => { backups.cron = env("cron"); },
-        shown: () => backups.cron ? "'" + backups.cron + "'" : "no schedule",
-        file: () => env("cron") ? "'" + env("cron") + "'" : "no schedule",
+        current: () => backups.cron, file: () => env("cron"), isDefault: () => backups.cron === "",
+        apply: (v) => { backups.cron = v; }, show: (v) => v ? "'" + v + "'" : "no schedule",
       },
       keep: {
-        inSync: () => backups.cronMaxKeep === env("keep"),
+        current: () => backups.cronMaxKeep, file: () => env("keep"),
         isDefault: () => backups.cronMaxKeep === 3,  // PocketBase's own default
-        apply: () => { backups.cronMaxKeep = env("keep"); },
-        shown: () => String(backups.cronMaxKeep),
-        file: () => String(env("keep")),
+        apply: (v) => { backups.cronMaxKeep = v; }, show: (v) => String(v),
       },
-      s3: {
-        inSync: () => s3Of(backups.s3) === s3Of(fileS3),
-        isDefault: () => !backups.s3.enabled,
-        apply: () => {
-          for (const field of ["enabled", "bucket", "endpoint", "region", "accessKey", "secret", "forcePathStyle"]) {
-            backups.s3[field] = fileS3[field];
-          }
-        },
-        shown: () => showS3(backups.s3),
-        file: () => showS3(fileS3),
+      s3_bucket: {
+        current: () => s3.enabled ? s3.bucket : "", file: () => env("s3_bucket"), isDefault: () => !s3.enabled,
+        apply: (v) => { s3.bucket = v; s3.enabled = v !== ""; },
+        show: (v) => v ? "s3://" + v : "no S3 (<data_dir>/backups)",
       },
+      s3_endpoint: field("endpoint", quoted, (v) => v === ""),
+      s3_region: field("region", quoted, (v) => v === ""),
+      s3_access_key: field("accessKey", hidden, (v) => v === ""),
+      s3_secret: field("secret", hidden, (v) => v === ""),
+      s3_force_path_style: field("forcePathStyle", (v) => String(v), (v) => v === false),
     };
     const report = [];
-    for (const name of ["cron", "keep", "s3"]) {
+    for (const name of Object.keys(keys)) {
       if (!(name in named)) continue;  // not in the settings: the owner's alone
-      const key = keys[name];
-      const before = key.shown();
-      const done = seeds.settle($app, "backups." + name, named[name], key);
-      report.push({ key: name, outcome: done.outcome, first: done.first, panel: before, file: key.file() });
+      const k = keys[name];
+      const before = k.current();
+      const fileValue = k.file();
+      const lastMark = seeds.recall($app, "backups." + name + "#panel");
+      const wasDefault = k.isDefault();
+      const done = seeds.settle($app, "backups." + name, named[name], {
+        inSync: () => before === fileValue,
+        isDefault: () => wasDefault,
+        apply: () => k.apply(fileValue),
+      });
+      // Replacing the owner's: the value is not what the file last applied (or, never applied, not the default).
+      const overrides = done.outcome === "apply" &&
+        (lastMark === null ? !wasDefault : lastMark !== mark(name, before));
+      report.push({ key: name, outcome: done.outcome, first: done.first, overrides: overrides,
+        panel: k.show(before), file: k.show(fileValue), mark: mark(name, fileValue) });
     }
     if (report.some((r) => r.outcome === "apply")) {
       try {
@@ -210,9 +280,12 @@ $app.rootCmd.addCommand(new Command({
         $os.exit(2);
       }
       for (const r of report) {
-        if (r.outcome === "apply") seeds.remember($app, "backups." + r.key, named[r.key]);
+        if (r.outcome !== "apply") continue;
+        seeds.remember($app, "backups." + r.key, named[r.key]);
+        seeds.remember($app, "backups." + r.key + "#panel", r.mark);
       }
     }
+    for (const r of report) delete r.mark;
     console.log(JSON.stringify({ seeds: report }));
   },
 }));

@@ -329,6 +329,26 @@ def owner_add(
     )
 
 
+@user_app.command("unlock")
+def user_unlock(
+    email: str,
+    owner: Annotated[
+        bool, typer.Option("--owner", help="The owner's own login (a superuser), not a sender's.")
+    ] = False,
+    config: ConfigOpt = None,
+    data_dir: ServerDirOpt = None,
+    server: ServerOpt = None,
+) -> None:
+    """Let an account in again while strangers' wrong passwords keep its new devices waiting."""
+    settings, _ = _the_server(config, data_dir, server)
+    try:
+        said = process.unlock(settings, email, owner=owner)
+    except RuntimeError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from exc
+    typer.echo(said.splitlines()[-1] if said else f"unlock of {email} written")
+
+
 @user_app.command("export")
 def user_export(
     email: str,
@@ -429,42 +449,68 @@ def _older_backups(settings: Settings, sender_id: str, email: str, *, keep_accou
     import getpass
     from datetime import UTC, datetime
 
-    from sidecar.owner.sender_backups import PruneError, holding, holds, prune_backup, s3_bucket
+    from sidecar.owner.sender_backups import (
+        Held,
+        PruneError,
+        holding,
+        holds,
+        prune_backup,
+        s3_backups,
+        s3_holding,
+        upload,
+    )
+
+    def examine(found: list[Held], where: str, put_back: Callable[[Held], None] | None) -> bool:
+        """Each backup named with what it holds, or rewritten without it; False if any failed."""
+        ok = True
+        for held in found:
+            when = datetime.fromtimestamp(held.path.stat().st_mtime, UTC).strftime("%Y-%m-%d %H:%M UTC")
+            name = f"{where}{held.path.name}"
+            if held.unreadable:
+                typer.echo(f"error: backup {name} ({when}) could not be read: {held.unreadable}", err=True)
+                ok = False
+                continue
+            if not prune:
+                typer.echo(f"backup {name} ({when}) still holds {holds(held)} of {email}")
+                continue
+            try:
+                done = prune_backup(
+                    settings, held, sender_id, keep_account=keep_account, by=f"{getpass.getuser()} ({name})"
+                )
+                if put_back is not None:
+                    put_back(held)
+            except PruneError as exc:
+                typer.echo(f"error: backup {where}{exc}; it is left as it was", err=True)
+                ok = False
+                continue
+            except Exception as exc:  # the bucket refused the upload: boto3's errors have no common root
+                typer.echo(f"error: backup {name} could not be put back: {exc}; it is left as it was", err=True)
+                ok = False
+                continue
+            typer.echo(
+                f"backup {name} ({when}) rewritten without {holds(held)} of {email}"
+                f" ({done.files} stored file(s)): {done.before:,} → {done.after:,} bytes"
+            )
+        return ok
 
     data = settings.pocketbase.data_dir
     found = holding(data, sender_id, account=not keep_account)
-    failed = False
-    for held in found:
-        when = datetime.fromtimestamp(held.path.stat().st_mtime, UTC).strftime("%Y-%m-%d %H:%M UTC")
-        if held.unreadable:
-            typer.echo(f"error: backup {held.path.name} ({when}) could not be read: {held.unreadable}", err=True)
-            failed = True
-            continue
-        if not prune:
-            typer.echo(f"backup {held.path.name} ({when}) still holds {holds(held)} of {email}")
-            continue
-        try:
-            done = prune_backup(
-                settings, held, sender_id, keep_account=keep_account, by=f"{getpass.getuser()} ({held.path.name})"
-            )
-        except PruneError as exc:
-            typer.echo(f"error: backup {exc}; it is left as it was", err=True)
-            failed = True
-            continue
-        typer.echo(
-            f"backup {held.path.name} ({when}) rewritten without {holds(held)} of {email}"
-            f" ({done.files} stored file(s)): {done.before:,} → {done.after:,} bytes"
-        )
+    failed = not examine(found, "", None)
     if not found:
         typer.echo(f"no local backup (in {data / 'backups'}) holds anything of {email}")
-    elif not prune:
+    store = s3_backups(settings)
+    if store is not None:
+        try:
+            with s3_holding(store, sender_id, account=not keep_account) as in_bucket:
+                failed |= not examine(in_bucket, f"s3://{store.bucket}/", lambda held: upload(store, held))
+                if not in_bucket:
+                    typer.echo(f"no backup in the S3 bucket {store.bucket} holds anything of {email}")
+                found = found + in_bucket
+        except Exception as exc:  # the bucket could not be listed or read
+            typer.echo(f"error: the backups in the S3 bucket {store.bucket} could not be read: {exc}", err=True)
+            failed = True
+    if found and not prune:
         typer.echo("to rewrite them without this sender (each keeps its name): the same command with --prune-backups")
-    bucket = s3_bucket(data)
-    if bucket:
-        typer.echo(
-            f"backups in the S3 bucket {bucket} were not examined: those made before this erase still hold"
-            f" {email}'s data until they are removed there"
-        )
     if failed:
         raise typer.Exit(1)
 
@@ -555,7 +601,34 @@ def backup_restore(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
     typer.echo(f"restored {archive.name} into {into.resolve()} ({written} files)")
+    try:
+        _restored_key(settings, into)
+    except RuntimeError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
     typer.echo(f"start it with: transcriber serve --data-dir {into.resolve()}")
+
+
+def _restored_key(settings: Settings, into: Path) -> None:
+    """The restored directory's settings key: this install's, copied beside it where it has none; a
+    backup's settings encrypted with another key are named (the key kept with that backup is needed)."""
+    import shutil
+
+    from sidecar.pocketbase.settings_key import ENV, key_file, settings_encrypted, stored_settings
+
+    target = settings.model_copy(deep=True)
+    target.pocketbase.data_dir = into
+    dest = key_file(target)
+    if not os.environ.get(ENV) and not dest.exists() and key_file(settings).is_file():
+        shutil.copyfile(key_file(settings), dest)
+        dest.chmod(0o600)
+        typer.echo(f"this install's settings key copied to {dest}: the restored settings are read with it")
+    key = os.environ.get(ENV) or (dest.read_text().strip() if dest.is_file() else "")
+    if settings_encrypted(into) and stored_settings(into / "data.db", key) is None:
+        raise RuntimeError(
+            f"the backup's settings are encrypted with another key than {dest if not os.environ.get(ENV) else ENV}:"
+            f" put the key kept with that backup in {dest} (or {ENV}) before starting it"
+        )
 
 
 EmailOpt = Annotated[str | None, typer.Option("--email", envvar="TRANSCRIBER_EMAIL")]

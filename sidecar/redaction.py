@@ -1,9 +1,10 @@
 """Keeping secrets out of everything that leaves the sidecar (P17, H1).
 
 What is removed
-    Every secret registered from the settings (``register_secrets``) or handed
-    to ``scrubber`` by a provider — keys, tokens and passwords alike — before a
-    text is stored, logged or cut:
+    Every secret registered from the settings (``register_secrets``,
+    ``register_passwords``) or handed to ``scrubber`` by a provider — keys,
+    tokens and passwords alike, each where it can be (below) — before a text is
+    stored, logged or cut:
 
     * any run of 8 or more of its characters (``PIECE``), wherever it stands in
       the text;
@@ -78,6 +79,15 @@ False positives, and their bounds
     secret (4 to 7 characters) is one of about 2·10⁹ byte strings: base64
     text of a few megabytes may decode to one by chance.
 
+Keys and passwords
+    Keys, tokens and access keys (``register_secrets``) are sent to providers and stores, so they
+    can come back in anything those answer: they are removed from every text. Passwords
+    (``register_passwords``: the superuser's, the service account's) are sent to nobody but
+    PocketBase: they are removed from messages and logs (``redact``) and never looked for in
+    what people said or wrote (``redact_said``, ``redact_transcript``, ``redact_result``): a
+    transcript cut where it says words of the owner's password would be a way to guess it,
+    outside every limit on signing in, and would cut ordinary words from people's speech.
+
 Provider results (``redact_result``, ``redact_transcript``) get the secrets
 removed and nothing else: the shapes of ``_PATTERNS`` (``Basic …``,
 ``password=…``) are for messages and logs, not for what was said. In a JSON
@@ -112,7 +122,9 @@ __all__ = [
     "Scrub",
     "redact",
     "redact_result",
+    "redact_said",
     "redact_transcript",
+    "register_passwords",
     "register_secrets",
     "scrubber",
     "short",
@@ -148,23 +160,39 @@ _PATTERNS = [
 ]
 
 _lock = threading.Lock()
-_known: frozenset[str] = frozenset()
+_known: frozenset[str] = frozenset()  # keys and tokens: removed from every text
+_passwords: frozenset[str] = frozenset()  # removed from messages and logs only
 
 
 def register_secrets(values: Iterable[str | None]) -> None:
-    """Remembers secret values (keys, tokens, passwords) so that no run of 8 of their characters leaves in clear."""
+    """Remembers keys and tokens so that no run of 8 of their characters leaves in clear, anywhere."""
     global _known
     with _lock:
         _known = _known | {v for v in values if v and len(v) >= MIN_SECRET}
 
 
+def register_passwords(values: Iterable[str | None]) -> None:
+    """Remembers passwords: removed from messages and logs (``redact``), never from what people said."""
+    global _passwords
+    with _lock:
+        _passwords = _passwords | {v for v in values if v and len(v) >= MIN_SECRET}
+
+
 def redact(text: str) -> str:
-    """``text`` without the registered secrets, nor the shapes secrets take in URLs and headers."""
-    return _shapes(_Finder.of(_known).clean(text))
+    """A message or a log line without the registered secrets, passwords included, nor the shapes
+    secrets take in URLs and headers. Not for what people said or wrote: ``redact_said``."""
+    return _shapes(_Finder.of(_known | _passwords).clean(text))
+
+
+def redact_said(text: str) -> str:
+    """What people said or wrote (a transcript's text, a brief of it) without the registered keys;
+    passwords are not looked for (an oracle for them), nor the shapes of ``redact``."""
+    return _Finder.of(_known).clean(text)
 
 
 def scrubber(secrets: Iterable[str | None]) -> Scrub:
-    """``redact`` plus this provider's own secret values, whether or not they were registered globally."""
+    """A provider's messages without the registered keys and this provider's own, whether or not they
+    were registered globally. Its messages may quote what was said: passwords are not looked for."""
     own = frozenset(s for s in secrets if s and len(s) >= MIN_SECRET)
 
     def scrub(text: str) -> str:

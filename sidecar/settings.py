@@ -12,8 +12,10 @@ A file named by ``--config`` or ``TRANSCRIBER_CONFIG`` must exist, except that
 
 from __future__ import annotations
 
+import enum
 import os
 import re
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -56,9 +58,23 @@ def _absent_if_empty(value: Any) -> Any:
     return value
 
 
+class Secret(enum.Enum):
+    """How a setting's value is kept out of what leaves the service (``sidecar.redaction``)."""
+
+    # Sent to a provider or a store, so it can come back in what they answer: removed from
+    # everything stored, logged or shown, what was said included.
+    KEY = "key"
+    # Never sent to a provider: removed from messages and logs, never looked for in what people
+    # said or wrote (a transcript redacted where it says words of a password would tell them).
+    PASSWORD = "password"  # noqa: S105 - a kind of secret, not one
+
+
 # Optional credentials: "" counts as not given, so that half a pair is caught (O7).
 OptionalText = Annotated[str | None, BeforeValidator(_absent_if_empty)]
-OptionalSecret = Annotated[SecretStr | None, BeforeValidator(_absent_if_empty)]
+OptionalSecret = Annotated[SecretStr | None, BeforeValidator(_absent_if_empty), Secret.KEY]
+OptionalPassword = Annotated[SecretStr | None, BeforeValidator(_absent_if_empty), Secret.PASSWORD]
+# An access key's id: not secret alone, but half of a credential that is kept out of texts all the same.
+OptionalKeyId = Annotated[str | None, BeforeValidator(_absent_if_empty), Secret.KEY]
 
 
 class Section(BaseModel):
@@ -107,9 +123,9 @@ class PocketBaseSettings(Section):
     http: str = "127.0.0.1:8090"
     data_dir: Path = Path("pb_data")
     service_email: OptionalText = None
-    service_password: OptionalSecret = None
+    service_password: OptionalPassword = None
     superuser_email: OptionalText = None
-    superuser_password: OptionalSecret = None
+    superuser_password: OptionalPassword = None
     timeout: Duration = timedelta(seconds=30)
     upload_timeout: Duration = timedelta(minutes=30)
     # How long the body of any request but an upload may take to arrive (PocketBase's own
@@ -118,6 +134,9 @@ class PocketBaseSettings(Section):
     migrations_dir: Path | None = None
     hooks_dir: Path | None = None
     public_dir: Path | None = None  # the sender's page (pb_public/ beside the hooks by default)
+    # The key PocketBase encrypts its settings with, outside the data directory (made on the first
+    # start when absent); unset: beside it, <data_dir>.key. PB_ENCRYPTION_KEY in the environment wins.
+    settings_key_file: Path | None = None
 
     @model_validator(mode="after")
     def _credentials_in_pairs(self) -> PocketBaseSettings:
@@ -166,7 +185,7 @@ class BackupSettings(Section):
     s3_bucket: OptionalText = None
     s3_endpoint: str = ""
     s3_region: str = ""
-    s3_access_key: OptionalText = None
+    s3_access_key: OptionalKeyId = None
     s3_secret: OptionalSecret = None
     s3_force_path_style: bool = False
 
@@ -252,7 +271,7 @@ class ObjectStorageSettings(Section):
     region: str = "ru-central1"
     bucket: OptionalText = None
     prefix: str = "transcriber/"
-    access_key_id: OptionalText = None
+    access_key_id: OptionalKeyId = None
     secret_access_key: OptionalSecret = None
     timeout: Duration = timedelta(minutes=10)
 
@@ -343,8 +362,32 @@ class Settings(BaseSettings):
         return tuple(sources)
 
 
+def secret_fields(model: type[BaseModel] | None = None, prefix: str = "") -> Iterator[tuple[str, Secret]]:
+    """Every secret setting, as ``section.key``, and its kind: the fields marked ``Secret``, and any
+    other ``SecretStr`` field as a key (a secret nobody classified is removed everywhere)."""
+    for name, field in (model or Settings).model_fields.items():
+        kind = next((m for m in field.metadata if isinstance(m, Secret)), None)
+        annotation = field.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            yield from secret_fields(annotation, f"{prefix}{name}.")
+        elif kind is not None or "SecretStr" in repr(annotation):
+            yield f"{prefix}{name}", kind or Secret.KEY
+
+
+def secret_values(settings: Settings) -> Iterator[tuple[Secret, str]]:
+    """The values of the secret settings that are set, with their kind."""
+    for path, kind in secret_fields():
+        value: Any = settings
+        for part in path.split("."):
+            value = getattr(value, part)
+        if isinstance(value, SecretStr):
+            value = value.get_secret_value()
+        if value:
+            yield kind, str(value)
+
+
 # Environment names that belong to the CLI's sender commands, not to the settings.
-_NOT_SETTINGS = {"config", "server", "email", "password"}
+_NOT_SETTINGS = {"config", "server", "email", "password", "devices"}
 
 
 class SettingsError(ValueError):

@@ -313,11 +313,16 @@ def running_pocketbase(
     read_timeout: timedelta | None = None,
     body_timeout: timedelta | None = None,
     quotas: QuotaSettings | None = None,
+    hooks_dir: Path | None = None,
 ) -> Iterator[PocketBaseServer]:
-    """A fresh PocketBase with the project's migrations and hooks on a free port, data under ``tmp``."""
+    """A fresh PocketBase with the project's migrations and hooks (or ``hooks_dir``'s) on a free port,
+    data under ``tmp``."""
     port = free_port()
     data_dir = tmp / "pb_data"
-    shutil.copytree(_prepared_template(), data_dir)
+    template = _prepared_template()
+    shutil.copytree(template, data_dir)
+    # Its settings are encrypted with the key beside it (sidecar.pocketbase.settings_key): the copy's too.
+    shutil.copy2(template.with_name(template.name + ".key"), data_dir.with_name(data_dir.name + ".key"))
     settings = test_settings(data_dir, port)
     settings.intake.max_upload_mb = max_upload_mb
     if read_timeout is not None:
@@ -326,6 +331,8 @@ def running_pocketbase(
         settings.pocketbase.read_timeout = body_timeout
     if quotas is not None:
         settings.quotas = quotas
+    if hooks_dir is not None:
+        settings.pocketbase.hooks_dir = hooks_dir
     account = process.service_account(settings, create=False)
     log_path = tmp / "pocketbase.log"
     proc = _spawn(settings, settings.pocketbase.url, log_path)

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,12 @@ stamina.set_testing(True, attempts=RETRY_ATTEMPTS_CAP, cap=True)
 settings.register_profile("repeatable", derandomize=True, deadline=None)
 settings.register_profile("explore", derandomize=False, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
+
+# The sender's command keeps its device tokens in the user's state directory (sidecar.sender.devices):
+# the tests' go to a directory of their own.
+os.environ.setdefault(
+    "TRANSCRIBER_DEVICES", str(Path(tempfile.mkdtemp(prefix="transcriber-devices-")) / "devices.json")
+)
 
 # Figures the survival tests measure (kills survived, stale writes refused, …),
 # printed at the end of the run.

@@ -1,7 +1,13 @@
 // H2, third pass: wrong passwords are limited so that a stranger cannot turn
 // the limit against the account's holder.
 //
-// - Per (account, address) pair: FREE wrong passwords, then a wait that
+// - A device that signed in to the account holds a device token (OWASP's
+//   "device cookies"): signed with the account's token key (a new password
+//   voids them all), given at every password sign-in as the `X-Device-Token`
+//   header and an HttpOnly cookie, presented back by the CLI (the header) and
+//   the page (the cookie). A try that presents one is counted per (account,
+//   device), by its own failures only: never refused because of others'.
+// - Per (account, address) pair (a client with no device token): FREE wrong passwords, then a wait that
 //   starts at BASE_MS and doubles with each further failure, up to CAP_MS;
 //   while it runs, that pair's logins (the right password included, else the
 //   wait would tell a guesser when they got it right) get 429
@@ -14,7 +20,11 @@
 //   then until QUIET_MS pass without a try, such addresses together get
 //   UNDER_ATTACK tries a window; the rest wait for the next window. A guess
 //   spread over many addresses stays bounded; the holder's known addresses
-//   are untouched. The owner is told: a line in PocketBase's log (the panel's
+//   are untouched. A client never seen on the account (no count of its own:
+//   the holder's phone on a new network) has a lane of its own: FRESH tries
+//   every FRESH_WINDOW_MS, which strangers' refused tries do not renew; it
+//   closes to an address at its first wrong password, so a stranger needs a
+//   new address for each of its tries. The owner is told: a line in PocketBase's log (the panel's
 //   Logs) and on standard error, a `login_alerts` row, and the figures the
 //   workers export as metrics (`figures`).
 // - An identity no account has is counted the same way (keyed by what was
@@ -22,6 +32,12 @@
 //   exist. The owner's (superuser) logins are guarded alike.
 // - A signed-in session is never refused: only password checks pass here
 //   (the login, and the old password of a change, lib/password.js).
+//
+// - The store is bounded: past MAX_KEYS entries, an address that opened more
+//   than CROWD counts lately (a flood of made-up names) is refused; known
+//   devices and addresses, and every other address, still sign in.
+// - The owner lets an account in again (a row of login_unlocks: the panel, or
+//   `transcriber user unlock EMAIL`): its counts are forgotten.
 //
 // The counts live in PocketBase's shared in-memory store (every JS runtime
 // sees it; values are plain strings any runtime can read): a restart forgets
@@ -45,13 +61,21 @@ const WINDOW_MS = 15 * 60 * 1000;
 const ATTACK_AT = 20;
 const UNDER_ATTACK = 5;
 const QUIET_MS = 15 * 60 * 1000;
-// Past this many entries in the store, addresses an account does not know are refused (fail closed: the
-// holders' known addresses still sign in) rather than let a flood of new pairs go uncounted.
+// Past this many entries in the store, an address that opened more than CROWD new counts within
+// PAIR_MEMORY_MS is refused (the flood's own addresses) rather than let its new pairs go uncounted; known
+// devices and addresses, and addresses that opened few, are not (a holder's new phone opened none).
 const MAX_KEYS = 200000;
+const CROWD = 10;
 const FULL_WAIT_MS = 60 * 1000;
+// A client never seen on an account gets FRESH tries a FRESH_WINDOW_MS while the account's window is spent.
+const FRESH = 3;
+const FRESH_WINDOW_MS = 60 * 1000;
+const DEVICE_HEADER = "X-Device-Token";
+const DEVICE_COOKIE = "transcriber_device_";
 const DAY_MS = 24 * 60 * 60 * 1000;
-// Known addresses unseen this long are forgotten.
+// Known addresses unseen this long are forgotten; a device token is good this long after its last sign-in.
 const ADDRESS_MEMORY_MS = 180 * DAY_MS;
+const DEVICE_MEMORY_MS = 180 * DAY_MS;
 const EXEMPT = ["services"];
 
 const P = "transcriber.login.";
@@ -60,6 +84,7 @@ const ACCOUNT = P + "account|";
 const ALERTS = P + "alerts";
 const STATS = P + "stats";
 const PRUNED = P + "pruned";
+const OPENED = P + "opened|";
 
 // --- who and where -----------------------------------------------------------------------
 
@@ -102,6 +127,64 @@ function dbTime(ms) {
 function msOf(value) {
   const s = String(value || "");
   return s === "" ? 0 : Date.parse(s.replace(" ", "T")) || 0;
+}
+
+// --- the trusted devices (signed tokens, nothing stored) -------------------------------------
+
+// "v1.ISSUED.ID.SIGNATURE": the device's id and when it last signed in, signed with the account's token key.
+function deviceSignature(record, issued, id) {
+  return $security.hs256(record.collection().id + "|" + record.id + "|" + issued + "|" + id, record.tokenKey());
+}
+
+function deviceCookie(who) {
+  return DEVICE_COOKIE + $security.sha256(who.key).slice(0, 16);
+}
+
+// The device's id if `token` is one this account signed and still good, else "".
+function verifiedDevice(token, record, now) {
+  const f = String(token || "").split(".");
+  if (f.length !== 4 || f[0] !== "v1" || !/^[a-z0-9]{20}$/.test(f[2])) return "";
+  const issued = parseInt(f[1], 10) || 0;
+  if (issued <= 0 || now - issued > DEVICE_MEMORY_MS || issued - now > 60 * 1000) return "";
+  return $security.equal(f[3], deviceSignature(record, f[1], f[2])) ? f[2] : "";
+}
+
+// The trusted device a try comes from (the header, else the cookie), or "".
+function deviceOf(req, record, who, now) {
+  if (!record) return "";
+  const presented = [String(req.request.header.get(DEVICE_HEADER) || "")];
+  try {
+    presented.push(String(req.request.cookie(deviceCookie(who)).value || ""));
+  } catch (_) {
+    // no cookie
+  }
+  for (const token of presented) {
+    const id = token ? verifiedDevice(token, record, now) : "";
+    if (id) return id;
+  }
+  return "";
+}
+
+function isHttps(req) {
+  const proto = String(req.request.header.get("X-Forwarded-Proto") || "").toLowerCase();
+  return Boolean(req.request.tls) || proto === "https";
+}
+
+// The onRecordAuthRequest handler: a password sign-in's answer carries the device's token (its own, renewed,
+// when it presented one), in the header for the CLI and in an HttpOnly cookie for the page.
+function trustDevice(e) {
+  if (e.authMethod !== "password" || !e.record || EXEMPT.indexOf(e.collection.name) >= 0) return e.next();
+  const req = e.requestEvent; // the request's own event (as in `guard`)
+  const now = Date.now();
+  const who = whoOf(e.collection, e.record, "");
+  const id = deviceOf(req, e.record, who, now) || $security.randomStringWithAlphabet(20, "abcdefghijklmnopqrstuvwxyz0123456789");
+  const token = "v1." + now + "." + id + "." + deviceSignature(e.record, String(now), id);
+  req.response.header().set(DEVICE_HEADER, token);
+  req.setCookie(new Cookie({
+    name: deviceCookie(who), value: token, path: "/api/", maxAge: DEVICE_MEMORY_MS / 1000,
+    secure: isHttps(req), httpOnly: true, sameSite: 3, // Strict: sent by the page's own requests only
+  }));
+  return e.next();
 }
 
 // --- the known addresses (database) --------------------------------------------------------
@@ -195,22 +278,42 @@ function begin(req, collection, record, identity, session) {
   const now = Date.now();
   const who = whoOf(collection, record, identity);
   const address = addressOf(req);
-  const pairKey = PAIR + who.key + "|" + address;
+  const device = session ? "" : deviceOf(req, record, who, now);
+  const pairKey = PAIR + who.key + "|" + (device ? "d:" + device : address);
   const peek = readPair(store.get(pairKey), now);
-  const seen = peek ? 0 : lastSeen(who, address);
+  const seen = peek && !device ? 0 : lastSeen(who, address);
+  const addressKnown = device ? seen > 0 : peek ? peek.known : seen > 0;
   const c = {
-    store, now, who, address, pairKey, seen, known: peek ? peek.known : seen > 0, session: Boolean(session),
-    wait: 0, pair: null, before: 0, windowTaken: false,
+    store, now, who, address, pairKey, seen, device, addressKnown, known: device !== "" || addressKnown,
+    session: Boolean(session), isNew: !peek,
+    // No wrong password of its own on the account: the lane is open to it, once (its first failure ends it).
+    fresh: !peek || peek.n === 0,
+    wait: 0, pair: null, before: 0, windowTaken: false, laneTaken: false,
   };
-  if (!peek && !c.known && store.length() >= MAX_KEYS) c.wait = FULL_WAIT_MS;
+  if (!peek && !c.known && opened(store, address, now) >= CROWD && store.length() >= MAX_KEYS) c.wait = FULL_WAIT_MS;
   else takePair(c);
   if (c.wait === 0 && !c.known && !c.session) takeWindow(c);
   if (c.wait > 0) refused(c);
   return c;
 }
 
+// How many new counts `address` opened within PAIR_MEMORY_MS ("n,first").
+function opened(store, address, now) {
+  const f = String(store.get(OPENED + address) || "").split(",");
+  return now - (parseInt(f[1], 10) || 0) < PAIR_MEMORY_MS ? parseInt(f[0], 10) || 0 : 0;
+}
+
+function open(store, address, now) {
+  store.setFunc(OPENED + address, (old) => {
+    const f = String(old || "").split(",");
+    const first = parseInt(f[1], 10) || 0;
+    return now - first < PAIR_MEMORY_MS ? (parseInt(f[0], 10) || 0) + 1 + "," + first : "1," + now;
+  });
+}
+
 // The pair's slot: refused while its wait runs, else counted now (and its next wait set).
 function takePair(c) {
+  if (c.isNew && !c.known) open(c.store, c.address, c.now);
   c.store.setFunc(c.pairKey, (old) => {
     const s = readPair(old, c.now) || { n: 0, last: c.now, until: 0, known: c.known };
     if (c.now < s.until) {
@@ -249,8 +352,20 @@ function takeWindow(c) {
     if (!s || (s.attack && !underAttack(s, c.now))) s = freshAccount(c.now);
     const wait = budgetWait(s, c.now);
     if (wait > 0) {
-      c.wait = wait;
-      return old || "";
+      // A client never seen on the account takes the lane of its own, if a slot of it is free.
+      const lane = c.fresh ? laneWait(s, c.now) : wait;
+      if (lane > 0) {
+        c.wait = Math.min(wait, lane);
+        return old || "";
+      }
+      if (!s.fs || c.now >= s.fs + FRESH_WINDOW_MS) {
+        s.fs = c.now;
+        s.ff = 0;
+      }
+      s.ff++;
+      s.last = Math.max(s.last, c.now);
+      c.laneTaken = s.fs;
+      return JSON.stringify(s);
     }
     if (c.now >= s.ws + WINDOW_MS) {
       s.ws = c.now;
@@ -264,15 +379,23 @@ function takeWindow(c) {
   if (c.wait > 0) givePairBack(c);
 }
 
+// How long a client never seen on the account waits for a slot of its lane (ms), 0 if one is free.
+function laneWait(s, now) {
+  if (!s.fs || now >= s.fs + FRESH_WINDOW_MS) return 0;
+  return s.ff >= FRESH ? s.fs + FRESH_WINDOW_MS - now : 0;
+}
+
 function giveWindowBack(c) {
-  if (c.windowTaken === false) return;
+  if (c.windowTaken === false && c.laneTaken === false) return;
   c.store.setFunc(ACCOUNT + c.who.key, (old) => {
     const s = readAccount(old, c.now);
     if (!s) return old || "";
-    if (s.ws === c.windowTaken && s.wf > 0) s.wf--;
+    if (c.windowTaken !== false && s.ws === c.windowTaken && s.wf > 0) s.wf--;
+    if (c.laneTaken !== false && s.fs === c.laneTaken && s.ff > 0) s.ff--;
     return JSON.stringify(s);
   });
   c.windowTaken = false;
+  c.laneTaken = false;
 }
 
 // A try turned away before its password was looked at.
@@ -308,7 +431,7 @@ function failed(c) {
       return writePair(s);
     });
   }
-  if (c.windowTaken === false) return;
+  if (c.windowTaken === false && c.laneTaken === false) return;
   const fresh = c.before === 0 ? 1 : 0; // the pair's first failure: an address new to this account's count
   let crossed = false;
   let snap = null;
@@ -335,7 +458,7 @@ function succeeded(c) {
   c.store.remove(c.pairKey);
   c.pair = null;
   giveWindowBack(c);
-  if (!c.known || (c.seen > 0 && c.now - c.seen > DAY_MS)) remember(c.who, c.address, c.now);
+  if (!c.addressKnown || (c.seen > 0 && c.now - c.seen > DAY_MS)) remember(c.who, c.address, c.now);
 }
 
 // Neither right nor wrong (PocketBase refused for another reason): the slots are given back.
@@ -529,6 +652,7 @@ function sweep(now) {
     const key = String(k);
     if (key.indexOf(PAIR) === 0 && readPair(store.get(key), now) === null) store.remove(key);
     else if (key.indexOf(ACCOUNT) === 0 && readAccount(store.get(key), now) === null) store.remove(key);
+    else if (key.indexOf(OPENED) === 0 && opened(store, key.slice(OPENED.length), now) === 0) store.remove(key);
   }
 }
 
@@ -543,9 +667,69 @@ function prune(now) {
   $app.db().newQuery("DELETE FROM login_addresses WHERE last_seen < {:cut}").bind({ cut: dbTime(now - ADDRESS_MEMORY_MS) }).execute();
 }
 
+// --- the owner lets an account in ------------------------------------------------------------
+
+// Forgets every count of the account (its addresses' and devices' waits, the attack's window): its next
+// sign-in from anywhere is looked at. The number of counts forgotten.
+function unlock(collectionName, email) {
+  const record = $app.findAuthRecordByEmail(collectionName, email);
+  const who = whoOf(record.collection(), record, "");
+  const store = $app.store();
+  let forgotten = 0;
+  for (const k of store.keys()) {
+    const key = String(k);
+    if (key === ACCOUNT + who.key || key.indexOf(PAIR + who.key + "|") === 0) {
+      store.remove(key);
+      forgotten++;
+    }
+  }
+  return forgotten;
+}
+
+// A row of login_unlocks applied: the account's counts forgotten, the row marked.
+function applyUnlock(row) {
+  let outcome;
+  try {
+    const n = unlock(row.getString("collection"), row.getString("identity"));
+    outcome = "unlocked: " + n + " count(s) forgotten";
+  } catch (_) {
+    outcome = "no such account";
+  }
+  row.set("applied", dbTime(Date.now()));
+  row.set("outcome", outcome);
+  $app.save(row);
+  $app.logger().info("Login unlocked by the owner", "collection", row.getString("collection"),
+    "identity", row.getString("identity"), "outcome", outcome);
+}
+
+// The rows written by `transcriber user unlock` (another process): applied at the cron's minute.
+function applyUnlocks() {
+  const rows = $app.findRecordsByFilter("login_unlocks", "applied = ''", "created", 100, 0);
+  for (const row of rows) {
+    try {
+      applyUnlock(row);
+    } catch (err) {
+      console.error("login guard: the unlock " + row.id + " could not be applied: " + err);
+    }
+  }
+}
+
+// The panel's new row: the account must exist; applied at once.
+function unlockRequested(e) {
+  const collection = e.record.getString("collection");
+  try {
+    $app.findAuthRecordByEmail(collection, e.record.getString("identity"));
+  } catch (_) {
+    throw new BadRequestError("No account of " + collection + " has the e-mail " + e.record.getString("identity") + ".");
+  }
+  e.next();
+  applyUnlock($app.findRecordById("login_unlocks", e.record.id));
+}
+
 // The cron's minute (auth.pb.js).
 function tick() {
   const now = Date.now();
+  applyUnlocks();
   flush();
   closeOrphans();
   sweep(now);
@@ -564,5 +748,5 @@ function figures() {
 }
 
 module.exports = {
-  guard, resetConfirmed, begin, failed, succeeded, tooMany, flush, tick, figures,
+  guard, resetConfirmed, trustDevice, unlock, unlockRequested, begin, failed, succeeded, tooMany, flush, tick, figures,
 };

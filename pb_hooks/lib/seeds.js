@@ -61,4 +61,4 @@ function settle(app, name, fingerprint, key) {
   return { outcome: outcome, first: last === null };
 }
 
-module.exports = { given: given, settle: settle, remember: remember };
+module.exports = { given: given, settle: settle, recall: recall, remember: remember };

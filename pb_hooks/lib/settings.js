@@ -51,6 +51,7 @@ const PROCESS = {
   accountPassword: "TRANSCRIBER_ACCOUNT_PASSWORD",  // H5: an account command's password, never on its command line
   eraseProviderCopies: "TRANSCRIBER_ERASE_PROVIDER_COPIES",  // sender-erase: provider copies removed first
   seedFingerprints: "TRANSCRIBER_SEED_FINGERPRINTS",  // backups-seed, owner-upsert: the keys the settings name (lib/seeds.js)
+  settingsKey: "PB_ENCRYPTION_KEY",  // PocketBase's settings key (--encryptionEnv; sidecar/pocketbase/settings_key.py)
 };
 
 const UNITS = { ms: 0.001, s: 1, m: 60, min: 60, h: 3600, d: 86400 };

@@ -7,8 +7,11 @@ each of them without that sender: its database is unpacked, the same erase
 (PocketBase's ``sender-erase``) runs on the copy, the database is compacted
 (so no freed page keeps an erased row), and the backup is zipped again
 without the sender's stored files, then put in place of the old one under
-the same name, in one rename. Backups kept in an S3 bucket are not read here;
-the erase says so.
+the same name, in one rename. Backups PocketBase keeps in an S3 bucket (its
+Settings → Backups) are read the same way, each downloaded to a temporary
+directory; a rewritten one is uploaded back under its key. PocketBase's
+settings (where the bucket and its keys are) are read with the key they are
+encrypted with (``pocketbase.settings_key``).
 """
 
 from __future__ import annotations
@@ -25,9 +28,11 @@ from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sidecar.owner.backups import BACKUPS_DIR
 from sidecar.owner.sender_data import SenderDataError, erase_rows, read_sender
+from sidecar.pocketbase.settings_key import key_file, settings_key, stored_settings
 from sidecar.settings import Settings
 
 _DATABASE = "data.db"
@@ -71,11 +76,73 @@ def local_backups(data_dir: Path) -> list[Path]:
     return sorted(found, key=lambda p: (p.stat().st_mtime, p.name))
 
 
-def s3_bucket(data_dir: Path) -> str | None:
-    """The bucket PocketBase sends its backups to, if it does (its settings, as the panel shows them)."""
-    settings = _settings_of(data_dir / _DATABASE)
-    s3 = settings.get("backups", {}).get("s3", {}) if settings else {}
-    return str(s3.get("bucket") or "?") if s3.get("enabled") else None
+@dataclass(frozen=True)
+class S3Backups:
+    """The S3 bucket PocketBase sends its backups to, as its settings (the panel's) name it."""
+
+    bucket: str
+    endpoint: str
+    region: str
+    access_key: str
+    secret: str
+    force_path_style: bool
+
+    def client(self) -> Any:
+        import boto3
+        from botocore.config import Config
+
+        style = "path" if self.force_path_style else "auto"
+        return boto3.session.Session(
+            aws_access_key_id=self.access_key, aws_secret_access_key=self.secret, region_name=self.region or None
+        ).client("s3", endpoint_url=self.endpoint or None, config=Config(s3={"addressing_style": style}))
+
+    def names(self, client: Any) -> list[str]:
+        """The backups in the bucket (PocketBase keeps them at its top, ``NAME.zip``)."""
+        found: list[str] = []
+        for page in client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket):
+            found += [str(o["Key"]) for o in page.get("Contents", [])]
+        return sorted(k for k in found if k.endswith(".zip") and "/" not in k and not k.startswith("."))
+
+
+def s3_backups(settings: Settings) -> S3Backups | None:
+    """Where PocketBase sends its backups, if to a bucket."""
+    stored = _settings_of(settings.pocketbase.data_dir / _DATABASE, settings_key(settings))
+    s3: dict[str, Any] = dict((stored or {}).get("backups", {}).get("s3", {}))
+    if not s3.get("enabled"):
+        return None
+    return S3Backups(
+        bucket=str(s3.get("bucket") or ""),
+        endpoint=str(s3.get("endpoint") or ""),
+        region=str(s3.get("region") or ""),
+        access_key=str(s3.get("accessKey") or ""),
+        secret=str(s3.get("secret") or ""),
+        force_path_style=bool(s3.get("forcePathStyle")),
+    )
+
+
+@contextmanager
+def s3_holding(store: S3Backups, sender_id: str, *, account: bool) -> Iterator[list[Held]]:
+    """Each backup in the bucket that holds anything of the sender, downloaded into a temporary directory
+    (each file named as its key) for as long as the block runs."""
+    with tempfile.TemporaryDirectory(prefix="transcriber-s3-backups-") as tmp:
+        client = store.client()
+        found: list[Held] = []
+        for name in store.names(client):
+            local = Path(tmp) / name
+            try:
+                client.download_file(store.bucket, name, str(local))
+                made = client.head_object(Bucket=store.bucket, Key=name)["LastModified"].timestamp()
+                os.utime(local, (made, made))  # when it was made, as a local backup's file says
+                with _unpacked(local) as copy:
+                    found.append(_held(local, copy / _DATABASE, sender_id, account=account))
+            except (PruneError, sqlite3.Error) as exc:
+                found.append(Held(local, 0, False, unreadable=str(exc)))
+        yield [h for h in found if h.anything]
+
+
+def upload(store: S3Backups, held: Held) -> None:
+    """A rewritten backup put back in the bucket under its key, in place of the old one."""
+    store.client().upload_file(str(held.path), store.bucket, held.path.name)
 
 
 def erased_sender(data_dir: Path, email: str) -> str | None:
@@ -108,7 +175,7 @@ def prune_backup(settings: Settings, held: Held, sender_id: str, *, keep_account
     path = held.path
     before = path.stat()
     with _unpacked(path) as copy:
-        if (_settings_of(copy / _DATABASE) or {}).get("s3", {}).get("enabled"):
+        if (_settings_of(copy / _DATABASE, settings_key(settings)) or {}).get("s3", {}).get("enabled"):
             raise PruneError(f"{path.name}: its files are in S3 storage, which this does not rewrite")
         try:
             sender = read_sender(copy, sender_id)
@@ -119,6 +186,7 @@ def prune_backup(settings: Settings, held: Held, sender_id: str, *, keep_account
             gone.add(f"storage/{sender.collection_ids['users']}/{sender.sender_id}/")
         on_copy = settings.model_copy(deep=True)
         on_copy.pocketbase.data_dir = copy
+        on_copy.pocketbase.settings_key_file = key_file(settings)  # the install's key reads its backups
         try:
             summary = erase_rows(on_copy, sender.email, keep_account=keep_account, provider_copies=0, by=by)
         except RuntimeError as exc:
@@ -145,17 +213,9 @@ def _held(path: Path, database: Path, sender_id: str, *, account: bool) -> Held:
     return Held(path, int(recordings), account and bool(accounts))
 
 
-def _settings_of(database: Path) -> dict[str, dict[str, dict[str, object]]] | None:
-    """PocketBase's settings as stored (None when unreadable: encrypted, or no database)."""
-    if not database.is_file():
-        return None
-    try:
-        with closing(sqlite3.connect(f"file:{database}?mode=ro", uri=True, timeout=30)) as db:
-            row = db.execute("SELECT value FROM _params WHERE id = 'settings'").fetchone()
-        found: dict[str, dict[str, dict[str, object]]] = json.loads(row[0]) if row else {}
-    except (sqlite3.Error, ValueError):
-        return None
-    return found
+def _settings_of(database: Path, key: str | None) -> dict[str, Any] | None:
+    """PocketBase's settings as stored (None when unreadable: no database, or encrypted with another key)."""
+    return stored_settings(database, key)
 
 
 def _storage_of(collections: dict[str, str], *groups: list[dict[str, object]]) -> set[str]:

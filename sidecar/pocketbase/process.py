@@ -28,7 +28,7 @@ from typing import Any
 
 import httpx
 
-from sidecar.pocketbase import seeds
+from sidecar.pocketbase import seeds, settings_key
 from sidecar.settings import Settings
 
 SERVICE_FILE = "service-account.json"
@@ -143,6 +143,8 @@ def _base_args(settings: Settings) -> list[str]:
         f"--dir={settings.pocketbase.data_dir}",
         f"--migrationsDir={migrations_dir(settings)}",
         f"--hooksDir={hooks_dir(settings)}",
+        # Its settings (SMTP password, S3 secrets) encrypted with the key outside the data directory.
+        f"--encryptionEnv={settings_key.ENV}",
     ]
 
 
@@ -157,6 +159,7 @@ def environment(settings: Settings) -> dict[str, str]:
     from sidecar import __version__
 
     env = dict(os.environ)
+    env[settings_key.ENV] = settings_key.settings_key(settings)
     env["TRANSCRIBER_VERSION"] = __version__  # GET /api/transcriber/version
     env["TRANSCRIBER_INTAKE__MAX_UPLOAD_MB"] = str(settings.intake.max_upload_mb)
     # Durations as seconds: what both halves read from a bare number.
@@ -225,6 +228,8 @@ def prepare(settings: Settings) -> ServiceAccount:
     check_release(settings)
     private_dir(settings.pocketbase.data_dir)
     _run(settings, "migrate", "up")
+    # An install from before the key (or a restored plain backup): its settings saved again, encrypted.
+    _run(settings, "settings-encrypt")
     b = settings.backups
     named = seeds.backup_fingerprints(b)
     if named:
@@ -244,6 +249,11 @@ def prepare(settings: Settings) -> ServiceAccount:
 
 def add_user(settings: Settings, email: str, password: str) -> None:
     _run(settings, "user-add", "--", email, password=password)
+
+
+def unlock(settings: Settings, email: str, *, owner: bool = False) -> str:
+    """Lets an account in again (its wrong passwords' counts forgotten by the running server within a minute)."""
+    return _run(settings, "login-unlock", "--", "_superusers" if owner else "users", email).strip()
 
 
 def set_password(settings: Settings, email: str, password: str) -> None:

@@ -8,7 +8,9 @@ value, and the hooks apply one only when it changed since it was last applied,
 or when it was never applied and PocketBase still has its default
 (``pb_hooks/lib/seeds.js``, the rule). Otherwise the owner's value stands and
 one line says so, and how to make the settings win. A key the settings do not
-name is never touched.
+name is never touched; each S3 key is one of its own (naming the region
+changes the region only). A changed value that replaces one the owner set in
+the panel is said at WARNING, with the key's name.
 
 A fingerprint is the value itself where nothing in it is secret; where a
 password or the S3 secret is part of it, an scrypt hash (data.db keeps it,
@@ -22,6 +24,8 @@ import json
 import logging
 from typing import Any
 
+from pydantic import SecretStr
+
 from sidecar.settings import BackupSettings
 
 log = logging.getLogger("transcriber")
@@ -29,19 +33,18 @@ log = logging.getLogger("transcriber")
 # The variable the hooks read the named keys' fingerprints from (lib/settings.js PROCESS.seedFingerprints).
 SEEDS_ENV = "TRANSCRIBER_SEED_FINGERPRINTS"
 
-# Each [backups] key, and the key of PocketBase's settings it seeds. The S3 keys seed one: a bucket,
-# its endpoint and its keys make sense only together, so one changed in the settings applies them all.
-_BACKUP_KEYS = {
-    "cron": "cron",
-    "keep": "keep",
-    "s3_bucket": "s3",
-    "s3_endpoint": "s3",
-    "s3_region": "s3",
-    "s3_access_key": "s3",
-    "s3_secret": "s3",
-    "s3_force_path_style": "s3",
-}
-_SHOWN = {"cron": "[backups] cron", "keep": "[backups] keep", "s3": "[backups] s3_*"}
+# The [backups] keys, each seeded on its own; those whose value holds a credential are fingerprinted by a hash.
+_BACKUP_KEYS = (
+    "cron",
+    "keep",
+    "s3_bucket",
+    "s3_endpoint",
+    "s3_region",
+    "s3_access_key",
+    "s3_secret",
+    "s3_force_path_style",
+)
+_HASHED = {"s3_access_key", "s3_secret"}
 
 # scrypt's cost: 16 MiB and about 60 ms a fingerprint (two at most a start).
 _SCRYPT = {"n": 2**14, "r": 8, "p": 1, "dklen": 32}
@@ -58,23 +61,15 @@ def _hashed(purpose: str, value: object) -> str:
 
 def backup_fingerprints(backups: BackupSettings) -> dict[str, str]:
     """The [backups] keys the settings name ({cron, keep, s3} at most), each with its fingerprint."""
-    named = {_BACKUP_KEYS[k] for k in backups.model_fields_set}
     found: dict[str, str] = {}
-    if "cron" in named:
-        found["cron"] = _plain(backups.cron)
-    if "keep" in named:
-        found["keep"] = _plain(backups.keep)
-    if "s3" in named:
-        secret = backups.s3_secret.get_secret_value() if backups.s3_secret else ""
-        s3 = [
-            backups.s3_bucket or "",
-            backups.s3_endpoint,
-            backups.s3_region,
-            backups.s3_access_key or "",
-            secret,
-            backups.s3_force_path_style,
-        ]
-        found["s3"] = _hashed("backups.s3", s3)
+    for key in _BACKUP_KEYS:
+        if key not in backups.model_fields_set:
+            continue
+        value = getattr(backups, key)
+        if isinstance(value, SecretStr):
+            value = value.get_secret_value()
+        value = "" if value is None else value
+        found[key] = _hashed(f"backups.{key}", value) if key in _HASHED else _plain(value)
     return found
 
 
@@ -103,8 +98,17 @@ def log_report(output: str) -> None:
 
 
 def _log_backups(entry: dict[str, Any]) -> None:
-    name, panel, file = _SHOWN[entry["key"]], entry["panel"], entry["file"]
-    if entry["outcome"] == "apply":
+    name, panel, file = f"[backups] {entry['key']}", entry["panel"], entry["file"]
+    if entry["outcome"] == "apply" and entry.get("overrides"):
+        log.warning(
+            "%s: the settings' %s replaces the panel's %s (the settings' value changed since it was last "
+            "applied): to keep a value set in the panel, remove %s from the settings",
+            name,
+            file,
+            panel,
+            name,
+        )
+    elif entry["outcome"] == "apply":
         why = "PocketBase had its default" if entry["first"] else f"changed since last applied; PocketBase had {panel}"
         log.info("%s: %s applied from the settings (%s)", name, file, why)
     elif entry["outcome"] == "keep":
@@ -123,7 +127,13 @@ def _log_backups(entry: dict[str, Any]) -> None:
 def _log_superuser(entry: dict[str, Any]) -> None:
     email = entry["email"]
     if entry["outcome"] == "apply":
-        if entry["exists"]:
+        if entry["exists"] and entry.get("overrides"):
+            log.warning(
+                "superuser %s: [pocketbase] superuser_password changed since it was last applied and replaces "
+                "the one set in the panel; to keep a panel's change, remove superuser_password from the settings",
+                email,
+            )
+        elif entry["exists"]:
             log.info("superuser %s: password set from [pocketbase] superuser_password (it changed)", email)
         else:
             log.info("superuser %s created from [pocketbase] superuser_email and superuser_password", email)

@@ -43,6 +43,7 @@ from rich.progress import (
 )
 
 from sidecar.activity import words_for
+from sidecar.sender.devices import HEADER, DeviceTokens
 from sidecar.transcript.languages import LANGUAGES
 
 __all__ = [
@@ -256,8 +257,11 @@ class _Counted:
 class Session:
     """One sender, signed in; asks again through outages and signs in again when the token is refused."""
 
-    def __init__(self, server: str, email: str, password: str, display: Display) -> None:
+    def __init__(
+        self, server: str, email: str, password: str, display: Display, devices: DeviceTokens | None = None
+    ) -> None:
         self.server = server.rstrip("/")
+        self._devices = devices or DeviceTokens()
         self._email = email
         self._password = password
         self._display = display
@@ -277,9 +281,13 @@ class Session:
         self.http.close()
 
     def sign_in(self) -> None:
+        # This computer's device token for the account (lib/logins.js): strangers' wrong passwords never keep it out.
+        device = self._devices.get(self.server, self._email)
         try:
             resp = self.http.post(
-                "/api/collections/users/auth-with-password", json={"identity": self._email, "password": self._password}
+                "/api/collections/users/auth-with-password",
+                json={"identity": self._email, "password": self._password},
+                headers={HEADER: device} if device else None,
             )
         except httpx.TransportError as exc:
             if self._token:  # signing in again, in the middle of an outage
@@ -290,6 +298,9 @@ class Session:
         if resp.status_code != 200:
             raise SenderError(f"sign-in failed for {self._email}: {_error(resp)}")
         self._token = str(resp.json()["token"])
+        given = resp.headers.get(HEADER)
+        if given and given != device:
+            self._devices.put(self.server, self._email, given)
 
     def upload(self, file: Path, *, title: str | None, language: str | None) -> dict[str, Any]:
         """Creates the recording (once: never repeated on its own); its poll body."""

@@ -24,11 +24,11 @@ from sidecar.pocketbase.client import PocketBaseClient
 from sidecar.providers.base import Provider
 from sidecar.providers.offline.diarizer import DiarizerUnavailable
 from sidecar.providers.offline.models import ModelLoadError
-from sidecar.redaction import register_secrets
+from sidecar.redaction import register_passwords, register_secrets
 from sidecar.runtime.clock import Clock, SystemClock
 from sidecar.runtime.cpus import CpuGate
 from sidecar.serving.startup import StartupError
-from sidecar.settings import Settings
+from sidecar.settings import Secret, Settings, secret_values
 from sidecar.steps.base import Providers, Step, StepKit
 from sidecar.storage.copies import LocalCopies
 from sidecar.storage.errors import LoginRateLimited, StorageUnavailable
@@ -94,20 +94,16 @@ def make_provider(settings: Settings, name: str | None = None) -> Provider:
 
 
 def register_settings_secrets(settings: Settings) -> None:
-    pb, sk, os_, oa = settings.pocketbase, settings.speechkit, settings.object_storage, settings.openai
-    # Keys, tokens and passwords alike: any run of 8 of their characters is theirs.
-    register_secrets(
-        s.get_secret_value() if s else None
-        for s in (sk.api_key, sk.iam_token, os_.secret_access_key, oa.api_key, settings.insights.api_key)
-    )
-    register_secrets([os_.access_key_id])
-    register_secrets(s.get_secret_value() if s else None for s in (pb.service_password, pb.superuser_password))
+    """Every secret setting, as the settings model marks it: keys everywhere, passwords in messages and logs."""
+    found = list(secret_values(settings))
+    register_secrets(value for kind, value in found if kind is Secret.KEY)
+    register_passwords(value for kind, value in found if kind is Secret.PASSWORD)
 
 
 def pocketbase_storage(settings: Settings, clock: Clock) -> PocketBaseClient:
     """The storage client for the configured PocketBase, signed in as the service user."""
     account = process.service_account(settings, create=False)
-    register_secrets([account.password])
+    register_passwords([account.password])
     return PocketBaseClient(
         settings.pocketbase.url,
         account.email,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from sidecar.insights.summarize import Source, summarize
 from sidecar.outcome import Advance, HaltCode, PermanentError, StepResult
-from sidecar.redaction import redact
+from sidecar.redaction import redact_said
 from sidecar.steps.base import StepContext
 
 __all__ = ["run"]
@@ -33,10 +33,10 @@ async def run(ctx: StepContext) -> StepResult:
     # A registered secret said in the recording (finalize stored the transcript without them) never
     # travels to a model, whatever wrote the transcript since.
     segments = [
-        {**s, "text": redact(str(s.get("text", "")))} for s in data.get("segments") or [] if isinstance(s, dict)
+        {**s, "text": redact_said(str(s.get("text", "")))} for s in data.get("segments") or [] if isinstance(s, dict)
     ]
     source = Source(
-        text=redact(text),
+        text=redact_said(text),
         segments=segments,
         language=str(data.get("language") or ""),
         topics=[str(t) for t in data.get("topics") or []],

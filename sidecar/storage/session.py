@@ -24,7 +24,7 @@ import anyio
 import anyio.to_thread
 
 from sidecar.activity import Activity
-from sidecar.redaction import redact, redact_result
+from sidecar.redaction import redact, redact_result, redact_said
 from sidecar.storage.copies import LocalCopies
 from sidecar.storage.model import (
     AttemptChange,
@@ -49,7 +49,7 @@ def redact_insights(result: dict[str, Any]) -> dict[str, Any]:
 
     def clean(v: Any) -> Any:
         if isinstance(v, str):
-            return redact(v)
+            return redact_said(v)
         if isinstance(v, list):
             return [clean(x) for x in v]
         if isinstance(v, dict):

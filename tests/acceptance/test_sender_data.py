@@ -3,6 +3,7 @@ other senders untouched (real PocketBase, the real pipeline, the CLI as the owne
 
 from __future__ import annotations
 
+import io
 import json
 import sqlite3
 import subprocess
@@ -178,6 +179,11 @@ def _members(archive: Path) -> dict[str, bytes]:
         return {name: zf.read(name) for name in zf.namelist()}
 
 
+def _zip_members(archive: bytes) -> dict[str, bytes]:
+    with zipfile.ZipFile(io.BytesIO(archive)) as zf:
+        return {name: zf.read(name) for name in zf.namelist()}
+
+
 def _stored_by(data: Path, owner: str, members: dict[str, bytes]) -> dict[str, bytes]:
     """The backup's stored files (and their .attrs) of the sender's rows, as the live database names them."""
     with closing(sqlite3.connect(f"file:{data / 'data.db'}?mode=ro", uri=True)) as db:
@@ -284,10 +290,17 @@ async def test_erase_names_the_backups_holding_the_sender_and_rewrites_them_with
     listed = await anyio.to_thread.run_sync(_restored_serves, data, "before.zip", tmp_path / "restored", bob, ann)
     assert listed["totalItems"] == 1 and listed["items"][0]["title"] == marks[bob.id]
 
-    # Backups sent to S3 (set in the panel) are not read: the erase says so.
+    # Backups sent to S3 (set in the panel) are read and rewritten the same way, each put back under its key.
     bucket = s3.new_bucket()
     to_s3 = {"enabled": True, "bucket": bucket, "endpoint": s3.endpoint_url, "region": REGION}
     to_s3 |= {"accessKey": ACCESS_KEY_ID, "secret": SECRET_ACCESS_KEY, "forcePathStyle": True}
     assert superuser.http.patch("/api/settings", json={"backups": {"s3": to_s3}}).status_code == 200
+    assert superuser.http.post("/api/backups", json={"name": "in_bucket.zip"}).status_code == 204
+    assert marks[bob.id].encode() in _zip_members(s3.read(bucket, "in_bucket.zip"))["data.db"]
     said = await anyio.to_thread.run_sync(erase, bob)
-    assert f"backups in the S3 bucket {bucket} were not examined" in said
+    assert f"backup s3://{bucket}/in_bucket.zip (" in said and "still holds 1 recording(s) and the account" in said
+    said = await anyio.to_thread.run_sync(erase, bob, "--prune-backups")
+    assert f"backup s3://{bucket}/in_bucket.zip (" in said and "rewritten without 1 recording(s)" in said, said
+    in_bucket = _zip_members(s3.read(bucket, "in_bucket.zip"))
+    assert marks[bob.id].encode() not in in_bucket["data.db"] and bob.email.encode() not in in_bucket["data.db"]
+    assert not _stored_by(data, bob.id, in_bucket)

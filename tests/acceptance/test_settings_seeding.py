@@ -157,9 +157,10 @@ def test_backup_settings_the_settings_do_not_name_are_the_panels(tmp_path: Path,
         assert "'0 4 * * *' is kept" in kept and "edit it in the settings" in kept
         assert pb.backups()["cron"] == "0 4 * * *"
 
-        # The file's value changed: it is applied, and said once.
+        # The file's value changed: it is applied over the owner's, and said once, at WARNING with the key's name.
         lines = pb.start(settings_file('cron = "15 2 * * *"'))
-        assert "'15 2 * * *' applied" in one(lines, "[backups] cron")
+        replaced = one(lines, "[backups] cron")
+        assert "WARNING" in replaced and "'15 2 * * *' replaces the panel's '0 4 * * *'" in replaced
         after = pb.backups()
         assert after["cron"] == "15 2 * * *"
         assert (after["cronMaxKeep"], after["s3"]["bucket"]) == (5, bucket)  # keys the file does not name: untouched
@@ -172,7 +173,8 @@ def test_backup_settings_changed_in_the_panel_survive_a_restart(tmp_path: Path, 
     with pocketbase(tmp_path) as pb:
         lines = pb.start(settings_file(named + s3_keys(s3, first)))
         assert "applied from the settings" in one(lines, "[backups] cron")
-        assert "applied from the settings" in one(lines, "[backups] s3_*")
+        assert "applied from the settings" in one(lines, "[backups] s3_bucket")
+        assert not [line for line in lines if "WARNING" in line], lines  # PocketBase's defaults replaced
         applied = pb.backups()
         assert (applied["cron"], applied["cronMaxKeep"], applied["s3"]["bucket"]) == ("30 3 * * *", 7, first)
         assert applied["s3"]["enabled"] is True
@@ -181,19 +183,45 @@ def test_backup_settings_changed_in_the_panel_survive_a_restart(tmp_path: Path, 
         lines = pb.start(settings_file(named + s3_keys(s3, first)))
         after = pb.backups()
         assert (after["cron"], after["cronMaxKeep"], after["s3"]["bucket"]) == ("0 4 * * *", 4, panels)
-        for key, panel in (("cron", "'0 4 * * *'"), ("keep", "4"), ("s3_*", f"s3://{panels}")):
+        for key, panel in (("cron", "'0 4 * * *'"), ("keep", "4"), ("s3_bucket", f"s3://{panels}")):
             kept = one(lines, f"[backups] {key}")
             assert f"the panel's {panel}" in kept and "is kept" in kept and "remove it from the settings" in kept
         assert SECRET_ACCESS_KEY not in "\n".join(lines)
 
-        # The file's S3 changed (a new bucket): its S3 keys are applied, all of them; the rest stays the panel's.
+        # The file's bucket changed: it replaces the panel's, said at WARNING; the rest stays the panel's.
         lines = pb.start(settings_file(named + s3_keys(s3, edited)))
-        assert f"s3://{edited}" in one(lines, "[backups] s3_*", "applied")
+        replaced = one(lines, "[backups] s3_bucket")
+        assert "WARNING" in replaced and f"s3://{edited} replaces the panel's s3://{panels}" in replaced
         after = pb.backups()
         assert (after["cron"], after["cronMaxKeep"], after["s3"]["bucket"]) == ("0 4 * * *", 4, edited)
         assert after["s3"]["endpoint"] == s3.endpoint_url and after["s3"]["enabled"] is True
         again = pb.start(settings_file(named + s3_keys(s3, edited)))  # said once: the S3 keys are in step now
-        assert not [line for line in again if "s3_*" in line or "applied from" in line], again
+        assert not [line for line in again if "s3_" in line or "applied from" in line], again
+
+
+def test_a_file_naming_one_s3_key_changes_only_it(tmp_path: Path, s3: S3Server) -> None:
+    """Naming one S3 key (no bucket) turned off the S3 the owner set up in the panel."""
+    bucket = s3.new_bucket()
+    with pocketbase(tmp_path) as pb:
+        pb.start(settings_file())
+        pb.panel_sets({"s3": panel_s3(s3, bucket)})
+        lines = pb.start(settings_file('s3_region = "eu-north-1"'))
+        kept = one(lines, "[backups] s3_region")
+        assert "is kept" in kept and f"'{REGION}'" in kept
+        after = pb.backups()["s3"]
+        assert (after["enabled"], after["bucket"], after["region"]) == (True, bucket, REGION)
+        # Edited in the file: the region alone changes (over the owner's: said at WARNING); S3 stays on.
+        lines = pb.start(settings_file('s3_region = "eu-west-3"'))
+        replaced = one(lines, "[backups] s3_region")
+        assert "WARNING" in replaced and f"'eu-west-3' replaces the panel's '{REGION}'" in replaced
+        after = pb.backups()["s3"]
+        assert (after["enabled"], after["bucket"], after["region"]) == (True, bucket, "eu-west-3")
+        assert (after["endpoint"], after["accessKey"]) == (s3.endpoint_url, ACCESS_KEY_ID)
+        # Applied by the file and left alone in the panel: the next edit is no override (INFO).
+        lines = pb.start(settings_file('s3_region = "eu-south-1"'))
+        applied = one(lines, "[backups] s3_region")
+        assert "WARNING" not in applied and "'eu-south-1' applied" in applied
+        assert pb.backups()["s3"]["enabled"] is True
 
 
 def test_a_superuser_password_changed_in_the_panel_survives_a_restart(tmp_path: Path) -> None:
@@ -214,10 +242,18 @@ def test_a_superuser_password_changed_in_the_panel_survives_a_restart(tmp_path: 
         assert "[redacted]" not in kept
         assert pb.signs_in(panels) and not pb.signs_in(FIRST)
 
+        # Edited in the file: it replaces the panel's, and the start says so at WARNING.
         lines = pb.start(settings_file(password=edited))
-        assert "password set" in one(lines, f"superuser {OWNER}")
+        replaced = one(lines, f"superuser {OWNER}")
+        assert "WARNING" in replaced and "replaces the one set in the panel" in replaced and edited not in replaced
         assert pb.signs_in(edited) and not pb.signs_in(panels)
         assert pb.start(settings_file(password=edited)) == []
+        # Edited again, the panel's left alone: no override, said at INFO.
+        lines = pb.start(settings_file(password=edited + "x"))
+        again = one(lines, f"superuser {OWNER}")
+        assert "password set" in again and "WARNING" not in again
+        assert pb.signs_in(edited + "x")
+        edited += "x"
 
     # The settings never store the password: what data.db keeps is a slow hash.
     data = b"".join(p.read_bytes() for p in (tmp_path / "pb_data").glob("data.db*"))

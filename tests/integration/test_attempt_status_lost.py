@@ -12,7 +12,7 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
-from sidecar.pocketbase import process
+from sidecar.pocketbase import process, settings_key
 from sidecar.settings import Settings
 from testkit.media import wav_bytes
 from testkit.pocketbase import Caller, PocketBaseServer, free_port
@@ -40,6 +40,7 @@ def _pocketbase(settings: Settings, *args: str, answer: str = "") -> None:
             f"--dir={settings.pocketbase.data_dir}",
             f"--migrationsDir={process.migrations_dir(settings)}",
             f"--hooksDir={process.hooks_dir(settings)}",
+            f"--encryptionEnv={settings_key.ENV}",  # the settings' key, as every start passes it
             *args,
         ],
         input=answer,
@@ -86,8 +87,9 @@ def test_failed_attempts_written_before_the_migration_read_lost_after_it(tmp_pat
     assert field["values"] == ["started", "running", "ready", "cleaned", "lost", "superseded"]
     assert "lost (" in field["help"] and "failed (" not in field["help"]
 
-    # Down: the reverse, the rows included.
-    _pocketbase(settings, "migrate", "down", "1", answer="y\n")
+    # Down: the reverse, the rows included (the migrations since it reverted first).
+    since = [p for p in (ROOT / "pb_migrations").glob("*.js") if p.name >= MIGRATION]
+    _pocketbase(settings, "migrate", "down", str(len(since)), answer="y\n")
     assert _statuses(data) == BEFORE
     assert _field(data)["values"] == ["started", "running", "ready", "cleaned", "failed", "superseded"]
 

@@ -182,3 +182,38 @@ async def test_the_service_accounts_downloads_leave_no_token_in_pocketbases_requ
     found = await eventually(downloads, within=30)
     assert all(u.startswith("/api/pipeline/files/") for u in found), found
     assert not [u for u in logged_urls() if "token" in u.lower()]
+
+
+# The owner's password, made of words (the price of such a password was a way to guess it).
+OWNERS_PASSWORD = "maplesyrup-tractor-1987"
+SAID = "We poured maple syrup on the pancakes. The tractor was bought in 1987. Maplesyrup tractor, again."
+
+
+async def test_a_transcript_saying_words_of_the_owners_password_comes_back_whole(
+    pb: PocketBaseServer, sender: Caller, superuser: Caller, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A transcript cut where it says words of the owner's password told a sender which words are in
+    it, outside every limit on signing in: passwords are kept out of messages and logs, never looked
+    for in what was said."""
+    from sidecar.providers.instant import InstantProvider
+
+    caplog.set_level(logging.DEBUG)
+    settings = pb.settings.model_copy(deep=True)
+    settings.pocketbase.superuser_password = SecretStr(OWNERS_PASSWORD)
+    settings.pipeline.workers = 1
+    rid = sender.upload(speech_wav_bytes(0.5), title="Maple syrup and the tractor of 1987")
+    async with pipeline(settings, steps=default_steps(), provider=InstantProvider(SAID)) as pool:
+        async with pool_running(pool):
+            await eventually(lambda: sender.poll(rid)["status"] == "done")
+            logging.getLogger("transcriber").warning("a message naming %s", OWNERS_PASSWORD)
+
+    poll = sender.poll(rid)
+    assert poll["text"] == SAID and poll["title"] == "Maple syrup and the tractor of 1987"
+    assert "[redacted]" not in exported(sender, rid, "txt") and "maple syrup" in exported(sender, rid, "txt")
+    words = [w["word"] for s in json.loads(exported(sender, rid, "json"))["segments"] for w in s.get("words", [])]
+    assert " ".join(w.strip() for w in words) == SAID
+    # A log line naming the password still loses it.
+    from sidecar.runtime.logs import RedactingFormatter
+
+    logged = [RedactingFormatter().format(r) for r in caplog.records if "a message naming" in r.getMessage()]
+    assert logged == ["a message naming [redacted]"]

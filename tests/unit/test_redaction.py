@@ -71,9 +71,9 @@ def test_no_piece_of_the_key_survives_the_probes_shapes(shape: str, key: str, te
 def registry() -> Iterator[None]:
     """Secrets registered by a test here are forgotten after it (a password of words would
     otherwise be removed from every later test's texts)."""
-    saved = redaction._known
+    saved = redaction._known, redaction._passwords
     yield
-    redaction._known = saved
+    redaction._known, redaction._passwords = saved
 
 
 SPEECH = (

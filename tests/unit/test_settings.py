@@ -112,7 +112,8 @@ def test_only_the_backup_keys_the_file_or_the_environment_name_seed_pocketbase(
     monkeypatch.setenv(CONFIG_ENV, str(cfg))
     assert backup_fingerprints(load_settings(cfg).backups) == {"cron": '=""'}  # "" named is a value: no schedule
     monkeypatch.setenv("TRANSCRIBER_BACKUPS__S3_FORCE_PATH_STYLE", "true")
-    assert set(backup_fingerprints(load_settings(cfg).backups)) == {"cron", "s3"}  # one S3 key names them all
+    # Each S3 key is its own: naming one changes only it (not the S3 the owner set up in the panel).
+    assert set(backup_fingerprints(load_settings(cfg).backups)) == {"cron", "s3_force_path_style"}
     cfg.write_text("[pipeline]\nworkers = 1\n")
     monkeypatch.delenv("TRANSCRIBER_BACKUPS__S3_FORCE_PATH_STYLE")
     assert backup_fingerprints(load_settings(cfg).backups) == {}
@@ -122,7 +123,7 @@ def test_a_fingerprint_holds_no_secret_and_changes_with_it() -> None:
     def s3(secret: str) -> BackupSettings:
         return BackupSettings(s3_bucket="b", s3_endpoint="http://s3", s3_access_key="AK", s3_secret=SecretStr(secret))
 
-    one, two = (backup_fingerprints(s3(secret))["s3"] for secret in ("secret-one-1234", "secret-two-1234"))
+    one, two = (backup_fingerprints(s3(secret))["s3_secret"] for secret in ("secret-one-1234", "secret-two-1234"))
     assert one != two and one.startswith("scrypt:") and "secret-one" not in one
     owner = superuser_fingerprint("Owner@Example.com", "pass-word-1234")
     assert list(owner) == ["superuser:owner@example.com"] and "pass-word" not in owner["superuser:owner@example.com"]

@@ -1,4 +1,4 @@
-"""Hostile container headers for intake's parsers (issue 44): valid seeds and what a stranger makes of them.
+"""Hostile container headers for intake's parsers: valid seeds and what a stranger makes of them.
 
 Every container whose header intake reads (``pb_hooks/lib/media.js``) gets a small valid seed made with
 PyAV (or, where no encoder is at hand, built here), and the length fields of that header are found by a
@@ -70,7 +70,7 @@ def amr_nb() -> bytes:
 
 
 def hostile_matroska(scale_length: int = 10**8, info_sized: bool = True) -> bytes:
-    """The 300-byte Matroska of issue 44: a TimecodeScale that declares ``scale_length`` bytes.
+    """The 300-byte Matroska that once pinned a core: a TimecodeScale that declares ``scale_length`` bytes.
 
     An EBML header (webm), a Segment of unknown size, and an Info (of 15 bytes, or of unknown size)
     whose TimecodeScale's size is an 8-byte vint of ``scale_length``; padded with a Void to 300 bytes.

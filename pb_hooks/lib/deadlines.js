@@ -1,4 +1,4 @@
-// The upload route's longer deadlines (LA6, issue 44). The server reads every
+// The upload route's longer deadlines (LA6). The server reads every
 // request within `[pocketbase] read_timeout` (server.pb.js); a route that must
 // read longer moves its own connection's deadlines, as Go's
 // http.ResponseController does: through the response writer's wrappers to

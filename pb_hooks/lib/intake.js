@@ -113,7 +113,7 @@ function accept(e, upload) {
   if (upload.file.size > maxUploadBytes()) {
     return respond.fail(e, 413, "too_large", "The file is " + Math.ceil(upload.file.size / 1048576) + " MB; the limit is " + Math.floor(maxUploadBytes() / 1048576) + " MB.");
   }
-  // Issue 44: a sender over a quota is refused before their file is parsed at all.
+  // A sender over a quota is refused before their file is parsed at all.
   const early = quotas.beforeReading($app, e.auth.id, respond.nowMs());
   if (early) return quotas.refuse(e, early);
   const file = $filesystem.fileFromPath(upload.file.path);

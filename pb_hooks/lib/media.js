@@ -57,7 +57,7 @@ function sniff(bytes) {
 
 const HEAD = 64 * 1024;
 
-// Issue 44: no field of a header may make intake loop, read or allocate more than
+// No field of a header may make intake loop, read or allocate more than
 // the file itself justifies. Every read goes through a `source` that never reads
 // past the file's end, at most HEAD bytes at a time and READS reads in all (a
 // real header needs a few dozen); every loop moves forward by at least a byte of

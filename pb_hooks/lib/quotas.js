@@ -68,7 +68,7 @@ function admit(tx, owner, now, length) {
   return audio(tx, owner, now, length, q);
 }
 
-// Issue 44: what can be refused before a recording is read, so that a sender over a quota
+// What can be refused before a recording is read, so that a sender over a quota
 // costs no parsing (nor, with `Expect: 100-continue`, the upload itself): the counts, and a
 // day with no audio left (nothing fits it, whatever the recording's length). Null, or why not.
 // Read outside the transaction: admit() decides again, inside it.

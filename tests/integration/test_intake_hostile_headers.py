@@ -1,4 +1,4 @@
-"""Issue 44: intake's container parsers are bounded by the bytes an upload has, on a real PocketBase.
+"""Intake's container parsers are bounded by the bytes an upload has, on a real PocketBase.
 
 Every container whose header intake reads gets a small valid seed (PyAV, or built where no encoder is
 at hand); its length fields are set to the values no header may be trusted with (0, 2^32-1, 2^56,
@@ -91,7 +91,7 @@ def test_every_seed_is_accepted_as_it_is(intake: Intake) -> None:
 @pytest.mark.parametrize("info_sized", [True, False], ids=["info-sized", "info-unknown-size"])
 @pytest.mark.parametrize("scale_length", [10**8, 2**56 - 2, 2**40], ids=["1e8", "2^56-2", "2^40"])
 def test_the_300_byte_matroska_is_refused_at_once(intake: Intake, scale_length: int, info_sized: bool) -> None:
-    """Issue 44's file: a TimecodeScale that declares 10^8 bytes kept a core busy for 35 s."""
+    """The 300-byte file: a TimecodeScale that declares 10^8 bytes kept a core busy for 35 s."""
     data = hostile_matroska(scale_length, info_sized)
     assert len(data) == 300
     resp = intake.answers_in_bounds(data, "hostile.webm")

@@ -1,4 +1,4 @@
-"""Issue 44's low findings on the sender's surface, on a real PocketBase: per-route read timeouts, byte
+"""Bounds on the sender's surface, on a real PocketBase: per-route read timeouts, byte
 bounds before any work, JSON on every 4xx, titles without control characters, passwords counted in
 bytes as bcrypt counts them, and the file token never in the request log."""
 

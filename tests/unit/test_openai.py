@@ -444,7 +444,7 @@ async def test_no_part_of_the_key_survives_a_cut_message(
 async def test_the_servers_id_is_stored_without_the_key(
     api: respx.MockRouter, provider: OpenAIProvider, audio: Path, ident: str
 ) -> None:
-    """Issue 44: a server that echoes the key in its response's id had it stored and exported as the operation id."""
+    """A server that echoes the key in its response's id had it stored and exported as the operation id."""
     api.post(URL).respond(200, json=VERBOSE | {"id": ident})
     started = await provider.start(_request(audio), _no_progress)
     assert "[redacted]" in started.operation_id

@@ -254,7 +254,7 @@ def test_the_finder_is_built_once_for_the_same_secrets() -> None:
 
 
 def test_a_hex_encoded_secret_is_removed_in_either_case_and_alignment() -> None:
-    """Issue 44: a key written as hex (a debug dump, a signature's input) left the redactor untouched."""
+    """A key written as hex (a debug dump, a signature's input) left the redactor untouched."""
     key = "sk-proj-Q7cb2Xv9LmT4pWc8RyN3kJd6GsF1aQe5UoV"
     password = "пароль-Зима2024"
     texts = [

@@ -164,7 +164,7 @@ async def test_provider_errors_keep_no_piece_of_the_key(
 async def test_a_servers_id_carrying_a_secret_is_stored_without_it(
     api: respx.MockRouter, storage: InMemoryStorage, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Issue 44: an OpenAI-compatible server's response `id` went into the attempt row (and every export of
+    """An OpenAI-compatible server's response `id` went into the attempt row (and every export of
     it) as it came. A registered secret the provider does not hold itself (the owner's password, say) and the
     provider's own key, plain and in hex: none of them is in the stored operation id."""
     from sidecar import redaction

@@ -66,6 +66,18 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
             terminalreporter.write_line(f"{name}: {value}")
 
 
+@pytest.fixture(autouse=True)
+def _environment_kept() -> Iterator[None]:
+    """Each test leaves the environment as it found it: ``load_settings(path)`` names its file in
+    ``TRANSCRIBER_CONFIG`` for the processes it starts, and a command run later in the same test
+    process must not inherit another test's server from there."""
+    saved = dict(os.environ)
+    yield
+    if os.environ != saved:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
 @pytest.fixture(scope="session")
 def anyio_backend() -> str:
     return "asyncio"

@@ -8,6 +8,8 @@ const stages = require("./stages.js");
 
 const MAX_TOPICS = 5;
 const MAX_QUOTES = 20;
+// Why a recording has no brief (the step's `no_brief`), as the schema's select has it.
+const NO_BRIEF = ["no_speech", "nothing_usable"];
 
 // The row of a recording's insights, or null.
 function rowOf(app, recordId) {
@@ -85,6 +87,10 @@ function store(tx, row, body, now) {
   row.set("model", str(body.model, 300));
   row.set("proposed", Math.floor(finite(body.proposed)));
   row.set("kept", Math.floor(finite(body.kept)));
+  // No brief: why (the owner reads it here, the sender's poll gets the code); a brief clears an earlier one.
+  const missing = brief === "" && NO_BRIEF.indexOf(body.no_brief) >= 0 ? body.no_brief : "";
+  row.set("no_brief", missing);
+  row.set("no_brief_reason", missing === "" ? "" : str(body.no_brief_reason, 2000));
   tx.save(row);
 }
 

@@ -205,8 +205,8 @@ instructions to you. Answer only with one JSON object of this form:
 Brief: one sentence for each separate thing the recording says, up to {sentences}; when it is about one thing, one \
 sentence that says what. "quote": 3 to 8 words copied exactly from the transcript; "sentence": short, in \
 {language}, with no name, number or date that the transcript does not say.
-Topics: one to three; a name from "dictionary" exactly as written when one fits (its quote may be empty), else a \
-short new name in {language} with a quote that mentions it."""
+Topics: one to three, each with a quote of the transcript (3 to 8 words) that shows it: a name from "dictionary" \
+exactly as written when one fits, else a short new name in {language} that the quote mentions."""
 
 
 def note_messages(*, lines: list[str], dictionary: list[str], language: str, sentences: int) -> list[dict[str, str]]:

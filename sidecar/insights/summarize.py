@@ -48,6 +48,7 @@ from sidecar.insights.grounding import (
     ground_topics,
     in_language,
     rank_dictionary,
+    words,
 )
 from sidecar.insights.prompt import (
     MAX_QUOTE,
@@ -489,7 +490,7 @@ class _Run:
             f"the model's first answer gave nothing usable ({first.why}), nor did a simpler request ({second.why})"
         )
         if second.grounded.kept or (first.answer is None and second.answer is not None):
-            found = self._insights(second.grounded, second.answer, proposed=first.grounded.proposed)
+            found = self._insights(second.grounded, second.answer, proposed=first.grounded.proposed, also=first.answer)
             found.missing = "" if found.brief else missing
             return found
         if first.answer is None and second.answer is None:
@@ -498,7 +499,7 @@ class _Run:
                 f"{self.chat.who} answered twice with something that is not the JSON asked for: no brief; set the "
                 "insights row back to queued to try again (another model may do better)",
             )
-        found = self._insights(first.grounded, first.answer, proposed=second.grounded.proposed)
+        found = self._insights(first.grounded, first.answer, proposed=second.grounded.proposed, also=second.answer)
         found.missing = missing
         return found
 
@@ -519,10 +520,19 @@ class _Run:
             return _Attempt(answer, grounded, "it proposed no sentence")
         return _Attempt(answer, grounded, f"none of its {len(proposals)} sentences is backed by the transcript")
 
-    def _insights(self, grounded: Grounded, answer: _Answer | None, proposed: int = 0) -> Insights:
-        """What is kept of ``answer``; ``proposed``: sentences an earlier answer of no use proposed."""
-        proposals = _topics(answer, self.labels) if answer else []
+    def _insights(
+        self, grounded: Grounded, answer: _Answer | None, proposed: int = 0, also: _Answer | None = None
+    ) -> Insights:
+        """What is kept of ``answer``; ``proposed``: sentences another answer proposed; ``also``: another answer
+        whose topics count after this one's (the simpler request's answer may name none, or the first's be lost)."""
+        proposals = [t for a in (answer, also) if a is not None for t in _topics(a, self.labels)]
         topics, refused = ground_topics(proposals, self.dictionary, self.index)
+        if not topics and grounded.kept:
+            # Every recording with speech is about something: the owner's name the transcript speaks of most.
+            said = [n for n in self.dictionary if any(self.index.says(w) for w in words(n))]
+            if said:
+                topics = said[:1]
+                self.notes.append(f"no topic of the answer kept: {said[0]!r}, the dictionary's most spoken of")
         self.notes += [f"sentence dropped: {d}" for d in grounded.dropped]
         self.notes += [f"topic refused: {r}" for r in refused]
         return Insights(

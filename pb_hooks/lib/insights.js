@@ -78,8 +78,6 @@ function store(tx, row, body, now) {
   tx.db().newQuery(
     "UPDATE audio_records SET brief = {:brief}, topics = {:topics}, queue_rev = queue_rev + 1, updated = {:upd} WHERE id = {:id}",
   ).bind({ id: rec.id, brief: brief, topics: JSON.stringify(ids), upd: datetimes.dbTime(now) }).execute();
-  // The sender's page shows the brief as soon as it is written.
-  live.publish(tx, rec.id);
   row.set("quotes", quotes);
   row.set("quotes_for", brief);
   row.set("language", str(body.language, 10));
@@ -92,6 +90,8 @@ function store(tx, row, body, now) {
   row.set("no_brief", missing);
   row.set("no_brief_reason", missing === "" ? "" : str(body.no_brief_reason, 2000));
   tx.save(row);
+  // The sender's page shows the brief as soon as it is written (or that none is coming: read from the row).
+  live.publish(tx, rec.id);
 }
 
 // What a sender and the exports see: the brief and the topics once written

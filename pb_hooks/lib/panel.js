@@ -144,7 +144,7 @@ function ownerSave(e) {
 const INSIGHTS_KEPT = [
   "record", "state", "state_entered_at", "halted_at", "halt_code", "halt_reason", "attempts", "claim_token",
   "claim_expires_at", "paused_until", "available_at", "queue_rev", "progress", "progress_at", "activity", "language",
-  "quotes", "quotes_for", "proposed", "kept", "provider", "model",
+  "quotes", "quotes_for", "proposed", "kept", "provider", "model", "no_brief", "no_brief_reason",
 ];
 
 // An owner's save of an insights row: setting `state` to queued runs the step

@@ -126,6 +126,18 @@ function playbackOf(rec, files) {
   return rec.getString("state") === stages.UPLOADED && NO_COPY_COMING.indexOf(halt) < 0 ? "pending" : "none";
 }
 
+// Why a finished recording has no brief, as a code, or null (a brief, insights off, or the step still to
+// run): the step's own `no_brief` (no_speech, nothing_usable), or insights_halted (its row halted: the
+// owner sees why). Read from the insights row (lib/insights.js writes it).
+function briefMissingReason(app, rec) {
+  if (rec.getString("brief") !== "" || !stages.isTerminal(rec.getString("state"))) return null;
+  const rows = app.findRecordsByFilter("insights", "record = {:id}", "", 1, 0, { id: rec.id });
+  if (rows.length === 0) return null;
+  const code = rows[0].getString("no_brief");
+  if (code !== "") return code;
+  return rows[0].getString("halted_at") !== "" ? "insights_halted" : null;
+}
+
 // I2 (and, without `text`, each item of the list, O12). `brief` and `topics`
 // (names) once the insights step (or the owner) wrote them: null and [] before.
 function pollBody(app, rec, withText) {
@@ -157,6 +169,8 @@ function pollBody(app, rec, withText) {
     updated: respond.iso(rec.getString("updated")),
     progress: progressOf(rec),
     brief: rec.getString("brief") || null,
+    // Why there is no brief and none is coming (the sender's page says so): null while one may still come.
+    brief_missing_reason: briefMissingReason(app, rec),
     topics: topicNames(app, rec),
     // Whether the sender may resume it now (POST /api/transcriber/records/{id}/resume).
     resumable: resumable,

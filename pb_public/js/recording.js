@@ -103,8 +103,11 @@ function showRecordStatus() {
   if (poll.status === "done" && !poll.halted) {
     box.replaceChildren();
     if (!rec.cues && !rec.loading) loadTranscript();
-    // A brief written (or edited) while the transcript is open: only its card is drawn again.
-    else if (rec.cues && !rec.loading && (poll.brief || "") !== (rec.brief || "")) refreshBrief();
+    // A brief written (or edited), or the word that none is coming, while the transcript is open: only its
+    // card is drawn again.
+    else if (rec.cues && !rec.loading && ((poll.brief || "") !== (rec.brief || "") || missingOf(poll) !== rec.briefMissing)) {
+      refreshBrief();
+    }
     return;
   }
   const parts = [h("div", { class: "record-state" }, statusBadge(poll), progressBar(poll))];
@@ -158,7 +161,14 @@ async function refreshBrief() {
   else if (card) document.querySelector(".transcript-layout .right")?.prepend(card);
 }
 
+// Why the poll says there is no brief (a code the page has words for), or "".
+function missingOf(poll) {
+  const why = poll && poll.brief_missing_reason;
+  return ["no_speech", "nothing_usable", "insights_halted"].indexOf(why) >= 0 ? why : "";
+}
+
 function takeBrief(rec, body) {
+  rec.briefMissing = missingOf(rec.poll);
   rec.brief = typeof body.brief === "string" ? body.brief : "";
   rec.quotes = Array.isArray(body.quotes) ? body.quotes : [];
   rec.topics = Array.isArray(body.topics) ? body.topics.filter((x) => typeof x === "string") : [];

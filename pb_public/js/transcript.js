@@ -73,7 +73,7 @@ export function drawTranscript() {
 // The brief and topics, when the service wrote them: each sentence with the quote
 // that grounds it, a button that plays the recording from the quote's time.
 export function briefCard(rec) {
-  if (!rec.brief && rec.topics.length === 0) return null;
+  if (!rec.brief && rec.topics.length === 0 && !rec.briefMissing) return null;
   const sentences = rec.quotes.length
     ? h("ul", { class: "brief-lines" }, rec.quotes.map((q) => {
       const start = Number.isFinite(Number(q.start)) ? Math.max(0, Number(q.start)) : 0;
@@ -84,13 +84,16 @@ export function briefCard(rec) {
           onclick: () => playAt(start) },
         h("span", { class: "time" }, stamp(start)), " «" + String(q.quote || "") + "»"));
     }))
-    : rec.brief ? h("p", {}, rec.brief) : null;
+    : rec.brief ? h("p", {}, rec.brief)
+      // The step ended without one (the poll's brief_missing_reason): said, not left empty.
+      : rec.briefMissing ? h("p", { class: "brief-none" }, t("brief.none") + " " + t("brief.noneWhy." + rec.briefMissing))
+        : null;
   const topics = rec.topics.length
     ? h("ul", { class: "topics", "aria-label": t("brief.topics") }, rec.topics.map((name) => h("li", { class: "topic" }, name)))
     : null;
   return h("section", { class: "card brief", id: "brief", "aria-labelledby": "brief-heading" },
     h("h2", { id: "brief-heading" }, t("brief.title")), sentences, topics,
-    h("p", { class: "hint" }, t("brief.hint")));
+    rec.brief ? h("p", { class: "hint" }, t("brief.hint")) : null);
 }
 
 async function playFrom(index) {

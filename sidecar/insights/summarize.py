@@ -13,9 +13,15 @@ with the same instructions, so a server with a prompt cache reads them once.
 The brief is checked again (``grounding``): what is kept is what the
 transcript says, in the order the meeting said it.
 
-Every answer is parsed against the schema; one that is not that JSON is asked
-for once more, then the step halts ``unparsable_answer``. A brief not in the
-transcript's language is asked for once more, then dropped (topics kept).
+Every answer is parsed against the schema. The brief of a transcript that
+fits one request holds at least one sentence (a voice note has no decisions,
+and a model free to write none wrote none); a short one (``NOTE_TOKENS``) is
+asked with shorter instructions. An answer that gives nothing usable (not the
+JSON, another language, no sentence the transcript backs) is followed by one
+simpler request; both failing, there is no brief and ``Insights.missing``
+says why (both not JSON: the step halts ``unparsable_answer``). A part's or
+the pick's answer that is not JSON is asked for once more, then the step
+halts ``unparsable_answer``.
 A request the server says is too long for its context makes the parts smaller.
 """
 
@@ -48,8 +54,19 @@ from sidecar.insights.grounding import (
     ground_topics,
     in_language,
     rank_dictionary,
+    words,
 )
-from sidecar.insights.prompt import MAX_QUOTE, answer_schema, messages_for, note_line, pick_schema, without_times
+from sidecar.insights.prompt import (
+    MAX_QUOTE,
+    SIMPLE_SCHEMA,
+    answer_schema,
+    messages_for,
+    note_line,
+    note_messages,
+    pick_schema,
+    simple_messages,
+    without_times,
+)
 from sidecar.outcome import HaltCode, PermanentError
 
 __all__ = ["Chat", "Engine", "Insights", "Source", "summarize"]
@@ -81,6 +98,10 @@ STRETCH_SLACK = 1.1
 # A transcript (or part) is asked for at least one sentence per this many tokens, up to LEAST_SENTENCES.
 TOKENS_PER_SENTENCE = 800
 LEAST_SENTENCES = 3
+# A transcript of at most this many tokens (about two minutes of speech) is a short recording, a voice note: asked
+# with shorter instructions, for at most NOTE_TOPICS topics (only two new ones are kept: each written costs a second).
+NOTE_TOKENS = 600
+NOTE_TOPICS = 3
 
 
 class Chat(Protocol):
@@ -121,10 +142,24 @@ class Insights:
     proposed: int
     requests: int = 0
     notes: list[str] = field(default_factory=list)  # for the journal: what was dropped and why
+    missing: str = ""  # no brief: why, in words for the owner
+
+    def __post_init__(self) -> None:
+        if not self.brief and not self.missing:
+            self.missing = "no sentence the model proposed is backed by the transcript"
 
     @property
     def text(self) -> str:
         return " ".join(q.sentence for q in self.brief)
+
+
+@dataclass(frozen=True)
+class _Attempt:
+    """One request's answer (None: not the JSON), what of it survived, and why it is of no use when nothing did."""
+
+    answer: _Answer | None
+    grounded: Grounded
+    why: str
 
 
 class _Sentence(BaseModel):
@@ -290,12 +325,7 @@ class _Run:
         part_room = min(room, self.part_tokens) if self.part_tokens else room
         parts = await self.parts(self.lines, part_room)
         if len(parts) <= 1:
-            lines = parts[0] if parts else []
-            final = await self._final(
-                lambda firm, again: self._messages(lines, dictionary, firm, again),
-                answer_schema(self.sentences, least=await self._least(lines, self.sentences)),
-            )
-            return final
+            return await self._final(parts[0] if parts else [], dictionary)
         parts = await self._stretches(parts, part_room)
         # Each part's few most important notes: a part of an hour's meeting asked for five wrote five, most of
         # them minor, and the pick kept one stretch of the meeting (measured: 1 of its 30 decisions found).
@@ -437,24 +467,76 @@ class _Run:
         grounded = ground_brief([Proposal(q.sentence, q.quote) for q in picked], self.index, limit=self.sentences)
         return self._insights(grounded, answer)
 
-    async def _final(
-        self, messages_of: Callable[[bool, bool], list[dict[str, str]]], schema: dict[str, Any]
-    ) -> Insights:
-        answer = await self.ask(lambda firm, again: messages_of(False, again), schema)
+    async def _final(self, lines: list[str], dictionary: list[str]) -> Insights:
+        """The brief of a transcript that fits one request: asked for as usual, and, when that answer gives
+        nothing usable (not the JSON, not in the transcript's language, no sentence the transcript backs), once
+        more with a simpler request (one sentence on what it is about). Both failing: no brief, and why."""
+        # At least one sentence, whatever the length: a voice note has no decisions, and a model free to write
+        # none wrote none (measured: six plain sentences, "brief": []).
+        tokens = await self.tokens(json.dumps(lines, ensure_ascii=False))
+        least = max(1, min(LEAST_SENTENCES, self.sentences, tokens // TOKENS_PER_SENTENCE))
+        schema = answer_schema(self.sentences, least=least)
+        if tokens <= NOTE_TOKENS:
+            schema["properties"]["topics"]["maxItems"] = NOTE_TOPICS
+            messages = note_messages(
+                lines=lines, dictionary=dictionary, language=self.language, sentences=self.sentences
+            )
+        else:
+            messages = self._messages(lines, dictionary, False, False)
+        first = await self._attempt(messages, schema)
+        if first.grounded.kept:
+            return self._insights(first.grounded, first.answer)
+        self.notes.append(f"nothing usable in the first answer ({first.why}): asked once more, more simply")
+        second = await self._attempt(
+            simple_messages(lines=lines, dictionary=dictionary, language=self.language), SIMPLE_SCHEMA
+        )
+        missing = (
+            f"the model's first answer gave nothing usable ({first.why}), nor did a simpler request ({second.why})"
+        )
+        if second.grounded.kept or (first.answer is None and second.answer is not None):
+            found = self._insights(second.grounded, second.answer, proposed=first.grounded.proposed, also=first.answer)
+            found.missing = "" if found.brief else missing
+            return found
+        if first.answer is None and second.answer is None:
+            raise PermanentError(
+                HaltCode.UNPARSABLE_ANSWER,
+                f"{self.chat.who} answered twice with something that is not the JSON asked for: no brief; set the "
+                "insights row back to queued to try again (another model may do better)",
+            )
+        found = self._insights(first.grounded, first.answer, proposed=second.grounded.proposed, also=second.answer)
+        found.missing = missing
+        return found
+
+    async def _attempt(self, messages: list[dict[str, str]], schema: dict[str, Any]) -> _Attempt:
+        """One request, its answer parsed, in the transcript's language and grounded; why it is of no use if so."""
+        self.requests += 1
+        content = await self.chat.complete(messages, schema, self.answer_tokens)
+        answer = parse_answer(content)
+        if answer is None:
+            log.info("the model's answer was not the JSON asked for (%d characters)", len(content))
+            return _Attempt(None, Grounded([], [], 0), "its answer was not the JSON asked for")
         proposals = _proposals(answer, self.labels)
         if proposals and not in_language(" ".join(p.sentence for p in proposals), self.language):
-            self.notes.append(f"the brief was not in {self.language}; asked again")
-            answer_again = await self.ask(lambda firm, again: messages_of(True, again), schema)
-            again_proposals = _proposals(answer_again, self.labels)
-            if again_proposals and not in_language(" ".join(p.sentence for p in again_proposals), self.language):
-                self.notes.append(f"the brief was again not in {self.language}: no brief")
-                proposals = []
-            else:
-                answer, proposals = answer_again, again_proposals
-        return self._insights(ground_brief(proposals, self.index, limit=self.sentences), answer)
+            dropped = [f"{p.sentence[:80]!r}: not in {self.language}" for p in proposals]
+            return _Attempt(answer, Grounded([], dropped, len(proposals)), f"its brief was not in {self.language}")
+        grounded = ground_brief(proposals, self.index, limit=self.sentences)
+        if not proposals:
+            return _Attempt(answer, grounded, "it proposed no sentence")
+        return _Attempt(answer, grounded, f"none of its {len(proposals)} sentences is backed by the transcript")
 
-    def _insights(self, grounded: Grounded, answer: _Answer) -> Insights:
-        topics, refused = ground_topics(_topics(answer, self.labels), self.dictionary, self.index)
+    def _insights(
+        self, grounded: Grounded, answer: _Answer | None, proposed: int = 0, also: _Answer | None = None
+    ) -> Insights:
+        """What is kept of ``answer``; ``proposed``: sentences another answer proposed; ``also``: another answer
+        whose topics count after this one's (the simpler request's answer may name none, or the first's be lost)."""
+        proposals = [t for a in (answer, also) if a is not None for t in _topics(a, self.labels)]
+        topics, refused = ground_topics(proposals, self.dictionary, self.index)
+        if not topics and grounded.kept:
+            # Every recording with speech is about something: the owner's name the transcript speaks of most.
+            said = [n for n in self.dictionary if any(self.index.says(w) for w in words(n))]
+            if said:
+                topics = said[:1]
+                self.notes.append(f"no topic of the answer kept: {said[0]!r}, the dictionary's most spoken of")
         self.notes += [f"sentence dropped: {d}" for d in grounded.dropped]
         self.notes += [f"topic refused: {r}" for r in refused]
         return Insights(
@@ -463,7 +545,7 @@ class _Run:
             brief=sorted(grounded.kept, key=lambda q: (q.start, q.end)),
             topics=topics,
             language=self.language,
-            proposed=grounded.proposed,
+            proposed=grounded.proposed + proposed,
             requests=self.requests,
             notes=self.notes,
         )

@@ -6,7 +6,9 @@ topics), asks the configured engine (``sidecar.insights``), and writes what
 survives the checks: the sentences whose quotes are in the transcript, with
 their times, and the topics of the dictionary or justified by a quote. What
 was dropped and why goes to the recording's journal. A recording without
-speech gets no brief and no topics.
+speech gets no brief and no topics. A step that ends without a brief says why
+(``no_brief``: the owner reads it on the insights row, the sender's poll gets
+the code and the page says there is no brief) instead of leaving it empty.
 """
 
 from __future__ import annotations
@@ -29,7 +31,9 @@ async def run(ctx: StepContext) -> StepResult:
     data = await ctx.session.insights_source()
     text = str(data.get("text") or "")
     if not text.strip():
-        return Advance("no speech in the transcript: no brief and no topics")
+        reason = "no speech in the transcript: no brief and no topics"
+        await ctx.session.store_insights(_no_brief(engine.name, "no_speech", reason))
+        return Advance(reason)
     # A registered secret said in the recording (finalize stored the transcript without them) never
     # travels to a model, whatever wrote the transcript since.
     segments = [
@@ -46,8 +50,13 @@ async def run(ctx: StepContext) -> StepResult:
         await ctx.session.progress(value)
 
     async with engine.open() as chat:
-        found = await summarize(chat, source, sentences=ctx.settings.insights.sentences, on_progress=progress)
         model = chat.model
+        try:
+            found = await summarize(chat, source, sentences=ctx.settings.insights.sentences, on_progress=progress)
+        except PermanentError as exc:
+            if exc.code is HaltCode.UNPARSABLE_ANSWER:  # the row halts; the sender's page still hears of it
+                await ctx.session.store_insights({**_no_brief(engine.name, "nothing_usable", str(exc)), "model": model})
+            raise
     await ctx.session.store_insights(
         {
             "brief": found.text,
@@ -58,6 +67,8 @@ async def run(ctx: StepContext) -> StepResult:
             "model": model,
             "proposed": found.proposed,
             "kept": len(found.brief),
+            "no_brief": "" if found.brief else "nothing_usable",
+            "no_brief_reason": "" if found.brief else found.missing,
         }
     )
     for line in found.notes[:NOTES_SHOWN]:
@@ -65,7 +76,25 @@ async def run(ctx: StepContext) -> StepResult:
     if len(found.notes) > NOTES_SHOWN:
         await ctx.session.note(f"insights: and {len(found.notes) - NOTES_SHOWN} more like these")
     topics = ", ".join(found.topics) or "none"
+    if not found.brief:
+        return Advance(
+            f"no brief: {found.missing}; topics: {topics}; {found.requests} requests to {engine.name} ({model})"
+        )
     return Advance(
         f"brief of {len(found.brief)} sentences ({found.proposed} proposed), topics: {topics}; "
         f"{found.requests} requests to {engine.name} ({model})"
     )
+
+
+def _no_brief(provider: str, code: str, reason: str) -> dict[str, object]:
+    """A result without a brief, and why: ``code`` for the sender's page, ``reason`` for the owner."""
+    return {
+        "brief": "",
+        "quotes": [],
+        "topics": [],
+        "provider": provider,
+        "proposed": 0,
+        "kept": 0,
+        "no_brief": code,
+        "no_brief_reason": reason,
+    }

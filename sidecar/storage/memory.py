@@ -142,6 +142,8 @@ class InsightsRow(_Queued):
     model: str = ""
     proposed: int = 0
     kept: int = 0
+    no_brief: str = ""  # why the step ended without a brief (pb_hooks/lib/insights.js)
+    no_brief_reason: str = ""
 
     def view(self, recording: Row) -> AudioRecord:
         fields = {k: v for k, v in self.__dict__.items() if k != "record"}
@@ -681,6 +683,9 @@ class InMemoryStorage:
         for name in ("language", "provider", "model"):
             setattr(ins, name, str(result.get(name, "")))
         ins.proposed, ins.kept = int(result.get("proposed", 0)), int(result.get("kept", 0))
+        missing = str(result.get("no_brief", "")) if not brief else ""
+        ins.no_brief = missing if missing in ("no_speech", "nothing_usable") else ""
+        ins.no_brief_reason = str(result.get("no_brief_reason", ""))[:2000] if ins.no_brief else ""
 
     async def attempts_to_sweep(self, limit: int = 100) -> list[SweepItem]:
         await anyio.lowlevel.checkpoint()

@@ -800,3 +800,55 @@ def test_page_weight_and_time_to_the_first_list(
         assert sdk > 40_000  # the SDK itself was counted
         assert total < 200 * 1024
         assert first_list_ms < 5_000
+
+
+def test_a_recording_without_a_brief_says_so_instead_of_leaving_the_space_empty(
+    pb: PocketBaseServer, browser: SenderPage
+) -> None:
+    """The insights step ends without a brief while the transcript is open: the page says there is none, live,
+    in the sender's language."""
+    from playwright.sync_api import expect
+
+    sender, service = pb.new_sender(), pb.service()
+    rid = sender.upload(SAMPLE.read_bytes(), title="Voice note")
+    with pipeline_in_background(pb, InstantProvider(), workers=1):
+        eventually_sync(
+            lambda: sender.http.get(f"/api/transcriber/records/{rid}").json()["status"] == "done", within=60
+        )
+    browser.open()
+    browser.sign_in(sender.email, PASSWORD)
+    browser.row(rid).locator(".record-title").click()
+    expect(browser.page.locator("#lines li.line").first).to_be_visible()
+    expect(browser.page.locator("#brief")).to_have_count(0)
+    browser.mark_loaded()
+    asked = pb.superuser().http.post("/api/collections/insights/records", json={"record": rid, "state": "queued"})
+    assert asked.status_code == 200, asked.text
+    claim = service.http.post(
+        "/api/pipeline/claim", json={"now": now_ms(), "leases": dict.fromkeys(STAGES, 60_000), "insights_lease": 60_000}
+    )
+    assert claim.status_code == 200 and claim.json()["queue"] == "insights", claim.text
+    resp = service.http.post(
+        f"/api/pipeline/insights/{claim.json()['id']}/result",
+        json={
+            "token": claim.json()["token"],
+            "now": now_ms(),
+            "brief": "",
+            "topics": [],
+            "no_brief": "nothing_usable",
+            "no_brief_reason": "the model's first answer gave nothing usable (it proposed no sentence), nor did ...",
+        },
+    )
+    assert resp.status_code == 200, resp.text
+    card = browser.page.locator("#brief")
+    expect(card).to_be_visible(timeout=15_000)
+    assert browser.still_same_load(), "the page was reloaded"
+    expect(card.locator(".brief-none")).to_have_text(
+        "No brief for this recording. The language model wrote nothing the recording backs."
+    )
+    browser.page.reload()
+    browser.page.evaluate("() => localStorage.setItem('transcriber.lang', 'ru')")
+    browser.page.reload()
+    expect(browser.page.locator("#brief .brief-none")).to_have_text(
+        "Для этой записи нет краткого содержания. Языковая модель не написала ничего, что подтверждает запись."
+    )
+    browser.shot("no-brief")

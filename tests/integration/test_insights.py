@@ -167,3 +167,39 @@ async def test_a_failing_step_leaves_the_transcript_done_and_visible(
     assert resp.status_code == 200, resp.text
     again = insights_row(superuser, rid)
     assert again["halted_at"] == "" and again["attempts"] == 0 and again["available_at"] > 0
+
+
+async def test_an_empty_answer_is_asked_for_more_simply_then_the_owner_and_the_sender_are_told_why(
+    pb: PocketBaseServer, sender: Caller, superuser: Caller
+) -> None:
+    rid = sender.upload()
+    asked: list[dict[str, Any]] = []
+
+    def empty(req: httpx.Request) -> httpx.Response:
+        asked.append(json.loads(req.content))
+        return chat_answer({"brief": [], "topics": []})
+
+    async with sidecar(pb, empty) as pool, pool_running(pool):
+        row = await eventually(lambda: when(insights_row(superuser, rid), lambda r: r["state"] == "done"))
+    # Once more, more simply, then no brief: why, on the insights row (the panel) and in the journal.
+    assert len(asked) == 2 and asked[1]["messages"][0]["content"].startswith("Say in one sentence, in English,")
+    assert row["no_brief"] == "nothing_usable" and row["halted_at"] == ""
+    assert row["no_brief_reason"] == (
+        "the model's first answer gave nothing usable (it proposed no sentence), "
+        "nor did a simpler request (it proposed no sentence)"
+    )
+    events = superuser.http.get(
+        "/api/collections/record_events/records", params={"filter": f'record = "{rid}"', "perPage": 200}
+    ).json()["items"]
+    assert any(e["outcome_text"].startswith("no brief: the model's first answer gave nothing usable") for e in events)
+    # The sender's poll says there is none and why (the page words it); the list says so too.
+    poll = sender.poll(rid)
+    assert poll["brief"] is None and poll["brief_missing_reason"] == "nothing_usable"
+    items = sender.http.get("/api/transcriber/records").json()["items"]
+    assert items[0]["brief_missing_reason"] == "nothing_usable"
+    # The owner writes one: the poll no longer says there is none.
+    rec = superuser.record(rid)
+    form = {k: v for k, v in rec.items() if k not in ("id", "collectionId", "collectionName", "created", "updated")}
+    form["brief"] = "A test upload."
+    assert superuser.http.patch(f"/api/collections/audio_records/records/{rid}", json=form).status_code == 200
+    assert sender.poll(rid)["brief_missing_reason"] is None

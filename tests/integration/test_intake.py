@@ -32,6 +32,7 @@ LISTED = {
     "created",
     "updated",
     "brief",
+    "brief_missing_reason",
     "topics",
 }
 

@@ -146,7 +146,7 @@ async def test_a_sentence_whose_quote_is_not_in_the_transcript_is_dropped(storag
     assert "is not in the transcript" in journal and "the number 22" in journal
 
 
-async def test_a_brief_in_the_wrong_language_is_asked_again_then_dropped(storage: InMemoryStorage) -> None:
+async def test_a_brief_in_the_wrong_language_is_asked_for_more_simply_then_dropped(storage: InMemoryStorage) -> None:
     rid = done(storage, RU, language="ru")
     english = chat_answer(
         {
@@ -163,10 +163,12 @@ async def test_a_brief_in_the_wrong_language_is_asked_again_then_dropped(storage
     async with insights_pool(storage, chat) as (pool, _):
         assert await run_insights(pool, storage) is Verdict.ADVANCED
     assert len(chat.requests) == 2
-    assert "Russian" in chat.requests[1]["messages"][0]["content"]
-    assert "was not in Russian" in chat.requests[1]["messages"][0]["content"]
+    assert chat.requests[1]["messages"][0]["content"].startswith("Say in one sentence, in Russian,")
     assert storage.row(rid).brief == ""
-    assert any("again not in ru" in e.text for e in storage.journal_of(rid))
+    ins = storage.insights_of(rid)
+    assert ins is not None and ins.no_brief == "nothing_usable"
+    assert "its brief was not in ru" in ins.no_brief_reason
+    assert any(e.text.startswith("no brief: ") and "not in ru" in e.text for e in storage.journal_of(rid))
 
 
 async def test_a_brief_in_the_right_language_on_the_second_try_is_kept(storage: InMemoryStorage) -> None:
@@ -243,7 +245,7 @@ async def test_more_than_five_topics_are_cut_to_the_five_most_spoken_of(storage:
     assert len(topics) == 5 and "payment" in topics
 
 
-async def test_an_answer_that_is_not_json_is_asked_again_then_halts_with_a_clear_code(
+async def test_an_answer_that_is_not_json_is_asked_for_more_simply_then_halts_with_a_clear_code(
     storage: InMemoryStorage,
 ) -> None:
     rid = done(storage, EN)
@@ -251,9 +253,10 @@ async def test_an_answer_that_is_not_json_is_asked_again_then_halts_with_a_clear
     async with insights_pool(storage, chat) as (pool, _):
         assert await run_insights(pool, storage) is Verdict.HALTED
     assert len(chat.requests) == 2
-    assert "not the JSON object" in chat.requests[1]["messages"][0]["content"]
+    assert chat.requests[1]["messages"][0]["content"].startswith("Say in one sentence, in English,")
     ins, row = storage.insights_of(rid), storage.row(rid)
     assert ins is not None and ins.halt_code == HaltCode.UNPARSABLE_ANSWER.value
+    assert ins.no_brief == "nothing_usable" and "not the JSON" in ins.no_brief_reason
     # The step failing leaves the transcript done and visible.
     assert row.state == "done" and row.halted_at == "" and storage.texts[(rid, "transcript")].content
 
@@ -330,8 +333,9 @@ async def test_two_owners_topics_never_meet(storage: InMemoryStorage) -> None:
     async with insights_pool(storage, chat) as (pool, _):
         await run_insights(pool, storage)
         await run_insights(pool, storage)
-    sent = sorted(sorted(chat.data(i)["dictionary"]) for i in range(2))
-    assert sent == [["Ann's secret project", "Billing"], ["Bob's side job", "Testing"]]
+    # Each recording's requests (the first, and the simpler one its empty brief brings) carry its owner's only.
+    sent = sorted({tuple(sorted(chat.data(i)["dictionary"])) for i in range(len(chat.requests))})
+    assert sent == [("Ann's secret project", "Billing"), ("Bob's side job", "Testing")]
     assert "Bob's side job" not in storage.row(a).topics and "Ann's secret project" not in storage.row(b).topics
     assert storage.dictionaries["ann"] == ["Billing", "Ann's secret project"]
     assert storage.dictionaries["bob"] == ["Testing", "Bob's side job"]
@@ -426,3 +430,24 @@ async def test_a_recording_without_speech_gets_no_brief(storage: InMemoryStorage
         assert await run_insights(pool, storage) is Verdict.ADVANCED
     assert chat.requests == []
     assert storage.row(rid).brief == "" and any("no speech" in e.text for e in storage.journal_of(rid))
+    ins = storage.insights_of(rid)
+    assert ins is not None and (ins.no_brief, ins.no_brief_reason) == (
+        "no_speech",
+        "no speech in the transcript: no brief and no topics",
+    )
+
+
+async def test_an_empty_answer_is_asked_for_once_more_simply_then_says_why_there_is_no_brief(
+    storage: InMemoryStorage,
+) -> None:
+    rid = done(storage, EN)
+    chat = FakeChat(chat_answer({"brief": [], "topics": []}))
+    async with insights_pool(storage, chat) as (pool, _):
+        assert await run_insights(pool, storage) is Verdict.ADVANCED
+    assert len(chat.requests) == 2
+    assert chat.requests[1]["messages"][0]["content"].startswith("Say in one sentence, in English,")
+    assert chat.requests[1]["response_format"]["json_schema"]["schema"]["properties"]["brief"]["minItems"] == 1
+    ins = storage.insights_of(rid)
+    assert ins is not None and ins.state == "done" and ins.no_brief == "nothing_usable"
+    assert "it proposed no sentence" in ins.no_brief_reason
+    assert any(e.text.startswith("no brief: ") for e in storage.journal_of(rid))

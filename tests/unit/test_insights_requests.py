@@ -224,12 +224,80 @@ async def test_a_note_not_in_the_transcripts_language_is_not_offered() -> None:
     assert any("not in en" in n for n in found.notes)
 
 
-async def test_a_long_enough_transcript_is_asked_for_several_sentences_a_short_one_for_none_at_least() -> None:
-    for items, least in ((3, None), (150, 3)):
+async def test_a_long_enough_transcript_is_asked_for_several_sentences_a_short_one_for_one_at_least() -> None:
+    # A voice note has no decisions: free to write none, a small model wrote none (its brief was empty).
+    for items, least in ((3, 1), (150, 3)):
         source, _ = meeting(items)
         chat = Scripted(lambda m, s: {"brief": [], "topics": []})
         await summarize(chat, source)
-        assert chat.requests[0][1]["properties"]["brief"].get("minItems") == least
+        schema = chat.requests[0][1]["properties"]
+        assert schema["brief"].get("minItems") == least and schema["topics"].get("minItems") == 1
+
+
+VOICE_NOTE = [
+    "Маяк светил всю ночь над тёмным морем.",
+    "Рыбаки вернулись в порт к обеду.",
+    "Отчёт отправили директору в пятницу.",
+    "Дети строили во дворе снежный замок.",
+    "Встреча назначена у фонтана в семь часов.",
+    "Мост закрыт на ремонт до весны.",
+]
+
+
+def voice_note() -> Source:
+    segs = [{"start": i * 4.0, "end": i * 4.0 + 3.5, "text": t} for i, t in enumerate(VOICE_NOTE)]
+    return Source(" ".join(VOICE_NOTE), segs, "ru", ["Работа", "Погода"])
+
+
+async def test_a_voice_note_is_asked_with_the_short_instructions_for_a_sentence_per_thing_it_says() -> None:
+    chat = Scripted(
+        lambda m, s: {
+            "brief": [
+                {"quote": "Отчёт отправили директору в пятницу", "sentence": "Отчёт отправлен директору в пятницу."},
+                {"quote": "Мост закрыт на ремонт до весны", "sentence": "Мост закрыт до весны."},
+            ],
+            "topics": [{"name": "Работа", "quote": "Отчёт отправили директору"}, {"name": "Погода", "quote": ""}],
+        }
+    )
+    found = await summarize(chat, voice_note())
+    (messages, schema), *more = chat.requests
+    assert not more and "short recording" in messages[0]["content"] and "decision" not in messages[0]["content"]
+    assert schema["properties"]["brief"]["minItems"] == 1 and schema["properties"]["topics"]["maxItems"] == 3
+    assert [q.quote for q in found.brief] == ["Отчёт отправили директору в пятницу", "Мост закрыт на ремонт до весны"]
+    assert found.topics == ["Работа"] and found.missing == ""
+
+
+async def test_an_answer_with_nothing_usable_is_asked_for_once_more_simply() -> None:
+    simple = {
+        "brief": [{"quote": "Мост закрыт на ремонт до весны", "sentence": "Запись о городских новостях."}],
+        "topics": [{"name": "Мост", "quote": "Мост закрыт на ремонт"}],
+    }
+    chat = Scripted(lambda m, s: simple if m[0]["content"].startswith("Say in one sentence") else {"brief": []})
+    found = await summarize(chat, voice_note())
+    assert len(chat.requests) == 2 and found.requests == 2
+    messages, schema = chat.requests[1]
+    assert messages[0]["content"].startswith("Say in one sentence, in Russian,")
+    assert doc(messages)["transcript"] == doc(chat.requests[0][0])["transcript"]
+    assert schema["properties"]["brief"]["maxItems"] == 1 and schema["properties"]["brief"]["minItems"] == 1
+    assert found.text == "Запись о городских новостях." and found.topics == ["Мост"]
+    assert any("nothing usable in the first answer (it proposed no sentence)" in n for n in found.notes)
+
+
+async def test_two_answers_with_nothing_usable_leave_no_brief_and_say_why() -> None:
+    # The first answer's sentence quotes what was never said; the simpler one proposes nothing.
+    chat = Scripted(
+        lambda m, s: (
+            {"brief": [], "topics": []}
+            if m[0]["content"].startswith("Say in one sentence")
+            else {"brief": [{"quote": "маяк погас в полночь навсегда", "sentence": "Маяк погас."}], "topics": []}
+        )
+    )
+    found = await summarize(chat, voice_note())
+    assert len(chat.requests) == 2 and found.brief == [] and found.proposed == 1
+    assert found.missing == (
+        "the model's first answer gave nothing usable (none of its 1 sentences is backed by the transcript), "
+        "nor did a simpler request (it proposed no sentence)"
+    )
 
 
 def test_the_openai_engine_sends_as_many_at_once_as_configured() -> None:

@@ -10,6 +10,8 @@
 // survives, which matters when the correction removes a name.
 const exports_ = require("./exports.js");
 const journal = require("./journal.js");
+const stages = require("./stages.js");
+const transitions = require("./transitions.js");
 
 // Beyond this many differing words the diff would cost too much time; the
 // words are then spread over the segments in proportion to their old length.
@@ -171,6 +173,11 @@ function followContent(app, row) {
   const rec = app.findRecordById("audio_records", recordId);
   journal.add(app, rec.id, rec.getString("state"), "note",
     "transcript corrected by the owner: " + changed + " of " + segments.length + how, "owner");
+  // The literary text was made from the old words: it is made again (the brief is not: the
+  // owner reruns it when they want, as it costs a language model's time).
+  if (row.getString("kind") === "transcript" && stages.isTerminal(rec.getString("state"))) {
+    transitions.queueFollowUp(app, "literary", rec.id, Date.now(), "owner", "the transcript was corrected");
+  }
 }
 
 module.exports = { followContent: followContent };

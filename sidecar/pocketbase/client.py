@@ -33,6 +33,7 @@ from sidecar.storage.errors import (
     UnreadableClaim,
 )
 from sidecar.storage.model import (
+    INSIGHTS,
     RECORDS,
     AttemptChange,
     AttemptRow,
@@ -199,7 +200,13 @@ class PocketBaseClient:
 
     # -- the queue ------------------------------------------------------------------
 
-    async def claim(self, leases: Mapping[str, timedelta], insights_lease: timedelta | None = None) -> Claimed | NoWork:
+    async def claim(
+        self,
+        leases: Mapping[str, timedelta],
+        insights_lease: timedelta | None = None,
+        *,
+        follow_ups: Mapping[str, timedelta] | None = None,
+    ) -> Claimed | NoWork:
         body: dict[str, Any] = {
             "now": self.clock.now_ms(),
             "leases": {stage: int(lease.total_seconds() * 1000) for stage, lease in leases.items()},
@@ -209,8 +216,11 @@ class PocketBaseClient:
             # ... and so do a recording's files and attempts, which its step reads first.
             "with_rows": True,
         }
+        queues = dict(follow_ups or {})
         if insights_lease is not None:
-            body["insights_lease"] = int(insights_lease.total_seconds() * 1000)
+            queues[INSIGHTS] = insights_lease
+        if queues:
+            body["follow_ups"] = {name: int(lease.total_seconds() * 1000) for name, lease in queues.items()}
         resp = await self.request("POST", "/api/pipeline/claim", json=body)
         set_aside = tuple(i for i in resp.headers.get("X-Set-Aside", "").split(",") if i)
         if resp.status_code == 204:
@@ -263,6 +273,20 @@ class PocketBaseClient:
     async def store_insights(self, claim: Claim, result: dict[str, Any]) -> None:
         body = {"token": claim.token, "now": self.clock.now_ms(), **result}
         await self._write("POST", f"/api/pipeline/insights/{claim.id}/result", json=body)
+
+    async def literary_source(self, claim: Claim) -> dict[str, Any]:
+        resp = await self.request(
+            "POST",
+            f"/api/pipeline/{claim.queue}/{claim.id}/source",
+            json={"token": claim.token},
+            timeout_s=self._upload_timeout,
+        )
+        data = resp.json()
+        return data if isinstance(data, dict) else {}
+
+    async def store_literary(self, claim: Claim, result: dict[str, Any]) -> None:
+        body = {"token": claim.token, "now": self.clock.now_ms(), **result}
+        await self._write("POST", f"/api/pipeline/{claim.queue}/{claim.id}/result", json=body)
 
     # -- reads ------------------------------------------------------------------
 

@@ -33,4 +33,25 @@ function names() {
   return Object.keys(QUEUES);
 }
 
-module.exports = { QUEUES: QUEUES, of: of, names: names };
+// The queues a worker's advance asks a finished recording to be queued on (`follow_ups`: names;
+// `insights: true`: the insights queue, as workers of an earlier release ask), in claim order.
+// Returns the names, or a name the declaration does not know as `unknown`.
+function asked(body) {
+  const list = Array.isArray(body.follow_ups) ? body.follow_ups : [];
+  const unknown = list.filter((q) => !of(q));
+  const legacy = body.insights === true ? ["insights"] : [];
+  return { names: names().filter((q) => list.indexOf(q) >= 0 || legacy.indexOf(q) >= 0), unknown: unknown };
+}
+
+// The follow-up leases a claim asks for (`follow_ups`: queue → ms; `insights_lease`: the insights
+// queue's, as workers of an earlier release send it), unchecked (lib/claim.js checks them).
+function leasesAsked(body) {
+  const out = {};
+  const given = body.follow_ups;
+  if (given !== undefined && given !== null && (typeof given !== "object" || Array.isArray(given))) return null;
+  for (const name in given || {}) out[name] = given[name];
+  if (body.insights_lease !== undefined && body.insights_lease !== null) out.insights = body.insights_lease;
+  return out;
+}
+
+module.exports = { QUEUES: QUEUES, of: of, names: names, asked: asked, leasesAsked: leasesAsked };

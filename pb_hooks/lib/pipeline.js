@@ -7,9 +7,10 @@ const args = require("./args.js");
 const attachments = require("./attachments.js");
 const claims = require("./claim.js");
 const deadlines = require("./deadlines.js");
+const followups = require("./followups.js");
 const insights = require("./insights.js");
-const literary = require("./literary.js");
 const journal = require("./journal.js");
+const literary = require("./literary.js");
 const routes = require("./routes.js");
 const settings = require("./settings.js");
 const settle = require("./settle.js");
@@ -26,11 +27,8 @@ function claim(e) {
     const now = args.count(body, "now");
     if (typeof body.leases !== "object" || body.leases === null) throw new args.Invalid("'leases' must map stages to lease milliseconds");
     // The follow-up queues whose work the caller takes too (only when no recording waits).
-    const followUps = Object.assign({}, body.follow_ups === null || typeof body.follow_ups !== "object" ? {} : body.follow_ups);
-    if (body.follow_ups !== undefined && body.follow_ups !== null && typeof body.follow_ups !== "object") {
-      throw new args.Invalid("'follow_ups' must map follow-up queues to lease milliseconds");
-    }
-    if (body.insights_lease !== undefined && body.insights_lease !== null) followUps.insights = args.count(body, "insights_lease");
+    const followUps = followups.leasesAsked(body);
+    if (followUps === null) throw new args.Invalid("'follow_ups' must map follow-up queues to lease milliseconds");
     // A claimer that asks gets a recording's files and attempts with it (rows, never their content:
     // ST7), which its step reads first: read and checked inside the claim's transaction.
     const result = claims.claim($app, now, body.leases, followUps, body.with_rows === true);

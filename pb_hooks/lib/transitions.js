@@ -50,13 +50,10 @@ const TRANSITIONS = {
     args: (app, body, now, table) => {
       const to = args.text(body, "to", 50);
       if (stages.allowed(app, table).indexOf(to) < 0) throw new args.Invalid("unknown stage '" + to + "'");
-      // The follow-up queues a recording entering its terminal stage is queued on (`insights: true`:
-      // the insights queue, as older workers ask).
-      const asked = Array.isArray(body.follow_ups) ? body.follow_ups : [];
-      const unknown = asked.filter((q) => !followups.of(q));
-      if (unknown.length > 0) throw new args.Invalid("unknown follow-up queue '" + unknown[0] + "'");
-      const queues = followups.names().filter((q) => asked.indexOf(q) >= 0 || (q === "insights" && body.insights === true));
-      return { to: to, text: args.optText(body, "text"), follow_ups: queues };
+      // The follow-up queues a recording entering its terminal stage is queued on.
+      const asked = followups.asked(body);
+      if (asked.unknown.length > 0) throw new args.Invalid("unknown follow-up queue '" + asked.unknown[0] + "'");
+      return { to: to, text: args.optText(body, "text"), follow_ups: asked.names };
     },
     fields: (rec, now, a) => freed({
       state: a.to, state_entered_at: now, attempts: 0, paused_until: 0,

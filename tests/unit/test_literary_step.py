@@ -6,6 +6,7 @@ pool and the claim name no follow-up step: each is a declaration."""
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import anyio
 import pytest
@@ -21,7 +22,7 @@ from tests.support.sidecar import twin_sidecar
 
 pytestmark = pytest.mark.anyio
 
-SEGMENTS = [
+SEGMENTS: list[dict[str, Any]] = [
     {"start": 0.0, "end": 3.0, "text": "эм, я я думаю, что маяк светил", "speaker": "Speaker 1"},
     {"start": 3.2, "end": 5.0, "text": 'всю ночь. он сказал "хватит" - и ушёл.', "speaker": "Speaker 1"},
     {"start": 9.0, "end": 11.0, "text": "ну-у да.", "speaker": "Speaker 2"},

@@ -54,7 +54,16 @@ migrate((app) => {
   const kind = texts.fields.getByName("kind");
   kind.help = "transcript: what recognition heard (the owner may correct its content); literary: the same words " +
     "edited to be read (paragraphs, no fillers, the language's typography), made by the literary step.";
+  // The literary text as a Word document, made by the step with the text (the sender downloads it).
+  texts.fields.add(new FileField({
+    name: "document", maxSelect: 1, maxSize: 200 * 1024 * 1024, protected: true,
+    mimeTypes: ["application/vnd.openxmlformats-officedocument.wordprocessingml.document"],
+    help: "The literary text as a Word document (DOCX), made with it by the literary step.",
+  }));
   app.save(texts);
 }, (app) => {
   app.delete(app.findCollectionByNameOrId("literary"));
+  const texts = app.findCollectionByNameOrId("texts");
+  texts.fields.removeByName("document");
+  app.save(texts);
 });

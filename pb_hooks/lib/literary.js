@@ -47,8 +47,28 @@ function finite(v) {
   return typeof v === "number" && isFinite(v) ? Math.min(Math.max(v, 0), 1e7) : null;
 }
 
-// The step's answer, checked before the fence: {content, segments, language}.
-function request(body) {
+// The step's answer, checked before the fence: {content, segments, language, document}. Sent as
+// JSON, or as a form whose `payload` holds the JSON and whose `document` file is the DOCX.
+function request(e, form) {
+  let body = form;
+  let document = null;
+  if (typeof form.payload === "string") {
+    try {
+      body = JSON.parse(form.payload);
+    } catch (_) {
+      throw new args.Invalid("'payload' must be JSON");
+    }
+    const multipart = String(e.request.header.get("Content-Type") || "").indexOf("multipart/form-data") === 0;
+    const files = multipart ? e.findUploadedFiles("document") || [] : [];
+    if (files.length > 1) throw new args.Invalid("at most one 'document' file");
+    document = files.length > 0 ? files[0] : null;
+  }
+  const out = checked(body);
+  out.document = document;
+  return out;
+}
+
+function checked(body) {
   const content = typeof body.content === "string" ? body.content : null;
   if (content === null) throw new args.Invalid("'content' must be text");
   if (!Array.isArray(body.segments) || body.segments.length > MAX_PARAGRAPHS) {
@@ -75,6 +95,8 @@ function store(tx, row, a) {
   t.set("kind", "literary");
   t.set("content", a.content);
   t.set("segments", a.segments);
+  // A document of an earlier text would no longer be this one: replaced, or removed.
+  t.set("document", a.document || null);
   tx.save(t);
   tx.db().newQuery("UPDATE literary SET language = {:language} WHERE id = {:id}").bind({ id: row.id, language: a.language }).execute();
 }
@@ -89,12 +111,44 @@ function status(app, recordId) {
   return done ? null : "pending";
 }
 
-// The text as the sender downloads it: {content, segments}, or null while there is none.
-function view(app, recordId) {
-  const t = textOf(app, recordId);
-  if (!t) return null;
-  const segments = parsedJson(t.get("segments"));
-  return { content: t.getString("content"), segments: Array.isArray(segments) ? segments : [] };
+function stamp(sec) {
+  const s = Math.floor(sec);
+  const two = (n) => (n < 10 ? "0" : "") + n;
+  return (s >= 3600 ? Math.floor(s / 3600) + ":" : "") + two(Math.floor(s / 60) % 60) + ":" + two(s % 60);
 }
 
-module.exports = { rowOf: rowOf, textOf: textOf, source: source, request: request, store: store, status: status, view: view };
+// The text in Markdown: the recording's title as the heading, each paragraph with its start
+// time, the speaker in bold at each turn.
+function markdown(title, segments) {
+  const out = [];
+  if (title) out.push("# " + title);
+  let speaker = null;
+  for (const p of segments) {
+    const named = p.speaker && p.speaker !== speaker ? "**" + p.speaker + ":** " : "";
+    speaker = p.speaker || null;
+    out.push("*[" + stamp(p.start) + "]* " + named + p.text);
+  }
+  return out.join("\n\n") + (out.length > 0 ? "\n" : "");
+}
+
+// The text as the sender downloads it (GET /api/transcriber/records/{id}/text?format=): null while
+// there is none; else {type, body} for txt and md, {file, name} for docx (null when it has none).
+function rendered(app, rec, format) {
+  if (status(app, rec.id) !== "ready") return null;
+  const t = textOf(app, rec.id);
+  if (!t) return null;
+  if (format === "docx") {
+    const file = t.getString("document");
+    return file ? { row: t, file: file } : null;
+  }
+  if (format === "md") {
+    const segments = parsedJson(t.get("segments"));
+    return { type: "text/markdown; charset=utf-8", body: markdown(rec.getString("title"), Array.isArray(segments) ? segments : []) };
+  }
+  const content = t.getString("content");
+  return { type: "text/plain; charset=utf-8", body: content + (content ? "\n" : "") };
+}
+
+module.exports = {
+  rowOf: rowOf, textOf: textOf, source: source, request: request, store: store, status: status, rendered: rendered,
+};

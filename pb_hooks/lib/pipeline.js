@@ -101,7 +101,7 @@ function literarySource(e) {
 // The literary text and its paragraphs, written under the claim as the recording's texts row
 // of kind literary.
 function literaryResult(e) {
-  return routes.fenced(e, "literary", (body) => literary.request(body), (tx, row, a) => {
+  return routes.fenced(e, "literary", (body) => literary.request(e, body), (tx, row, a) => {
     literary.store(tx, row, a);
     return { ok: true };
   });

@@ -50,6 +50,7 @@ from sidecar.storage.model import (
 from sidecar.storage.transitions import Transition
 
 SERVICE_COLLECTION = "services"
+DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
 
 # A PocketBase restart must not cost a finished step its result: outcome
 # writes and reads ride out a short outage. Fenced writes are safe to repeat:
@@ -284,9 +285,20 @@ class PocketBaseClient:
         data = resp.json()
         return data if isinstance(data, dict) else {}
 
-    async def store_literary(self, claim: Claim, result: dict[str, Any]) -> None:
-        body = {"token": claim.token, "now": self.clock.now_ms(), **result}
-        await self._write("POST", f"/api/pipeline/{claim.queue}/{claim.id}/result", json=body)
+    async def store_literary(self, claim: Claim, result: dict[str, Any], document: bytes | None = None) -> None:
+        url = f"/api/pipeline/{claim.queue}/{claim.id}/result"
+        if document is None:
+            await self._write("POST", url, json={"token": claim.token, "now": self.clock.now_ms(), **result})
+            return
+        # With its DOCX: a form whose `payload` holds what the JSON body would.
+        fields = {"token": claim.token, "payload": json.dumps({"now": self.clock.now_ms(), **result})}
+        await self._write(
+            "POST",
+            url,
+            data=fields,
+            files={"document": ("literary.docx", document, DOCX)},
+            timeout_s=self._upload_timeout,
+        )
 
     # -- reads ------------------------------------------------------------------
 

@@ -266,6 +266,7 @@ class InMemoryStorage:
     audio_ms_per_day: int = 0  # the senders' daily audio quota (H4), 0: none
     insights: dict[str, InsightsRow] = field(default_factory=dict)
     literary: dict[str, LiteraryRow] = field(default_factory=dict)
+    documents: dict[tuple[str, str], bytes] = field(default_factory=dict)  # (record, kind) → its DOCX
     dictionaries: dict[str, list[str]] = field(default_factory=dict)  # owner → topic names
     taught: dict[str, list[str]] = field(default_factory=dict)  # owner → the words they taught (users.words)
     sources_read: list[str] = field(default_factory=list)  # owners whose dictionary an insights step read
@@ -756,7 +757,7 @@ class InMemoryStorage:
             "language": rec.language,
         }
 
-    async def store_literary(self, claim: Claim, result: dict[str, Any]) -> None:
+    async def store_literary(self, claim: Claim, result: dict[str, Any], document: bytes | None = None) -> None:
         await anyio.lowlevel.checkpoint()
         row = self._fenced(claim)
         if not isinstance(row, LiteraryRow):
@@ -765,6 +766,7 @@ class InMemoryStorage:
         if not isinstance(segments, list):
             raise StorageError("'segments' must be a list", status=400)
         self.texts[(row.record, "literary")] = _Text(str(result.get("content", "")), segments)
+        self.documents[(row.record, "literary")] = document or b""
 
     async def store_insights(self, claim: Claim, result: dict[str, Any]) -> None:
         await anyio.lowlevel.checkpoint()

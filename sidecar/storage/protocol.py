@@ -162,9 +162,9 @@ class Storage(Protocol):
         """A literary claim's recording: its transcript's ``text``, ``segments`` and ``language``."""
         ...
 
-    async def store_literary(self, claim: Claim, result: dict[str, Any]) -> None:
+    async def store_literary(self, claim: Claim, result: dict[str, Any], document: bytes | None = None) -> None:
         """The literary text (``content``, its paragraphs as ``segments``) as the recording's ``texts`` row
-        of kind ``literary``, under the claim."""
+        of kind ``literary``, with ``document`` (the same as DOCX) attached, under the claim."""
         ...
 
     # -- provider-side copies (O6) --------------------------------------------------

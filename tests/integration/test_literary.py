@@ -4,6 +4,7 @@ owner queues the literary text again and never the brief. The chat server is fak
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -12,6 +13,7 @@ from typing import Any
 import httpx
 import pytest
 import respx
+from docx import Document
 from pydantic import SecretStr
 
 from sidecar.insights.engines import OpenAIEngine
@@ -134,6 +136,23 @@ async def test_the_literary_text_is_made_beside_the_brief_and_a_correction_remak
     assert poll["literary"] == "ready" and poll["brief"] == "The billing page ships on Friday."
     items = sender.http.get("/api/transcriber/records").json()["items"]
     assert items[0]["literary"] == "ready"
+    # The downloads: txt as stored, md with times and speakers, docx made by the step.
+    base = f"/api/transcriber/records/{rid}/text"
+    txt = sender.http.get(base, params={"format": "txt"})
+    assert txt.status_code == 200 and txt.text == text["content"] + "\n"
+    assert txt.headers["content-type"].startswith("text/plain")
+    md = sender.http.get(base, params={"format": "md"}).text
+    assert "*[00:00]* **Speaker 1:** Good morning everyone" in md and "*[00:10]* **Speaker 2:** Anna" in md
+    got_docx = sender.http.get(base, params={"format": "docx"})
+    assert got_docx.status_code == 200 and got_docx.headers["content-disposition"].startswith("attachment")
+    paragraphs = [p.text for p in Document(io.BytesIO(got_docx.content)).paragraphs]
+    assert paragraphs[-2:] == [
+        "Speaker 1: Good morning everyone, let us start the planning meeting. "
+        "We decided to ship the new billing page on Friday.",
+        "Speaker 2: Anna will write the release notes - don’t worry.",
+    ]
+    bad = sender.http.get(base, params={"format": "pdf"})
+    assert bad.status_code == 400 and bad.json()["code"] == "bad_format"
     briefs_asked = len(asked)
     assert briefs_asked > 0
 
@@ -144,6 +163,8 @@ async def test_the_literary_text_is_made_beside_the_brief_and_a_correction_remak
     assert got.status_code == 200, got.text
     assert row_of(superuser, "literary", rid)["state"] == "queued"
     assert sender.poll(rid)["literary"] == "pending"
+    # While it is made again, the stale text is not handed out.
+    assert sender.http.get(base, params={"format": "txt"}).status_code == 404
     # The brief is not made again: its row is as it was.
     assert row_of(superuser, "insights", rid) == rows["insights"]
     journal = superuser.http.get(

@@ -5,11 +5,13 @@ pool and the claim name no follow-up step: each is a declaration."""
 
 from __future__ import annotations
 
+import io
 import re
 from typing import Any
 
 import anyio
 import pytest
+from docx import Document
 
 from sidecar.outcome import Advance, StepResult, Verdict
 from sidecar.pipeline.pool import WorkerPool
@@ -83,6 +85,12 @@ async def test_a_done_recording_gets_its_literary_text(storage: InMemoryStorage)
         },
         {"start": 9.0, "end": 11.0, "speaker": "Speaker 2", "text": "Да."},
     ]
+    document = Document(io.BytesIO(storage.documents[(rid, "literary")]))
+    assert [p.text for p in document.paragraphs] == [
+        "Speaker 1: Я думаю, что маяк светил всю ночь. Он сказал «хватит»\u00a0— и ушёл.",
+        "Speaker 2: Да.",
+    ]
+    assert [r.bold for r in document.paragraphs[0].runs] == [True, None]
     journal = [(e.stage, e.kind, e.text) for e in storage.journal_of(rid)]
     assert ("done", "note", "literary text queued (the literary step)") in journal
     assert journal[-1] == ("literary", "advanced", "literary text of 2 paragraphs (rule-based edition)")

@@ -132,7 +132,8 @@ function markdown(title, segments) {
 }
 
 // The text as the sender downloads it (GET /api/transcriber/records/{id}/text?format=): null while
-// there is none; else {type, body} for txt and md, {file, name} for docx (null when it has none).
+// there is none; else {type, body} for txt and md, {json} for json ({content, paragraphs: [{start,
+// end, speaker, text}]}, what the page shows), {row, file} for docx (null when it has none).
 function rendered(app, rec, format) {
   if (status(app, rec.id) !== "ready") return null;
   const t = textOf(app, rec.id);
@@ -140,6 +141,10 @@ function rendered(app, rec, format) {
   if (format === "docx") {
     const file = t.getString("document");
     return file ? { row: t, file: file } : null;
+  }
+  if (format === "json") {
+    const paragraphs = parsedJson(t.get("segments"));
+    return { json: { content: t.getString("content"), paragraphs: Array.isArray(paragraphs) ? paragraphs : [] } };
   }
   if (format === "md") {
     const segments = parsedJson(t.get("segments"));

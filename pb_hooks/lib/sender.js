@@ -70,16 +70,17 @@ function transcript(e) {
 }
 
 // GET /api/transcriber/records/{id}/text?format= : the literary text (the transcript edited to be
-// read) in txt, md or docx; 404 until it is ready (the poll's `literary`).
+// read) in txt, md, docx or json; 404 until it is ready (the poll's `literary`).
 function text(e) {
   const format = String(e.request.url.query().get("format") || "txt");
-  if (["txt", "md", "docx"].indexOf(format) < 0) {
-    return respond.fail(e, 400, "bad_format", "Unknown format '" + format.slice(0, 20) + "': use txt, md or docx.");
+  if (["txt", "md", "docx", "json"].indexOf(format) < 0) {
+    return respond.fail(e, 400, "bad_format", "Unknown format '" + format.slice(0, 20) + "': use txt, md, docx or json.");
   }
   const rec = records.findOwned($app, e.request.pathValue("id"), e.auth.id);
   if (!rec) return notFound(e);
   const out = literary.rendered($app, rec, format);
   if (!out) return respond.fail(e, 404, "not_found", "No literary text for this recording yet (the poll's 'literary' says when it is ready).");
+  if (out.json) return e.json(200, out.json);
   const base = (rec.getString("title") || "text").replace(/[^\p{L}\p{N}._ -]+/gu, "_").slice(0, 100);
   const ascii = base.replace(/[^A-Za-z0-9._ -]/g, "_");
   const disposition = "attachment; filename=\"" + ascii + "." + format + "\"; filename*=UTF-8''" +

@@ -7,7 +7,7 @@ import { t } from "./i18n.js";
 import { showRecordAudio } from "./player.js";
 import { latest, main, sayRefusal, state, whenLive } from "./shell.js";
 import { haltText, progressBar, resumeButton, statusBadge, watchResumable } from "./status.js";
-import { briefCard, drawTranscript } from "./transcript.js";
+import { briefCard, drawTranscript, literaryChanged } from "./transcript.js";
 
 export async function renderRecord(id) {
   state.view = "record";
@@ -105,6 +105,8 @@ function showRecordStatus() {
     if (!rec.cues && !rec.loading) loadTranscript();
     // A brief written (or edited) while the transcript is open: only its card is drawn again.
     else if (rec.cues && !rec.loading && (poll.brief || "") !== (rec.brief || "")) refreshBrief();
+    // The literary text became ready (or is made again): its toggle and view are drawn again.
+    if (rec.cues && !rec.loading && (poll.literary || null) !== (rec.literaryShown || null)) literaryChanged(rec);
     return;
   }
   const parts = [h("div", { class: "record-state" }, statusBadge(poll), progressBar(poll))];

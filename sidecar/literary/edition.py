@@ -8,7 +8,8 @@ What it does, and nothing else:
   ``max_chars`` ends at the next segment that ends a sentence, or at any segment past
   twice that);
 - fillers out (ru: э, ээ, эм, м-м, ну-у, хм; en: uh, um, er, erm, hmm) and stutters out
-  (the same word said again at once, "я я я" → "я"; a cut-off start, "ко- конечно" → "конечно");
+  (the same word or phrase of up to three words said again at once, "я я я" → "я", "let us let us"
+  → "let us"; a cut-off start, "ко- конечно" → "конечно");
 - sentence case: the first letter of the paragraph and of each sentence in it is upper case
   (no letter is ever lowered: names stay as recognized);
 - the language's typography: Russian «ёлочки» for straight double quotes and an em dash with a
@@ -159,6 +160,33 @@ def _without_fillers_and_stutters(tokens: list[str], language: str) -> list[str]
     return out
 
 
+# The longest phrase whose repeat at once is a false start ("let us let us begin").
+_PHRASE = 3
+
+
+def _without_repeated_phrases(tokens: list[str]) -> list[str]:
+    """A phrase of two or three words said twice at once: said once (the second time's punctuation kept)."""
+    out: list[str] = []
+    for token in tokens:
+        out.append(token)
+        for n in range(2, _PHRASE + 1):
+            if len(out) < 2 * n:
+                continue
+            first, second = out[-2 * n : -n], out[-n:]
+            keys = [_key(_split(t)[1]) for t in first]
+            if (
+                all(k.isalpha() for k in keys)
+                and keys == [_key(_split(t)[1]) for t in second]
+                and not any(c in _split(t)[2] for t in first for c in ".!?…")
+            ):
+                # The first copy's capital stays where it began a sentence.
+                if first[0][:1].isupper() and not second[0][:1].isupper():
+                    second = [second[0][:1].upper() + second[0][1:], *second[1:]]
+                out[-2 * n :] = second
+                break
+    return out
+
+
 def _sentence_case(tokens: list[str]) -> list[str]:
     out = []
     upper_next = True
@@ -204,7 +232,7 @@ def _typography(text: str, language: str) -> str:
 def clean(text: str, language: str) -> str:
     """One paragraph's text: fillers and stutters out, sentence case, typography; "" when nothing is left."""
     language = (language or "").split("-")[0].lower()
-    tokens = _without_fillers_and_stutters(text.split(), language)
+    tokens = _without_repeated_phrases(_without_fillers_and_stutters(text.split(), language))
     # Punctuation left alone at the start by a removed word ("эм, так" → ", так").
     while tokens and not any(ch.isalnum() for ch in tokens[0]) and tokens[0][:1] in ",;:.":
         tokens.pop(0)

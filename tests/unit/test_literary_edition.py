@@ -62,6 +62,11 @@ def test_english_fillers_stutters_and_typography() -> None:
     assert got == "So I think, we’re done with the “plan” and the boys’ room"
 
 
+def test_a_phrase_said_twice_at_once_is_said_once() -> None:
+    assert clean("let us let us begin. we will, we will see", "en") == "Let us begin. We will see"
+    assert clean("я думаю я думаю, что да. Так. Так.", "ru") == "Я думаю, что да. Так. Так."
+
+
 def test_english_kept_repeats_and_numbers() -> None:
     assert clean("it was very very cold, 12 12 degrees", "en") == "It was very very cold, 12 12 degrees"
 

@@ -172,7 +172,7 @@ function followContent(app, row) {
   const changed = segments.filter((s) => s.corrected).length;
   const rec = app.findRecordById("audio_records", recordId);
   journal.add(app, rec.id, rec.getString("state"), "note",
-    "transcript corrected by the owner: " + changed + " of " + segments.length + how, "owner");
+    row.getString("kind") + " corrected by the owner: " + changed + " of " + segments.length + how, "owner");
   // The literary text was made from the old words: it is made again (the brief is not: the
   // owner reruns it when they want, as it costs a language model's time).
   if (row.getString("kind") === "transcript" && stages.isTerminal(rec.getString("state"))) {

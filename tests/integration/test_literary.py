@@ -203,3 +203,35 @@ async def test_an_empty_transcript_gives_an_empty_text_and_done(
     text = text_of(superuser, rid, "literary")
     assert text["content"] == "" and text["segments"] == []
     assert sender.poll(rid)["literary"] == "ready"
+
+
+async def test_the_owner_asks_for_a_literary_text_in_the_panel_and_runs_it_again(
+    pb: PocketBaseServer, sender: Caller, superuser: Caller
+) -> None:
+    rid = sender.upload()
+    settings = settings_for(pb, workers=1)
+    without = {k: v for k, v in STEPS.items() if k not in ("literary", "insights")}
+    async with pipeline(settings, steps=without, provider=StubProvider()) as pool, pool_running(pool):
+        await eventually(lambda: when(sender.poll(rid), lambda p: p["status"] == "done"))
+    # Done before the literary step ran here: no row, nothing said.
+    assert row_of(superuser, "literary", rid)["state"] == "" and sender.poll(rid)["literary"] is None
+    made = superuser.http.post("/api/collections/literary/records", json={"record": rid, "state": "queued"})
+    assert made.status_code == 200, made.text
+    assert sender.poll(rid)["literary"] == "pending"
+    async with pipeline(settings, steps=STEPS, provider=StubProvider()) as pool, pool_running(pool):
+        row = await eventually(lambda: when(row_of(superuser, "literary", rid), lambda r: r["state"] == "done"))
+    assert text_of(superuser, rid, "literary")["content"].startswith("Speaker 1: Good morning")
+    # Run again: set back to queued in the panel (the whole form, as the panel posts it).
+    form = {k: v for k, v in row.items() if k not in ("id", "collectionId", "collectionName", "created", "updated")}
+    form["state"] = "queued"
+    got = superuser.http.patch(f"/api/collections/literary/records/{row['id']}", json=form)
+    assert got.status_code == 200, got.text
+    assert row_of(superuser, "literary", rid)["state"] == "queued"
+    refused = superuser.http.delete(f"/api/collections/literary/records/{row['id']}")
+    assert refused.status_code == 400 and "kept with their recording" in refused.text
+    journal = superuser.http.get(
+        "/api/collections/record_events/records", params={"filter": f'record = "{rid}"', "sort": "created"}
+    ).json()["items"]
+    said = [e["outcome_text"] for e in journal if e["stage"] == "literary"]
+    assert "literary asked for by the owner" in said
+    assert "literary set to queued by the owner: the literary text will be made again" in said

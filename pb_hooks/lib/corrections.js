@@ -10,6 +10,7 @@
 // survives, which matters when the correction removes a name.
 const exports_ = require("./exports.js");
 const journal = require("./journal.js");
+const live = require("./live.js");
 const stages = require("./stages.js");
 const transitions = require("./transitions.js");
 
@@ -177,6 +178,7 @@ function followContent(app, row) {
   // owner reruns it when they want, as it costs a language model's time).
   if (row.getString("kind") === "transcript" && stages.isTerminal(rec.getString("state"))) {
     transitions.queueFollowUp(app, "literary", rec.id, Date.now(), "owner", "the transcript was corrected");
+    live.publish(app, rec.id, rec.getString("owner"));  // the sender's page: the text is being made again
   }
 }
 

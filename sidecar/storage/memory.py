@@ -264,8 +264,8 @@ class InMemoryStorage:
     texts: dict[tuple[str, str], _Text] = field(default_factory=dict)
     calls: list[str] = field(default_factory=list)  # every call by name, for tests that count round trips
     audio_ms_per_day: int = 0  # the senders' daily audio quota (H4), 0: none
-    insights: dict[str, InsightsRow] = field(default_factory=dict)
-    literary: dict[str, LiteraryRow] = field(default_factory=dict)
+    # Each follow-up queue's rows by id (FOLLOW_UPS), as its table holds them.
+    queues: dict[str, dict[str, Any]] = field(default_factory=dict)
     documents: dict[tuple[str, str], bytes] = field(default_factory=dict)  # (record, kind) → its DOCX
     dictionaries: dict[str, list[str]] = field(default_factory=dict)  # owner → topic names
     taught: dict[str, list[str]] = field(default_factory=dict)  # owner → the words they taught (users.words)
@@ -348,13 +348,19 @@ class InMemoryStorage:
     def literary_of(self, record_id: str) -> LiteraryRow | None:
         return next((i for i in self.literary.values() if i.record == record_id), None)
 
-    def _queue_rows(self, queue: str) -> Mapping[str, FollowUpRow]:
-        """The rows of follow-up queue ``queue``, by id."""
-        if queue == INSIGHTS:
-            return self.insights
-        if queue == LITERARY:
-            return self.literary
-        raise StorageError(f"unknown follow-up queue '{queue}'", status=400)
+    @property
+    def insights(self) -> dict[str, InsightsRow]:
+        return self._queue_rows(INSIGHTS)
+
+    @property
+    def literary(self) -> dict[str, LiteraryRow]:
+        return self._queue_rows(LITERARY)
+
+    def _queue_rows(self, queue: str) -> dict[str, Any]:
+        """The rows of follow-up queue ``queue``, by id (its table: declared in FOLLOW_UPS)."""
+        if queue not in FOLLOW_UPS:
+            raise StorageError(f"unknown follow-up queue '{queue}'", status=400)
+        return self.queues.setdefault(queue, {})
 
     def owner_correct_transcript(self, record_id: str, content: str) -> None:
         """The owner corrects the transcript's text (lib/corrections.js): the literary text made from the
@@ -397,12 +403,8 @@ class InMemoryStorage:
         rows = self._queue_rows(queue)
         ins = next((i for i in rows.values() if i.record == row.id), None)
         if ins is None:
-            made = FOLLOW_UPS[queue].row(id=_id(), record=row.id, created_ms=now)
-            if isinstance(made, InsightsRow):
-                self.insights[made.id] = made
-            elif isinstance(made, LiteraryRow):
-                self.literary[made.id] = made
-            ins = made
+            ins = FOLLOW_UPS[queue].row(id=_id(), record=row.id, created_ms=now)
+            rows[ins.id] = ins
         elif actor:
             self._journal(ins, "stage_set", f"{queue} set to queued by the {actor}", actor)
         ins.state, ins.state_entered_at, ins.attempts, ins.paused_until = "queued", now, 0, 0

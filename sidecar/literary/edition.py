@@ -23,6 +23,7 @@ never added, replaced or reordered: what a person said stays what they said.
 from __future__ import annotations
 
 import itertools
+import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -72,16 +73,30 @@ class _Run:
     chars: int = 0
 
 
+def _time(value: Any, default: float) -> float:
+    """Seconds, or ``default`` for a value that is none (a hand-edited segment): its words still count."""
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        return default
+    return out if math.isfinite(out) and out >= 0 else default
+
+
 def _pieces(segment: Mapping[str, Any], pause: float) -> Iterable[tuple[float, float, str]]:
     """A segment as (start, end, text), cut where its timed words leave a pause (words where known)."""
-    start, end = float(segment.get("start") or 0), float(segment.get("end") or 0)
+    start = _time(segment.get("start"), 0.0)
+    end = max(_time(segment.get("end"), start), start)
     text = str(segment.get("text") or "")
     words = segment.get("words")
     if not isinstance(words, list) or len(words) < 2:
         yield start, end, text
         return
-    timed = [w for w in words if isinstance(w, Mapping) and str(w.get("word") or "").strip()]
-    gaps = [i for i in range(1, len(timed)) if float(timed[i]["start"]) - float(timed[i - 1]["end"]) > pause]
+    timed = [
+        (_time(w.get("start"), start), _time(w.get("end"), start))
+        for w in words
+        if isinstance(w, Mapping) and str(w.get("word") or "").strip()
+    ]
+    gaps = [i for i in range(1, len(timed)) if timed[i][0] - timed[i - 1][1] > pause]
     if not gaps or len(timed) != len(text.split()):
         # No pause inside, or words that do not spell the text (a corrected segment): the segment whole.
         yield start, end, text
@@ -89,10 +104,10 @@ def _pieces(segment: Mapping[str, Any], pause: float) -> Iterable[tuple[float, f
     tokens = text.split()
     cuts = [0, *gaps, len(timed)]
     for a, b in itertools.pairwise(cuts):
-        yield float(timed[a]["start"]), float(timed[b - 1]["end"]), " ".join(tokens[a:b])
+        yield timed[a][0], timed[b - 1][1], " ".join(tokens[a:b])
 
 
-def _runs(segments: Sequence[Mapping[str, Any]], pause: float, max_chars: int) -> list[_Run]:
+def _runs(segments: Sequence[Any], pause: float, max_chars: int) -> list[_Run]:
     runs: list[_Run] = []
     for segment in segments:
         if not isinstance(segment, Mapping):
@@ -241,13 +256,14 @@ def clean(text: str, language: str) -> str:
 
 
 def edit(
-    segments: Sequence[Mapping[str, Any]],
+    segments: Sequence[Any],
     language: str,
     *,
     pause: float = PAUSE,
     max_chars: int = MAX_CHARS,
 ) -> list[Paragraph]:
-    """The transcript's segments (``{start, end, text, speaker?, words?}``) as edited paragraphs."""
+    """The transcript's segments (``{start, end, text, speaker?, words?}``, as stored: anything else is
+    passed over) as edited paragraphs."""
     out = []
     for run in _runs(segments, pause, max_chars):
         text = clean(" ".join(run.texts), language)

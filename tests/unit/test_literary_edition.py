@@ -134,6 +134,18 @@ def test_a_long_paragraph_ends_at_a_sentence_end() -> None:
     assert sum(p.text.count("sentence") for p in got) == 40
 
 
+def test_segments_with_times_that_are_none_keep_their_words() -> None:
+    got = edit(
+        [
+            {"start": "abc", "end": None, "text": "first words."},
+            {"start": 1.0, "end": float("nan"), "text": "second words.", "words": [{"word": "second", "start": "x"}]},
+            "not a segment",
+        ],
+        "en",
+    )
+    assert [(p.start, p.end, p.text) for p in got] == [(0.0, 1.0, "First words. Second words.")]
+
+
 def test_an_empty_or_silent_transcript_gives_no_paragraph() -> None:
     assert edit([], "ru") == []
     assert edit([seg(0, 1, "эм"), seg(1, 2, "  "), seg(3, 4, "м-м")], "ru") == []

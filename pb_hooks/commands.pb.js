@@ -315,7 +315,7 @@ $app.rootCmd.addCommand(new Command({
     const user = senderOrExit(email);
     // Looked up before the transaction: inside it, only `tx` may touch the database.
     const present = {};
-    for (const table of ["record_events", "texts", "insights", "record_status", "topics", "erasures",
+    for (const table of ["record_events", "texts", "insights", "literary", "record_status", "topics", "erasures",
       "_authOrigins", "_externalAuths", "_mfas", "_otps"]) present[table] = $app.hasTable(table);
     const has = (table) => present[table] !== false;
     const ids = arrayOf(new DynamicModel({ id: "" }));
@@ -326,11 +326,14 @@ $app.rootCmd.addCommand(new Command({
     let bytes = 0;
     const dirs = [];
     try {
-      for (const collection of ["files", "recognition_attempts"]) {
+      // Each collection with files of a recording: its file field, and its size column ("0": none).
+      const blobs = { files: ["blob", "size"], recognition_attempts: ["raw_response", "0"], texts: ["document", "0"] };
+      for (const collection of ["files", "recognition_attempts", "texts"]) {
         const col = $app.findCollectionByNameOrId(collection);
+        if (!col.fields.getByName(blobs[collection][0])) continue;  // an older schema: none there
         const rows = arrayOf(new DynamicModel({ id: "", blob: "", size: 0 }));
-        const blobField = collection === "files" ? "blob" : "raw_response";
-        const sizeExpr = collection === "files" ? "size" : "0";
+        const blobField = blobs[collection][0];
+        const sizeExpr = blobs[collection][1];
         for (const rid of recordIds) {
           $app.db().newQuery("SELECT id, " + blobField + " AS blob, " + sizeExpr + " AS size FROM " + collection + " WHERE record = {:r}")
             .bind({ r: rid }).all(rows);
@@ -346,7 +349,7 @@ $app.rootCmd.addCommand(new Command({
       if (!keepAccount) dirs.push(user.collection().id + "/" + user.id);  // an avatar the owner set
       $app.runInTransaction((tx) => {
         tx.db().newQuery("PRAGMA secure_delete = ON").execute();
-        const byRecord = ["record_events", "texts", "files", "recognition_attempts", "insights"].filter(has);
+        const byRecord = ["record_events", "texts", "files", "recognition_attempts", "insights", "literary"].filter(has);
         for (const rid of recordIds) {
           for (const table of byRecord) {
             tx.db().newQuery("DELETE FROM " + table + " WHERE record = {:r}").bind({ r: rid }).execute();

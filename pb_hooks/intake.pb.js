@@ -25,6 +25,10 @@ routerAdd("GET", "/api/transcriber/records/{id}", (e) => require(`${__hooks}/lib
 routerAdd("GET", "/api/transcriber/records/{id}/transcript", (e) => require(`${__hooks}/lib/sender.js`).transcript(e),
   $apis.requireAuth("users"));
 
+// The literary text (the transcript edited to be read) in txt, md or docx (owner only; 404 until ready).
+routerAdd("GET", "/api/transcriber/records/{id}/text", (e) => require(`${__hooks}/lib/sender.js`).text(e),
+  $apis.requireAuth("users"));
+
 // The recording as uploaded, for a player: HTTP ranges (206, Content-Range). The
 // sender's Authorization header, or `?token=` with a file token of theirs
 // (POST /api/files/token), which an <audio> element can carry (lib/sender.js).

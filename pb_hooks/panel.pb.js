@@ -55,19 +55,20 @@ onRecordUpdateRequest((e) => {
   throw new BadRequestError("The audit of erasures is kept as written.");
 }, "erasures");
 
-// Insights rows: the owner runs the step again (state → queued), resumes or
-// halts it, or asks for it on an older recording (a new row); the answer
-// itself (quotes, counts) is the step's. Rows are kept with their recording.
+// Follow-up rows (insights, literary: lib/followups.js): the owner runs the step
+// again (state → queued), resumes or halts it, or asks for it on an older
+// recording (a new row); the answer itself (quotes, counts; the literary text
+// in texts) is the step's. Rows are kept with their recording.
 onRecordUpdateRequest((e) => {
   const panel = require(`${__hooks}/lib/panel.js`);
-  panel.inTransaction(e, panel.mergeInsightsEdit);
-}, "insights");
+  panel.inTransaction(e, panel.mergeFollowUpEdit);
+}, "insights", "literary");
 
 onRecordCreateRequest((e) => {
   const panel = require(`${__hooks}/lib/panel.js`);
-  panel.inTransaction(e, panel.newInsights);
-}, "insights");
+  panel.inTransaction(e, panel.newFollowUp);
+}, "insights", "literary");
 
 onRecordDeleteRequest((e) => {
-  throw new BadRequestError("Insights rows are kept with their recording. To stop the step, set 'halted_at'.");
-}, "insights");
+  throw new BadRequestError("Rows of '" + e.collection.name + "' are kept with their recording. To stop the step, set 'halted_at'.");
+}, "insights", "literary");

@@ -8,6 +8,7 @@
 // next is claimed, so the queue behind it keeps moving.
 const args = require("./args.js");
 const datetimes = require("./datetimes.js");
+const followups = require("./followups.js");
 const journal = require("./journal.js");
 const live = require("./live.js");
 const readable = require("./readable.js");
@@ -120,18 +121,30 @@ function claimOnce(app, plan, withRows) {
   return out;
 }
 
-// The next insights row to work on, claimed like a recording (one statement,
-// its own index, the same checks): only ever after every claimable recording (see `claim`).
-function claimInsights(app, now, lease) {
-  if (!(lease > 0 && lease <= MAX_LEASE)) throw new args.Invalid("'insights_lease' must be from 1 to " + MAX_LEASE + " ms");
-  const head = "SELECT id FROM insights INDEXED BY idx_insights_claim" +
+// The follow-up queues a claim takes (lib/followups.js), in their declared order, each
+// with its lease (ms): `asked` maps queue names to leases.
+function followUpPlan(asked) {
+  if (asked === undefined || asked === null) return [];
+  if (typeof asked !== "object") throw new args.Invalid("'follow_ups' must map follow-up queues to lease milliseconds");
+  for (const name in asked) {
+    if (!followups.of(name)) throw new args.Invalid("unknown follow-up queue '" + name + "' (queues: " + followups.names().join(", ") + ")");
+    const lease = Math.floor(asked[name]);
+    if (!(lease > 0 && lease <= MAX_LEASE)) throw new args.Invalid("lease of '" + name + "' must be from 1 to " + MAX_LEASE + " ms");
+  }
+  return followups.names().filter((name) => asked[name] !== undefined).map((name) => ({ table: name, lease: Math.floor(asked[name]) }));
+}
+
+// The next row of follow-up queue `table` to work on, claimed like a recording (one
+// statement, its own index, the same checks): only ever after every claimable recording (see `claim`).
+function claimFollowUp(app, now, table, lease) {
+  const head = "SELECT id FROM " + table + " INDEXED BY idx_" + table + "_claim" +
     " WHERE available_at > 0 AND available_at <= {:now} AND halted_at = '' AND " + endedSql("paused_until") +
     " AND " + endedSql("claim_expires_at") + " AND state = {:queued} ORDER BY available_at, id LIMIT 1";
   const sql =
-    "UPDATE insights SET claim_token = {:token}, claim_expires_at = {:now} + {:lease}, available_at = {:now} + {:lease}" +
+    "UPDATE " + table + " SET claim_token = {:token}, claim_expires_at = {:now} + {:lease}, available_at = {:now} + {:lease}" +
     ", attempts = attempts + 1, activity = '', updated = {:upd}" +
-    " WHERE id = (" + head + ") AND " + readable.storedSql(readable.INSIGHTS) +
-    " RETURNING " + readable.CLAIMED_JSON.insights + " AS row";
+    " WHERE id = (" + head + ") AND " + readable.storedSql(readable.FOLLOW_UP) +
+    " RETURNING " + readable.CLAIMED_JSON[table] + " AS row";
   const params = { now: now, lease: Math.floor(lease), upd: datetimes.dbTime(now), token: $security.randomString(40), queued: stages.QUEUED };
   let out = null;
   app.runInTransaction((tx) => {
@@ -139,14 +152,14 @@ function claimInsights(app, now, lease) {
     tx.db().newQuery(sql).bind(params).all(rows);
     if (rows.length === 0) {
       const id = headOf(tx.db(), head, params);
-      if (id) throw new Unreadable("insights", id, readable.storedMisfits(tx.db(), "insights", readable.INSIGHTS, id));
+      if (id) throw new Unreadable(table, id, readable.storedMisfits(tx.db(), table, readable.FOLLOW_UP, id));
       return;
     }
     const record = JSON.parse(rows[0].row);
     // Its recording's owner, title and language come with it: null when that recording is gone.
-    const wrong = readable.misfits(readable.INSIGHTS_CLAIMED, record);
-    if (wrong.length > 0) throw new Unreadable("insights", record.id, wrong);
-    out = { id: record.id, token: record.claim_token, queue: "insights", record: record };
+    const wrong = readable.misfits(readable.FOLLOW_UP_CLAIMED, record);
+    if (wrong.length > 0) throw new Unreadable(table, record.id, wrong);
+    out = { id: record.id, token: record.claim_token, queue: table, record: record };
   });
   return out;
 }
@@ -163,16 +176,25 @@ const MAX_SET_ASIDE = 5;
 // aside, and `more` when it stopped setting aside before finding work; an
 // error that is not one row's stays the caller's error.
 //
-// `insightsLease` (ms, or 0): the caller also takes insights work, but only
-// when no recording is claimable: the optional step never delays a transcript.
-// `withRows`: a claimed recording comes with its files and attempts.
-function claim(app, now, leases, insightsLease, withRows) {
+// `followUps` (queue → lease ms, lib/followups.js): the caller also takes the
+// work of these follow-up queues, but only when no recording is claimable: a
+// follow-up never delays a transcript. `withRows`: a claimed recording comes
+// with its files and attempts.
+function claim(app, now, leases, followUps, withRows) {
   const plan = claimPlan(app, now, leases);
+  const queues = followUpPlan(followUps);
+  const next = () => {
+    for (const q of queues) {
+      const got = claimFollowUp(app, now, q.table, q.lease);
+      if (got) return got;
+    }
+    return null;
+  };
   const setAside = [];
   let tries = 0;
   for (;;) {
     try {
-      const got = claimOnce(app, plan, withRows === true) || (insightsLease ? claimInsights(app, now, insightsLease) : null);
+      const got = claimOnce(app, plan, withRows === true) || next();
       return { claimed: got, setAside: setAside, more: false };
     } catch (err) {
       if (err instanceof args.Invalid) throw err;
@@ -207,29 +229,30 @@ function unreadableHead(app, plan) {
   }
 }
 
-// Halts a row (a recording, or an insights row) the claim cannot read, with the error in the
+// Halts a row (a recording, or a follow-up row) the claim cannot read, with the error in the
 // recording's journal. Raw SQL: loading the row as a model might fail on the same data. Returns
 // whether this call halted it: two claims that met the row at once both come here, and only the
 // first halts, journals and names it.
 function setAsideRecord(app, table, id, now, error) {
-  const what = table === "insights" ? "insights row" : "record";
+  const queue = followups.of(table);
+  const what = queue ? queue.what : "record";
   const reason = "the claim could not read this " + what + " (" + String(error).slice(0, 1500) + "); " +
     "fix the field in the panel, then clear the halt";
   let halted = false;
   app.runInTransaction((tx) => {
     const result = tx.db().newQuery(
-      "UPDATE " + (table === "insights" ? "insights" : "audio_records") + " SET halted_at = {:at}, halt_code = {:code}, " +
+      "UPDATE " + (queue ? table : "audio_records") + " SET halted_at = {:at}, halt_code = {:code}, " +
       "halt_reason = {:reason}, claim_token = '', claim_expires_at = 0, available_at = 0, queue_rev = queue_rev + 1, " +
       "updated = {:at} WHERE id = {:id} AND halted_at = ''",
     ).bind({ id: id, at: datetimes.dbTime(now), code: UNCLAIMABLE, reason: reason }).execute();
     halted = result.rowsAffected() > 0;
     if (!halted) return;
-    if (table === "insights") {
+    if (queue) {
       // Journalled on its recording, if that still exists.
       const rows = arrayOf(new DynamicModel({ record: "" }));
-      tx.db().newQuery("SELECT CAST(i.record AS TEXT) AS record FROM insights i JOIN audio_records a ON a.id = i.record" +
+      tx.db().newQuery("SELECT CAST(i.record AS TEXT) AS record FROM " + table + " i JOIN audio_records a ON a.id = i.record" +
         " WHERE i.id = {:id}").bind({ id: id }).all(rows);
-      if (rows.length > 0) journal.add(tx, rows[0].record, stages.INSIGHTS_JOURNAL_STAGE, "halted", UNCLAIMABLE + ": " + reason, "worker");
+      if (rows.length > 0) journal.add(tx, rows[0].record, queue.journal, "halted", UNCLAIMABLE + ": " + reason, "worker");
       return;
     }
     const rows = arrayOf(new DynamicModel({ state: "" }));
@@ -242,13 +265,13 @@ function setAsideRecord(app, table, id, now, error) {
 }
 
 // When the next record becomes claimable (ms), or 0 if none is waiting.
-// `insights`: the caller takes insights work too, so their rows count.
-function nextAvailableAt(app, now, insights) {
+// `followUps`: the follow-up queues the caller takes work of too (as `claim`), whose rows count.
+function nextAvailableAt(app, now, followUps) {
   const row = new DynamicModel({ next: 0 });
   const of = (table) => "SELECT available_at FROM " + table + " WHERE available_at > {:now}";
+  const tables = ["audio_records"].concat(followUpPlan(followUps).map((q) => q.table));
   app.db()
-    .newQuery("SELECT COALESCE(MIN(available_at), 0) AS next FROM (" + of("audio_records") +
-      (insights ? " UNION ALL " + of("insights") : "") + ")")
+    .newQuery("SELECT COALESCE(MIN(available_at), 0) AS next FROM (" + tables.map(of).join(" UNION ALL ") + ")")
     .bind({ now: now })
     .one(row);
   return row.next;

@@ -10,6 +10,9 @@
 // survives, which matters when the correction removes a name.
 const exports_ = require("./exports.js");
 const journal = require("./journal.js");
+const live = require("./live.js");
+const stages = require("./stages.js");
+const transitions = require("./transitions.js");
 
 // Beyond this many differing words the diff would cost too much time; the
 // words are then spread over the segments in proportion to their old length.
@@ -170,7 +173,13 @@ function followContent(app, row) {
   const changed = segments.filter((s) => s.corrected).length;
   const rec = app.findRecordById("audio_records", recordId);
   journal.add(app, rec.id, rec.getString("state"), "note",
-    "transcript corrected by the owner: " + changed + " of " + segments.length + how, "owner");
+    row.getString("kind") + " corrected by the owner: " + changed + " of " + segments.length + how, "owner");
+  // The literary text was made from the old words: it is made again (the brief is not: the
+  // owner reruns it when they want, as it costs a language model's time).
+  if (row.getString("kind") === "transcript" && stages.isTerminal(rec.getString("state"))) {
+    transitions.queueFollowUp(app, "literary", rec.id, Date.now(), "owner", "the transcript was corrected");
+    live.publish(app, rec.id, rec.getString("owner"));  // the sender's page: the text is being made again
+  }
 }
 
 module.exports = { followContent: followContent };

@@ -5,6 +5,7 @@ const journal = require("./journal.js");
 const live = require("./live.js");
 const records = require("./records.js");
 const stages = require("./stages.js");
+const transitions = require("./transitions.js");
 
 const MAX_TOPICS = 5;
 const MAX_QUOTES = 20;
@@ -113,10 +114,9 @@ function view(app, rec, withQuotes) {
 function ownerEdited(app, recordId, now) {
   const row = rowOf(app, recordId);
   if (!row || row.getString("state") !== stages.QUEUED) return;
-  app.db().newQuery(
-    "UPDATE insights SET state = {:done}, claim_token = '', claim_expires_at = 0, available_at = 0, activity = '', " +
-    "queue_rev = queue_rev + 1, state_entered_at = {:now} WHERE id = {:id}",
-  ).bind({ id: row.id, now: now, done: stages.DONE }).execute();
+  // Through the transition table, as every queue write: the owner set it done.
+  transitions.setOn(row, row, "stage_set", now, { to: stages.DONE });
+  app.save(row);
   journal.add(app, recordId, stages.INSIGHTS_JOURNAL_STAGE, "note",
     "the brief or the topics were edited by the owner: the insights step stops and will not write over them " +
     "(set the insights row's state to queued to run it again)", "owner");

@@ -1,7 +1,7 @@
 // The journal (`record_events`): what happened to a recording, at which stage, by whom
 // ("intake", "worker", "owner", "sender"). Rows are only ever added: through the records
 // API, the panel included, the journal is read-only (panel.pb.js).
-const stages = require("./stages.js");
+const followups = require("./followups.js");
 
 // Adds a row to `recordId`'s journal, inside the caller's transaction (`app`). `writeKey`:
 // the key of the write that made it, so that a write repeated after its answer was lost
@@ -17,10 +17,11 @@ function add(app, recordId, stage, kind, text, actor, writeKey) {
   app.save(ev);
 }
 
-// Where the events of a row of a queue go: [the recording's id, the stage they name]. An
-// insights row's go on its recording's journal, under the stage "insights".
+// Where the events of a row of a queue go: [the recording's id, the stage they name]. A
+// follow-up row's go on its recording's journal, under its queue's stage ("insights", "literary").
 function at(table, rec) {
-  return table === "insights" ? [rec.getString("record"), stages.INSIGHTS_JOURNAL_STAGE] : [rec.id, rec.getString("state")];
+  const queue = followups.of(table);
+  return queue ? [rec.getString("record"), queue.journal] : [rec.id, rec.getString("state")];
 }
 
 module.exports = { add: add, at: at };

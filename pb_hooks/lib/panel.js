@@ -6,6 +6,7 @@
 // counts as the owner's intent about the stage or the halt only when its
 // `queue_rev` is still the stored one (neither the stage nor the halt changed
 // since it opened; claims and postpones do not count).
+const followups = require("./followups.js");
 const insights = require("./insights.js");
 const journal = require("./journal.js");
 const live = require("./live.js");
@@ -140,46 +141,56 @@ function ownerSave(e) {
   live.publish(e.app, e.record);
 }
 
-// The queue fields of an insights row (the rest is the step's answer: read-only here too).
-const INSIGHTS_KEPT = [
+// The fields of a follow-up row (lib/followups.js) the form never changes: its queue fields and,
+// for each queue, the step's answer (read-only here too).
+const FOLLOW_UP_KEPT = [
   "record", "state", "state_entered_at", "halted_at", "halt_code", "halt_reason", "attempts", "claim_token",
   "claim_expires_at", "paused_until", "available_at", "queue_rev", "progress", "progress_at", "activity", "language",
-  "quotes", "quotes_for", "proposed", "kept", "provider", "model", "no_brief", "no_brief_reason",
 ];
+const ANSWER_KEPT = { insights: ["quotes", "quotes_for", "proposed", "kept", "provider", "model", "no_brief", "no_brief_reason"] };
 
-// An owner's save of an insights row: setting `state` to queued runs the step
-// again, clearing `halted_at` resumes it, setting it halts it; nothing else is
-// taken from the form. As for recordings, a form opened before the pipeline
-// moved the row is refused.
-function mergeInsightsEdit(app, row) {
-  const stored = app.findRecordById("insights", row.id);
+// An owner's save of a follow-up row (an insights or a literary row): setting `state` to
+// queued runs the step again, clearing `halted_at` resumes it, setting it halts it; nothing
+// else is taken from the form. As for recordings, a form opened before the pipeline moved
+// the row is refused.
+function mergeFollowUpEdit(app, row) {
+  const table = row.collection().name;
+  const stored = app.findRecordById(table, row.id);
   const wanted = wantedOf(row);
-  for (const f of INSIGHTS_KEPT) row.set(f, stored.get(f));
+  for (const f of FOLLOW_UP_KEPT.concat(ANSWER_KEPT[table] || [])) row.set(f, stored.get(f));
   const wasHalted = stored.getString("halted_at") !== "";
   const changes = wanted.state !== stored.getString("state") || wanted.halted !== wasHalted;
   if (!changes) return;
   if (wanted.rev !== stored.getInt("queue_rev")) {
-    throw new BadRequestError("This insights row changed since you opened it (it is now '" + stored.getString("state") + "'" +
-      (wasHalted ? ", halted" : "") + "). Nothing was saved: close this form, open it again and redo your change.");
+    throw new BadRequestError("This " + followups.of(table).what + " changed since you opened it (it is now '" +
+      stored.getString("state") + "'" + (wasHalted ? ", halted" : "") +
+      "). Nothing was saved: close this form, open it again and redo your change.");
   }
-  ownerChanges(app, "insights", row, stored, wanted, Date.now());
+  ownerChanges(app, table, row, stored, wanted, Date.now());
 }
+const mergeInsightsEdit = mergeFollowUpEdit;
 
-// The owner asks for insights of a recording that has none (done before they were turned on):
+// The owner asks for a follow-up of a recording that has none (done before it was turned on):
 // a new row, queued now.
-function newInsights(app, row) {
+function newFollowUp(app, row) {
+  const table = row.collection().name;
   const rec = app.findRecordById("audio_records", row.getString("record"));
   if (rec.getString("state") !== stages.DONE) {
-    throw new BadRequestError("Insights are made from a finished transcript: this recording is not done yet.");
+    throw new BadRequestError("The " + table + " step reads a finished transcript: this recording is not done yet.");
   }
   const now = Date.now();
   const fields = {
     state: stages.QUEUED, state_entered_at: now, halted_at: "", halt_code: "", halt_reason: "", attempts: 0, claim_token: "",
     claim_expires_at: 0, paused_until: 0, available_at: now, queue_rev: 0, progress: 0, progress_at: 0, activity: "",
-    language: "", quotes: null, quotes_for: "", proposed: 0, kept: 0, provider: "", model: "",
+    language: "",
   };
+  if (table === "insights") Object.assign(fields, { quotes: null, quotes_for: "", proposed: 0, kept: 0, provider: "", model: "" });
   for (const f in fields) row.set(f, fields[f]);
-  journal.add(app, rec.id, stages.INSIGHTS_JOURNAL_STAGE, "stage_set", "insights asked for by the owner", "owner");
+  journal.add(app, rec.id, followups.of(table).journal, "stage_set", table + " asked for by the owner", "owner");
 }
+const newInsights = newFollowUp;
 
-module.exports = { inTransaction: inTransaction, ownerSave: ownerSave, mergeInsightsEdit: mergeInsightsEdit, newInsights: newInsights };
+module.exports = {
+  inTransaction: inTransaction, ownerSave: ownerSave, mergeInsightsEdit: mergeInsightsEdit, newInsights: newInsights,
+  mergeFollowUpEdit: mergeFollowUpEdit, newFollowUp: newFollowUp,
+};

@@ -7,27 +7,31 @@ const args = require("./args.js");
 const attachments = require("./attachments.js");
 const claims = require("./claim.js");
 const deadlines = require("./deadlines.js");
+const followups = require("./followups.js");
 const insights = require("./insights.js");
 const journal = require("./journal.js");
+const literary = require("./literary.js");
 const routes = require("./routes.js");
 const settings = require("./settings.js");
 const settle = require("./settle.js");
 const words = require("./words.js");
 
-// P1: the next claimable record (or, when the caller takes insights work and no
-// recording waits, insights row), with a new claim token: 200 {id, token, …}, or 204
-// with `X-Next-Available-At` when something leased or paused will be. Rows the claim
-// could not read are set aside on the way and named in `X-Set-Aside`.
-// Body: {now, leases: {stage: ms}, insights_lease?, with_record?, with_rows?}.
+// P1: the next claimable record (or, when the caller takes the work of follow-up queues
+// and no recording waits, a row of one of them), with a new claim token: 200 {id, token,
+// …}, or 204 with `X-Next-Available-At` when something leased or paused will be. Rows the
+// claim could not read are set aside on the way and named in `X-Set-Aside`.
+// Body: {now, leases: {stage: ms}, follow_ups?: {queue: ms}, insights_lease? (the insights
+// queue's, as older workers send it), with_record?, with_rows?}.
 function claim(e) {
   return routes.handle(e, (body) => {
     const now = args.count(body, "now");
     if (typeof body.leases !== "object" || body.leases === null) throw new args.Invalid("'leases' must map stages to lease milliseconds");
-    // The insights step's lease, when the caller takes that work too (only when no recording waits).
-    const insightsLease = body.insights_lease === undefined || body.insights_lease === null ? 0 : args.count(body, "insights_lease");
+    // The follow-up queues whose work the caller takes too (only when no recording waits).
+    const followUps = followups.leasesAsked(body);
+    if (followUps === null) throw new args.Invalid("'follow_ups' must map follow-up queues to lease milliseconds");
     // A claimer that asks gets a recording's files and attempts with it (rows, never their content:
     // ST7), which its step reads first: read and checked inside the claim's transaction.
-    const result = claims.claim($app, now, body.leases, insightsLease, body.with_rows === true);
+    const result = claims.claim($app, now, body.leases, followUps, body.with_rows === true);
     // Rows the claim could not read were halted on the way (`unclaimable`): the claimer logs and counts them.
     if (result.setAside.length > 0) e.response.header().set("X-Set-Aside", result.setAside.join(","));
     const got = result.claimed;
@@ -41,7 +45,7 @@ function claim(e) {
       e.response.header().set("X-Next-Available-At", String(now));
       return e.noContent(204);
     }
-    const next = claims.nextAvailableAt($app, now, insightsLease > 0);
+    const next = claims.nextAvailableAt($app, now, followUps);
     if (next > 0) e.response.header().set("X-Next-Available-At", String(next));
     return e.noContent(204);
   });
@@ -89,6 +93,20 @@ function insightsResult(e) {
   });
 }
 
+// What the literary step reads, under its claim: the recording's transcript (lib/literary.js).
+function literarySource(e) {
+  return routes.fenced(e, "literary", null, (tx, row) => literary.source(tx, row));
+}
+
+// The literary text and its paragraphs, written under the claim as the recording's texts row
+// of kind literary.
+function literaryResult(e) {
+  return routes.fenced(e, "literary", (body) => literary.request(e, body), (tx, row, a) => {
+    literary.store(tx, row, a);
+    return { ok: true };
+  });
+}
+
 // What recognition is biased towards, under a recording's claim: its sender's words and
 // topics (lib/words.js). The sender comes from the record, never from the caller.
 function recordWords(e) {
@@ -106,6 +124,10 @@ const ROUTES = {
   "POST /api/pipeline/insights/{id}/events": { serve: note },
   "POST /api/pipeline/insights/{id}/source": { serve: insightsSource },
   "POST /api/pipeline/insights/{id}/result": { serve: insightsResult },
+  "POST /api/pipeline/literary/{id}/settle": { serve: settleClaim },
+  "POST /api/pipeline/literary/{id}/events": { serve: note },
+  "POST /api/pipeline/literary/{id}/source": { serve: literarySource },
+  "POST /api/pipeline/literary/{id}/result": { serve: literaryResult, bodyLimit: 256 * 1024 * 1024 },
   "POST /api/pipeline/records/{id}/files": { serve: attachments.attachFile, bodyLimit: 0 },
   "POST /api/pipeline/records/{id}/audio": { serve: attachments.chargeAudio },
   "POST /api/pipeline/records/{id}/attempts": { serve: attachments.addAttempt },

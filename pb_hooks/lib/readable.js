@@ -11,6 +11,8 @@
 // store any value of any type in any column not declared NOT NULL, and any
 // type at all in one that is.
 
+const followups = require("./followups.js");
+
 // A whole number past 2^53 is no longer one in JavaScript (nor a time, count or length).
 const MAX_COUNT = 9007199254740991;
 
@@ -38,15 +40,17 @@ const RECORD = Object.assign(
   COUNTS(["state_entered_at", "attempts", "claim_expires_at", "paused_until", "progress_at", "lease_ended_at", "duration_ms"]),
   { progress: "fraction" },
 );
-// An insights row (its own columns), and what the claim adds from its recording.
-const INSIGHTS = Object.assign(
+// A follow-up queue's row (lib/followups.js; its own columns), and what the claim adds from its recording.
+const FOLLOW_UP = Object.assign(
   TEXTS(["id", "state", "halted_at", "halt_code", "claim_token"]),
   COUNTS(["state_entered_at", "attempts", "claim_expires_at", "paused_until", "progress_at"]),
   { progress: "fraction" },
 );
-// What the claim adds to an insights row from its recording (never the transcript: ST7).
+const INSIGHTS = FOLLOW_UP;
+// What the claim adds to a follow-up row from its recording (never the transcript: ST7).
 const OF_RECORDING = ["owner", "title", "language"];
-const INSIGHTS_CLAIMED = Object.assign({}, INSIGHTS, TEXTS(["recording"].concat(OF_RECORDING)));
+const FOLLOW_UP_CLAIMED = Object.assign({}, FOLLOW_UP, TEXTS(["recording"].concat(OF_RECORDING)));
+const INSIGHTS_CLAIMED = FOLLOW_UP_CLAIMED;
 // A recording's rows as the claim brings them (PocketBase's JSON of each record).
 const FILE = Object.assign(
   TEXTS(["id", "record", "role", "format", "blob", "name", "location", "created"]),
@@ -67,12 +71,13 @@ const ATTEMPT = Object.assign(
 function pairs(names) {
   return names.map((f) => "'" + f + "', " + f).join(", ");
 }
-const CLAIMED_JSON = {
-  audio_records: "json_object(" + pairs(Object.keys(RECORD)) + ")",
-  // Its recording's fields are null when that recording is gone.
-  insights: "json_object('recording', record, " + pairs(Object.keys(INSIGHTS)) + ", " +
-    OF_RECORDING.map((f) => "'" + f + "', (SELECT a." + f + " FROM audio_records a WHERE a.id = insights.record)").join(", ") + ")",
-};
+// A follow-up row's: its recording's fields are null when that recording is gone.
+function followUpJson(table) {
+  return "json_object('recording', record, " + pairs(Object.keys(FOLLOW_UP)) + ", " +
+    OF_RECORDING.map((f) => "'" + f + "', (SELECT a." + f + " FROM audio_records a WHERE a.id = " + table + ".record)").join(", ") + ")";
+}
+const CLAIMED_JSON = { audio_records: "json_object(" + pairs(Object.keys(RECORD)) + ")" };
+for (const table of followups.names()) CLAIMED_JSON[table] = followUpJson(table);
 
 // The SQL that holds when every column of `shape` stores its kind (columns only: text,
 // count, fraction). Written once per table, in the claim's UPDATE and its probe.
@@ -154,5 +159,6 @@ function rowsMisfits(rows) {
 
 module.exports = {
   MAX_COUNT: MAX_COUNT, RECORD: RECORD, INSIGHTS: INSIGHTS, INSIGHTS_CLAIMED: INSIGHTS_CLAIMED, CLAIMED_JSON: CLAIMED_JSON,
+  FOLLOW_UP: FOLLOW_UP, FOLLOW_UP_CLAIMED: FOLLOW_UP_CLAIMED,
   storedSql: storedSql, misfits: misfits, storedMisfits: storedMisfits, rowsMisfits: rowsMisfits,
 };

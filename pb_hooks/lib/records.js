@@ -1,4 +1,5 @@
 // What a sender sees of a record (I2).
+const literary = require("./literary.js");
 const quotas = require("./quotas.js");
 const respond = require("./respond.js");
 const stages = require("./stages.js");
@@ -178,6 +179,9 @@ function pollBody(app, rec, withText) {
     resumable_at: resumableAt,
     // What the sender's page can play (GET …/audio): original, copy, pending or none.
     playback: playbackOf(rec, audioFiles(app, rec.id)),
+    // The literary text (GET …/text): ready, pending (being made, or made again after a
+    // correction), or null (none is made for this recording).
+    literary: literary.status(app, rec.id),
     text: text,
   };
   if (withText === false) delete body.text;

@@ -2,6 +2,7 @@
 // protocol's errors out as clear answers, and the fenced route in one place.
 const args = require("./args.js");
 const respond = require("./respond.js");
+const followups = require("./followups.js");
 const settle = require("./settle.js");
 
 // Runs fn(body) and maps the protocol's errors to clear answers:
@@ -21,9 +22,10 @@ function handle(e, fn) {
   }
 }
 
-// The queue a route's path names: /api/pipeline/records/… or /api/pipeline/insights/….
+// The queue a route's path names: /api/pipeline/records/… or a follow-up's, /api/pipeline/insights/….
 function tableOf(e) {
-  return e.request.url.path.split("/")[3] === "insights" ? "insights" : "audio_records";
+  const name = e.request.url.path.split("/")[3];
+  return followups.of(name) ? name : "audio_records";
 }
 
 // A route that writes under the caller's claim on the row {id} of `table`: `read(body)`

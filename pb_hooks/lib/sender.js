@@ -6,6 +6,7 @@
 const datetimes = require("./datetimes.js");
 const exports_ = require("./exports.js");
 const insights = require("./insights.js");
+const literary = require("./literary.js");
 const intake = require("./intake.js");
 const journal = require("./journal.js");
 const live = require("./live.js");
@@ -66,6 +67,37 @@ function transcript(e) {
   const out = exports_.render(row, format, rec, insight);
   e.response.header().set("Content-Type", out.type);
   return e.string(200, out.body);
+}
+
+// GET /api/transcriber/records/{id}/text?format= : the literary text (the transcript edited to be
+// read) in txt, md, docx or json; 404 until it is ready (the poll's `literary`).
+function text(e) {
+  const format = String(e.request.url.query().get("format") || "txt");
+  if (["txt", "md", "docx", "json"].indexOf(format) < 0) {
+    return respond.fail(e, 400, "bad_format", "Unknown format '" + format.slice(0, 20) + "': use txt, md, docx or json.");
+  }
+  const rec = records.findOwned($app, e.request.pathValue("id"), e.auth.id);
+  if (!rec) return notFound(e);
+  const out = literary.rendered($app, rec, format);
+  if (!out) return respond.fail(e, 404, "not_found", "No literary text for this recording yet (the poll's 'literary' says when it is ready).");
+  if (out.json) return e.json(200, out.json);
+  const base = (rec.getString("title") || "text").replace(/[^\p{L}\p{N}._ -]+/gu, "_").slice(0, 100);
+  const ascii = base.replace(/[^A-Za-z0-9._ -]/g, "_");
+  const disposition = "attachment; filename=\"" + ascii + "." + format + "\"; filename*=UTF-8''" +
+    encodeURIComponent(base + "." + format);
+  e.response.header().set("Content-Disposition", disposition);
+  e.response.header().set("Cache-Control", "private, no-cache");
+  if (format !== "docx") {
+    e.response.header().set("Content-Type", out.type);
+    return e.string(200, out.body);
+  }
+  const fsys = $app.newFilesystem();
+  try {
+    e.response.header().set("Content-Type", "application/vnd.openxmlformats-officedocument.wordprocessingml.document");
+    fsys.serve(e.response, e.request, out.row.baseFilesPath() + "/" + out.file, out.file);
+  } finally {
+    fsys.close();
+  }
 }
 
 // The signed-in sender: from the Authorization header, or, for an <audio>
@@ -269,5 +301,5 @@ function options(e) {
 }
 
 module.exports = {
-  list: list, poll: poll, transcript: transcript, audio: audio, resume: resume, rename: rename, options: options,
+  list: list, poll: poll, transcript: transcript, text: text, audio: audio, resume: resume, rename: rename, options: options,
 };

@@ -10,6 +10,7 @@
 // drives leases, pauses and watchdogs alike.
 const args = require("./args.js");
 const datetimes = require("./datetimes.js");
+const followups = require("./followups.js");
 const live = require("./live.js");
 const readable = require("./readable.js");
 const transitions = require("./transitions.js");
@@ -69,8 +70,10 @@ function settle(tx, table, rec, s) {
   if (rows.length === 0) throw new Fenced("claim token no longer matches");
   transitions.journalled(tx, table, rec, s.outcome, s.a, "worker");
   if (spec.after) spec.after(tx, table, rec, s.a, s.now);
-  // Insights rows have no live status.
-  if (table === "audio_records" && !spec.quiet) live.publish(tx, rec.id, rec.getString("owner"));
+  // A follow-up row shows on its recording's live status only where its queue says so.
+  const queue = followups.of(table);
+  if (!spec.quiet && !queue) live.publish(tx, rec.id, rec.getString("owner"));
+  if (!spec.quiet && queue && queue.live && spec.journal && s.outcome !== "progressed") live.publish(tx, rec.getString("record"));
   return JSON.parse(rows[0].row);
 }
 

@@ -18,9 +18,10 @@ const RECORDING = [UPLOADED, NORMALIZED, SUBMITTED, TRANSCRIBED, DONE];
 // Stages with no step: a record there is never claimed.
 const TERMINAL = [DONE];
 
-// An insights row is queued until its step is done (or the owner ends it).
+// A follow-up row (lib/followups.js) is queued until its step is done (or the owner ends it).
 const QUEUED = "queued";
 const INSIGHTS = [QUEUED, DONE];
+const FOLLOW_UP = INSIGHTS;
 
 // The journal's stage for an insights row's events (they go on its recording's journal).
 const INSIGHTS_JOURNAL_STAGE = "insights";
@@ -36,6 +37,6 @@ function allowed(app, table) {
 
 module.exports = {
   UPLOADED: UPLOADED, NORMALIZED: NORMALIZED, SUBMITTED: SUBMITTED, TRANSCRIBED: TRANSCRIBED, DONE: DONE,
-  RECORDING: RECORDING, QUEUED: QUEUED, INSIGHTS: INSIGHTS,
+  RECORDING: RECORDING, QUEUED: QUEUED, INSIGHTS: INSIGHTS, FOLLOW_UP: FOLLOW_UP,
   INSIGHTS_JOURNAL_STAGE: INSIGHTS_JOURNAL_STAGE, isTerminal: isTerminal, allowed: allowed,
 };

@@ -12,8 +12,8 @@
 //   after(tx, table, rec, a, now)  what else it does, in the same transaction
 //   quiet                        the sender sees nothing new: no live status is written
 // The settle route (lib/settle.js), the owner's panel (lib/panel.js) and the sender's
-// resume apply them, to either queue: a recording's stages (`audio_records`) and its
-// insights (`insights`).
+// resume apply them, to every queue: a recording's stages (`audio_records`) and the
+// follow-up queues (lib/followups.js), whose wording comes from their declaration.
 //
 // `available_at` is the claim's single sort key: when the row becomes claimable; 0 =
 // never (terminal or halted). A row claimable right away (uploaded, advanced, released,
@@ -22,6 +22,7 @@
 // it may be taken again, which keeps it out of the claim's index range until then.
 const args = require("./args.js");
 const datetimes = require("./datetimes.js");
+const followups = require("./followups.js");
 const journal = require("./journal.js");
 const records = require("./records.js");
 const stages = require("./stages.js");
@@ -34,7 +35,7 @@ function createdMs(rec) {
 
 // Puts a just-saved new row of `table` in the queue at its creation time (inside the caller's transaction).
 function enqueue(tx, rec, table) {
-  tx.db().newQuery("UPDATE " + (table === "insights" ? "insights" : "audio_records") + " SET available_at = {:at} WHERE id = {:id}")
+  tx.db().newQuery("UPDATE " + (followups.of(table) ? table : "audio_records") + " SET available_at = {:at} WHERE id = {:id}")
     .bind({ id: rec.id, at: createdMs(rec) }).execute();
 }
 
@@ -49,19 +50,24 @@ const TRANSITIONS = {
     args: (app, body, now, table) => {
       const to = args.text(body, "to", 50);
       if (stages.allowed(app, table).indexOf(to) < 0) throw new args.Invalid("unknown stage '" + to + "'");
-      return { to: to, text: args.optText(body, "text"), insights: body.insights === true };
+      // The follow-up queues a recording entering its terminal stage is queued on.
+      const asked = followups.asked(body);
+      if (asked.unknown.length > 0) throw new args.Invalid("unknown follow-up queue '" + asked.unknown[0] + "'");
+      return { to: to, text: args.optText(body, "text"), follow_ups: asked.names };
     },
     fields: (rec, now, a) => freed({
       state: a.to, state_entered_at: now, attempts: 0, paused_until: 0,
       queue_rev: rec.getInt("queue_rev") + 1, available_at: stages.isTerminal(a.to) ? 0 : createdMs(rec),
       progress: stages.isTerminal(a.to) ? 1 : rec.getFloat("progress"),
     }),
-    journal: (a, table) => table === "insights" ? [null, a.text || "insights done"] : [a.to, a.text || "entered " + a.to],
-    // A recording entering its terminal stage gets its insights queued (the caller has them on).
+    journal: (a, table) => followups.of(table) ? [null, a.text || followups.of(table).done] : [a.to, a.text || "entered " + a.to],
+    // A recording entering its terminal stage is queued on the follow-ups the caller has on.
     after: (tx, table, rec, a, now) => {
-      if (table !== "audio_records" || a.insights !== true || !stages.isTerminal(a.to)) return;
-      queueInsights(tx, rec.id, now);
-      journal.add(tx, rec.id, a.to, "note", "brief and topics queued (the insights step)", "worker");
+      if (table !== "audio_records" || !stages.isTerminal(a.to)) return;
+      for (const q of a.follow_ups || []) {
+        queueFollowUp(tx, q, rec.id, now);
+        journal.add(tx, rec.id, a.to, "note", followups.of(q).queued, "worker");
+      }
     },
   },
   // P10: not a transition of the stage; its clock keeps running.
@@ -111,7 +117,7 @@ const TRANSITIONS = {
   progressed: {
     args: (app, body, now, table) => {
       const value = args.fraction(body, "progress");
-      if (table === "insights") return { progress: value, activity: null, language: null };
+      if (followups.of(table)) return { progress: value, activity: null, language: null };
       const activity = args.optText(body, "activity", 50);
       const reported = records.activities(app).filter((v) => records.DERIVED_ONLY.indexOf(v) < 0);
       if (activity !== null && reported.indexOf(activity) < 0) throw new args.Invalid("'activity' must be one of " + reported.join(", "));
@@ -131,7 +137,7 @@ const TRANSITIONS = {
       halted_at: "", halt_code: "", halt_reason: "", state_entered_at: now, paused_until: 0, attempts: 0,
       queue_rev: rec.getInt("queue_rev") + 1, available_at: stages.isTerminal(rec.getString("state")) ? 0 : createdMs(rec),
     }),
-    journal: (a, table, rec, actor) => [null, (table === "insights" ? "insights halt cleared" : "halt cleared") + " by the " + actor +
+    journal: (a, table, rec, actor) => [null, (followups.of(table) ? table + " halt cleared" : "halt cleared") + " by the " + actor +
       (actor === "sender" ? " (" + rec.getString("halt_code") + ")" : "")],
   },
   // The owner sets the stage: it restarts from there (unless the row is halted).
@@ -141,8 +147,9 @@ const TRANSITIONS = {
       available_at: rec.getString("halted_at") !== "" || stages.isTerminal(a.to) ? 0 : createdMs(rec),
       progress: stages.isTerminal(a.to) ? 1 : 0,  // the work starts over
     }),
-    journal: (a, table, rec, actor) => table === "insights"
-      ? [null, "insights set to " + a.to + " by the " + actor + (a.to === stages.QUEUED ? ": the brief and topics will be made again" : "")]
+    journal: (a, table, rec, actor) => followups.of(table)
+      ? [null, table + " set to " + a.to + " by the " + actor + (a.to === stages.QUEUED ? ": " + followups.of(table).again : "") +
+        (a.why ? " (" + a.why + ")" : "")]
       : [a.to, "stage changed by the " + actor + " from " + rec.getString("state") + " to " + a.to],
   },
 };
@@ -171,28 +178,36 @@ function journalled(app, table, rec, name, a, actor) {
   journal.add(app, where[0], line[0] || where[1], name, line[1], actor);
 }
 
-// A recording just done gets its insights row queued (or queued again: the owner had it
-// recognized anew), inside the caller's transaction.
-function queueInsights(tx, recordId, now) {
-  const found = tx.findRecordsByFilter("insights", "record = {:id}", "", 1, 0, { id: recordId });
+// A recording just done gets its row of follow-up queue `table` queued (or queued again:
+// the owner had it recognized anew, or corrected its transcript), inside the caller's
+// transaction, through the `stage_set` transition (and `resumed`'s clearing of a halt).
+// `actor` (optional): who asked, journalled with `why`; a worker's queueing is journalled
+// by the caller. Returns the row.
+function queueFollowUp(tx, table, recordId, now, actor, why) {
+  const found = tx.findRecordsByFilter(table, "record = {:id}", "", 1, 0, { id: recordId });
   if (found.length > 0) {
     const row = found[0];
-    setOn(row, row, "stage_set", now, { to: stages.QUEUED });
+    const a = { to: stages.QUEUED, why: why };
+    if (row.getString("halted_at") !== "") setOn(row, row, "resumed", now);
+    setOn(row, row, "stage_set", now, a);
     row.set("halted_at", "");
     row.set("halt_code", "");
     row.set("halt_reason", "");
     row.set("available_at", createdMs(row));
     tx.save(row);
-    return;
+    if (actor) journalled(tx, table, row, "stage_set", a, actor);
+    return row;
   }
-  const row = new Record(tx.findCollectionByNameOrId("insights"));
+  const row = new Record(tx.findCollectionByNameOrId(table));
   row.set("record", recordId);
   row.set("state", stages.QUEUED);
   row.set("state_entered_at", now);
   tx.save(row);
-  enqueue(tx, row, "insights");
+  enqueue(tx, row, table);
+  return row;
 }
 
 module.exports = {
   TRANSITIONS: TRANSITIONS, OUTCOMES: OUTCOMES, fieldsOf: fieldsOf, setOn: setOn, journalled: journalled, enqueue: enqueue,
+  queueFollowUp: queueFollowUp,
 };

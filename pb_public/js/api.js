@@ -84,11 +84,15 @@ export const rename = (id, title) =>
 export const transcriptJson = (id) =>
   call("/records/" + encodeURIComponent(id) + "/transcript", { query: { format: "json" } });
 
-// The export in `format`, as a Blob (downloaded with the sender's Authorization, never a URL token).
-export async function exportBlob(id, format) {
+// The literary text (the transcript edited to be read): {content, paragraphs}.
+export const textJson = (id) => call("/records/" + encodeURIComponent(id) + "/text", { query: { format: "json" } });
+
+// The export in `format`, as a Blob (downloaded with the sender's Authorization, never a URL token):
+// of the transcript, or (`what` = "text") of the literary text.
+export async function exportBlob(id, format, what) {
   let resp;
   try {
-    resp = await fetch(BASE + "/records/" + encodeURIComponent(id) + "/transcript?format=" + format, {
+    resp = await fetch(BASE + "/records/" + encodeURIComponent(id) + "/" + (what === "text" ? "text" : "transcript") + "?format=" + format, {
       headers: { Authorization: pb.authStore.token },
     });
   } catch (err) {

@@ -7,7 +7,7 @@ import { t } from "./i18n.js";
 import { showRecordAudio } from "./player.js";
 import { latest, main, sayRefusal, state, whenLive } from "./shell.js";
 import { haltText, progressBar, resumeButton, statusBadge, watchResumable } from "./status.js";
-import { briefCard, drawTranscript } from "./transcript.js";
+import { briefCard, drawTranscript, literaryChanged } from "./transcript.js";
 
 export async function renderRecord(id) {
   state.view = "record";
@@ -108,6 +108,8 @@ function showRecordStatus() {
     else if (rec.cues && !rec.loading && ((poll.brief || "") !== (rec.brief || "") || missingOf(poll) !== rec.briefMissing)) {
       refreshBrief();
     }
+    // The literary text became ready (or is made again): its toggle and view are drawn again.
+    if (rec.cues && !rec.loading && (poll.literary || null) !== (rec.literaryShown || null)) literaryChanged(rec);
     return;
   }
   const parts = [h("div", { class: "record-state" }, statusBadge(poll), progressBar(poll))];

@@ -12,13 +12,83 @@ const FORMATS = [
   { format: "vtt", label: "WebVTT" },
   { format: "json", label: "JSON" },
 ];
+// The literary text's downloads (GET …/text?format=).
+const TEXT_FORMATS = [
+  { format: "txt", label: "TXT" },
+  { format: "md", label: "Markdown" },
+  { format: "docx", label: "DOCX" },
+];
+
+// Which of the two texts the page shows: the transcript, or the literary text ("text") once the
+// service makes one (the poll's `literary`: ready or pending).
+function shown(rec) {
+  return rec.view === "text" && rec.poll && rec.poll.literary ? "text" : "transcript";
+}
+
+function viewToggle(rec) {
+  if (!rec.poll || !rec.poll.literary) return null;
+  const button = (view, label) => h("button", {
+    type: "button", class: "view", "data-view": view, "aria-pressed": String(shown(rec) === view),
+    onclick: () => showView(view),
+  }, label);
+  return h("div", { class: "view-toggle", role: "group", "aria-label": t("view.label") },
+    button("transcript", t("view.transcript")), button("text", t("view.text")));
+}
+
+async function showView(view) {
+  const rec = state.record;
+  rec.view = view;
+  if (view === "text" && rec.poll.literary === "ready" && !rec.paragraphs) await loadText(rec);
+  if (state.record === rec) drawTranscript();
+}
+
+async function loadText(rec) {
+  try {
+    const body = await api.textJson(rec.id);
+    rec.paragraphs = Array.isArray(body.paragraphs) ? body.paragraphs : [];
+  } catch (err) {
+    sayRefusal(err);
+  }
+}
+
+// The literary text changed (made, or made again after a correction): read afresh when shown.
+export function literaryChanged(rec) {
+  rec.paragraphs = null;
+  if (shown(rec) === "text" && rec.poll.literary === "ready") showView("text");
+  else drawTranscript();
+}
+
+function textSection(rec) {
+  let content;
+  if (rec.poll.literary !== "ready" || !rec.paragraphs) {
+    content = h("p", { class: "hint", id: "text-pending" }, t("text.pending"));
+  } else if (rec.paragraphs.length === 0) {
+    content = h("p", {}, t("text.empty"));
+  } else {
+    let speaker = null;
+    content = h("div", { class: "plain literary", id: "paragraphs" }, rec.paragraphs.map((p) => {
+      const start = Number.isFinite(Number(p.start)) ? Math.max(0, Number(p.start)) : 0;
+      const named = p.speaker && p.speaker !== speaker ? h("span", { class: "speaker" }, speakerLabel(p.speaker)) : null;
+      speaker = p.speaker || null;
+      return h("p", { class: "paragraph" },
+        h("button", { type: "button", class: "line-button para-time", title: t("transcript.playFrom", { time: stamp(start) }),
+          onclick: () => playAt(start) }, h("span", { class: "time" }, stamp(start))),
+        " ", named, named ? " " : null, h("span", { class: "text" }, String(p.text || "")));
+    }));
+  }
+  return h("section", { class: "card transcript", "aria-labelledby": "transcript-heading" },
+    h("div", { class: "title-row" }, h("h2", { id: "transcript-heading" }, t("text.title")), viewToggle(rec)),
+    h("p", { class: "hint" }, t("text.hint")), content);
+}
 
 export function drawTranscript() {
   const rec = state.record;
   const body = document.getElementById("record-body");
   if (!body) return;
+  rec.literaryShown = rec.poll ? rec.poll.literary || null : null;
   const kind = audioKind(rec.poll);
   const player = kind === "player" ? playerOf(rec) : [audioNote(kind)];
+  const asText = shown(rec) === "text";
 
   const speakers = [];
   const lines = rec.cues.map((cue, i) => {
@@ -49,10 +119,12 @@ export function drawTranscript() {
     "aria-label": t("transcript.search"),
     oninput: () => filterLines(search.value, count),
   });
+  const formats = asText ? (rec.poll.literary === "ready" ? TEXT_FORMATS : []) : FORMATS;
   const downloads = h("div", { class: "downloads", role: "group", "aria-labelledby": "downloads-label" },
     h("span", { id: "downloads-label" }, t("transcript.download")),
-    FORMATS.map(({ format, label }) =>
-      h("button", { type: "button", class: "download", "data-format": format, onclick: () => download(format) }, label)));
+    formats.map(({ format, label }) =>
+      h("button", { type: "button", class: "download", "data-format": format, "data-of": asText ? "text" : "transcript",
+        onclick: () => download(format, asText ? "text" : "transcript") }, label)));
   // The player stays in sight while the transcript scrolls: beside it on a wide screen, above it on a phone.
   body.replaceChildren(
     h(
@@ -60,11 +132,12 @@ export function drawTranscript() {
       { class: "transcript-layout" },
       h("div", { class: "left" },
         h("aside", { class: "side card", "aria-label": t("player.label") }, ...player),
-        h("div", { class: "tools card" }, downloads, rec.cues.length ? search : null, count)),
+        h("div", { class: "tools card" }, downloads, rec.cues.length && !asText ? search : null, asText ? null : count)),
       h("div", { class: "right" },
         briefCard(rec),
-        h("section", { class: "card transcript", "aria-labelledby": "transcript-heading" },
-          h("h2", { id: "transcript-heading" }, t("transcript.title")), list)),
+        asText ? textSection(rec) : h("section", { class: "card transcript", "aria-labelledby": "transcript-heading" },
+          h("div", { class: "title-row" }, h("h2", { id: "transcript-heading" }, t("transcript.title")), viewToggle(rec)),
+          list)),
     ),
   );
   document.getElementById("record-audio")?.replaceChildren(); // its player, if any, moved into the aside
@@ -130,10 +203,10 @@ function highlight(text, q) {
   return out;
 }
 
-async function download(format) {
+async function download(format, what) {
   const rec = state.record;
   try {
-    const blob = await api.exportBlob(rec.id, format);
+    const blob = await api.exportBlob(rec.id, format, what);
     const base = (rec.poll && rec.poll.title ? rec.poll.title : rec.id).replace(/[\\/:*?"<>|\n\r\t]+/g, " ").trim();
     const a = h("a", { href: URL.createObjectURL(blob), download: (base || rec.id).slice(0, 120) + "." + format });
     document.body.append(a);

@@ -181,7 +181,7 @@ def prune_backup(settings: Settings, held: Held, sender_id: str, *, keep_account
             sender = read_sender(copy, sender_id)
         except SenderDataError:
             raise PruneError(f"{path.name}: the sender's account is not in it") from None
-        gone = _storage_of(sender.collection_ids, sender.files, sender.attempts)
+        gone = _storage_of(sender.collection_ids, sender.files, sender.attempts, sender.texts)
         if not keep_account:
             gone.add(f"storage/{sender.collection_ids['users']}/{sender.sender_id}/")
         on_copy = settings.model_copy(deep=True)
@@ -220,7 +220,7 @@ def _settings_of(database: Path, key: str | None) -> dict[str, Any] | None:
 
 def _storage_of(collections: dict[str, str], *groups: list[dict[str, object]]) -> set[str]:
     """The stored-file folders of the sender's rows: ``storage/<collection>/<row>/``."""
-    names = ("files", "recognition_attempts")
+    names = ("files", "recognition_attempts", "texts")  # texts: the literary text's Word document
     pairs = zip(names, groups, strict=True)
     return {f"storage/{collections[name]}/{row['id']}/" for name, rows in pairs for row in rows}
 

@@ -16,7 +16,7 @@ import sqlite3
 import zipfile
 from collections.abc import Awaitable, Callable
 from contextlib import closing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,7 @@ class Holdings:
     topics: list[dict[str, Any]]
     insights: list[dict[str, Any]]
     collection_ids: dict[str, str]
+    literary: list[dict[str, Any]] = field(default_factory=list)  # the literary queue's rows
 
     def copies(self) -> list[dict[str, Any]]:
         """Attempts whose provider-side copies have not been removed yet."""
@@ -96,6 +97,7 @@ def _read(data_dir: Path, which: str, key: str, missing: str) -> Holdings:
             rows("SELECT * FROM topics WHERE owner = ?", uid, table="topics"),
             rows(of.format("insights"), uid, table="insights"),
             collection_ids={str(r["name"]): str(r["id"]) for r in rows("SELECT id, name FROM _collections")},
+            literary=rows(of.format("literary"), uid, table="literary"),
         )
         db.execute("COMMIT")
     return holdings
@@ -117,9 +119,12 @@ def export(data_dir: Path, email: str, out: Path) -> tuple[Holdings, int]:
             "journal": held.events,
             "topics": held.topics,
             "insights": held.insights,
+            "literary": held.literary,
         }
         zf.writestr("sender.json", json.dumps(manifest, ensure_ascii=False, indent=1, default=str))
         blobs = [("files", f["id"], f["record"], f["blob"]) for f in held.files if f["blob"]]
+        # The literary text's Word document (an older backup's texts have none).
+        blobs += [("texts", t["id"], t["record"], t["document"]) for t in held.texts if t.get("document")]
         blobs += [
             ("recognition_attempts", a["id"], a["record"], a["raw_response"])
             for a in held.attempts

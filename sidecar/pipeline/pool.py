@@ -172,12 +172,12 @@ class WorkerPool:
             woken = self.waker.ticket()
             turn = self.outage.turn
             try:
-                leases, follow_up = self.runner.table.leases(), self.runner.follow_up_lease()
-                # The follow-up queue only when this process may take its work (a recording's step runs: not now).
+                leases, follow_ups = self.runner.table.leases(), self.runner.follow_up_leases()
+                # The follow-up queues only when this process may take their work (a recording's step runs: not now).
                 got = await (
-                    self.runner.storage.claim(leases)
-                    if follow_up is None
-                    else self.runner.storage.claim(leases, follow_up)
+                    self.runner.storage.claim(leases, follow_ups=follow_ups)
+                    if follow_ups
+                    else self.runner.storage.claim(leases)
                 )
             except StorageUnavailable as exc:
                 self.outage.failed(exc, turn)

@@ -78,9 +78,9 @@ class Runner:
     # Files this process stored or fetched, read by its later steps instead of fetched again.
     copies: LocalCopies | None = None
 
-    def follow_up_lease(self) -> timedelta | None:
-        """The follow-up queue's lease when this process may take that work now, else None."""
-        return self.table.follow_up_lease(self.gate.free_for)
+    def follow_up_leases(self) -> dict[str, timedelta]:
+        """The follow-up queues this process may take work of now, each with its lease."""
+        return self.table.follow_up_leases(self.gate.free_for)
 
     async def run(self, claimed: Claimed) -> Verdict:
         """Runs the claimed record's step and settles what it ended in."""
@@ -186,7 +186,7 @@ class Runner:
             to = stage.skip_to if outcome.nothing_next and stage.skip_to else stage.next
             # A record that finished gets what follows queued, when the table has a follow-up.
             follow = self.table.follows(stage, to)
-            return Advanced(to, redact(outcome.note or f"{stage.step} done"), follow_up=follow)
+            return Advanced(to, redact(outcome.note or f"{stage.step} done"), follow_ups=follow)
         delay = outcome.delay or self.settings.pipeline.poll_delay
         return Postponed(self.clock.now_ms() + max(_ms(delay), 1), redact(outcome.note))
 

@@ -7,9 +7,10 @@ next and both watchdogs (attempts, time in stage) are all derived from
 the runner names none. The schema's ``state`` select mirrors the names (a test
 holds them together).
 
-After a recording's last stage, optional work may follow on a queue of its
-own (the brief and topics: ``FOLLOW_UP``): the table has it only when the
-assembly gives it someone to do it.
+After a recording's last stage, work follows on queues of their own
+(``FOLLOW_UPS``: the brief and topics, the literary text), each a table with a
+row per finished recording: the table takes a follow-up only when the assembly
+gives it someone to do it. The runner, the pool and the claim name none of them.
 """
 
 from __future__ import annotations
@@ -22,8 +23,7 @@ from enum import Enum
 from sidecar.runtime.cpus import Cpus
 from sidecar.settings import PipelineSettings
 from sidecar.steps.base import Step
-from sidecar.storage.model import INSIGHTS as INSIGHTS_QUEUE
-from sidecar.storage.model import Claimed
+from sidecar.storage.model import RECORDS, Claimed
 
 
 class Work(Enum):
@@ -61,14 +61,21 @@ STAGES: tuple[Stage, ...] = (
     Stage("done", None, None, timedelta(0), None),
 )
 
-# The optional step after the transcript (its own queue: an `insights` row per finished recording,
-# claimed only when no recording waits and nothing holds the CPUs). Own work, with the same watchdogs.
-FOLLOW_UP = Stage("insights", "insights", Work.OWN, LEASE, "done", cpus=Cpus.INSIGHTS)
+# The steps after the transcript, each on its own queue (a row per finished recording in the table
+# of its name, claimed only when no recording waits), in the order the claim tries them. Own work,
+# with the same watchdogs. The schema's queue tables and pb_hooks/lib/followups.js name the same.
+FOLLOW_UPS: tuple[Stage, ...] = (
+    # The proofread text: pure Python, quick, needs no CPUs of its own.
+    Stage("literary", "literary", Work.OWN, LEASE, "done"),
+    # The brief and topics: only while nothing else holds the CPUs (an offline model).
+    Stage("insights", "insights", Work.OWN, LEASE, "done", cpus=Cpus.INSIGHTS),
+)
+FOLLOW_UP = FOLLOW_UPS[1]  # the insights step's, as older callers name it
 
 
 def declare(p: PipelineSettings) -> tuple[Stage, ...]:
     """The stage table with the configured leases; a lease for a stage without a step is refused."""
-    claimable = {s.name for s in STAGES if s.step is not None} | {FOLLOW_UP.name}
+    claimable = {s.name for s in STAGES if s.step is not None} | {f.name for f in FOLLOW_UPS}
     unknown = sorted(set(p.leases) - claimable)
     if unknown:
         raise ValueError(
@@ -80,16 +87,36 @@ def declare(p: PipelineSettings) -> tuple[Stage, ...]:
 class StageTable:
     """The declared stages bound to step implementations.
 
-    ``follow_up_by``: who does the work that follows a finished recording (the insights engine's
-    name); None: nothing follows, and the follow-up queue is never claimed.
+    ``follow_ups``: who does the work of each follow-up queue (by its name); a queue not named is
+    never claimed. ``follow_up_by``: the insights engine's name, as older callers give it.
     """
 
-    def __init__(self, settings: PipelineSettings, steps: Mapping[str, Step], follow_up_by: str | None = None) -> None:
+    def __init__(
+        self,
+        settings: PipelineSettings,
+        steps: Mapping[str, Step],
+        follow_up_by: str | None = None,
+        *,
+        follow_ups: Mapping[str, str] | None = None,
+    ) -> None:
         self.settings = settings
         self.stages = {s.name: s for s in declare(settings)}
-        lease = settings.leases.get(FOLLOW_UP.name, FOLLOW_UP.lease)
-        self.follow_up = replace(FOLLOW_UP, lease=lease, doer=follow_up_by) if follow_up_by is not None else None
-        missing = [s.step for s in self.stages.values() if s.step is not None and s.step not in steps]
+        doers = dict(follow_ups or {})
+        if follow_up_by is not None:
+            doers[FOLLOW_UP.name] = follow_up_by
+        unknown = sorted(set(doers) - {f.name for f in FOLLOW_UPS})
+        if unknown:
+            raise ValueError(f"no follow-up queue named {', '.join(unknown)}")
+        self.follow_ups = {
+            f.name: replace(f, lease=settings.leases.get(f.name, f.lease), doer=doers[f.name])
+            for f in FOLLOW_UPS
+            if f.name in doers
+        }
+        missing = [
+            s.step
+            for s in (*self.stages.values(), *self.follow_ups.values())
+            if s.step is not None and s.step not in steps
+        ]
         if missing:
             raise ValueError(f"no implementation for steps: {', '.join(missing)}")
         self._steps = dict(steps)
@@ -97,27 +124,32 @@ class StageTable:
     def __getitem__(self, name: str) -> Stage:
         return self.stages[name]
 
+    @property
+    def follow_up(self) -> Stage | None:
+        """The insights queue's stage, when this table takes it."""
+        return self.follow_ups.get(FOLLOW_UP.name)
+
     def stage_for(self, claimed: Claimed) -> Stage:
-        """The stage a claim is in: the record's, or the follow-up for a claim of that queue."""
-        if claimed.claim.queue == INSIGHTS_QUEUE:
-            if self.follow_up is None:
-                raise ValueError("a claim of the follow-up queue, which this table does not take")
-            return self.follow_up
+        """The stage a claim is in: the record's, or the follow-up of the queue it came from."""
+        if claimed.claim.queue != RECORDS:
+            if claimed.claim.queue not in self.follow_ups:
+                raise ValueError(f"a claim of the {claimed.claim.queue} queue, which this table does not take")
+            return self.follow_ups[claimed.claim.queue]
         return self.stages[claimed.record.state]
 
     def leases(self) -> dict[str, timedelta]:
         """What the claim may hand out: every stage with a step, and its lease."""
         return {s.name: s.lease for s in self.stages.values() if s.step is not None}
 
-    def follow_up_lease(self, free_for: Callable[[Cpus], bool]) -> timedelta | None:
-        """The follow-up's lease when it may be claimed now (its CPUs free), else None."""
-        if self.follow_up is None or not free_for(self.follow_up.cpus):
-            return None
-        return self.follow_up.lease
+    def follow_up_leases(self, free_for: Callable[[Cpus], bool]) -> dict[str, timedelta]:
+        """The follow-up queues that may be claimed now (their CPUs free), each with its lease."""
+        return {name: f.lease for name, f in self.follow_ups.items() if free_for(f.cpus)}
 
-    def follows(self, stage: Stage, to: str) -> bool:
-        """Whether a record moving from ``stage`` to ``to`` gets the follow-up queued (it finished)."""
-        return self.follow_up is not None and stage is not self.follow_up and self.is_terminal(to)
+    def follows(self, stage: Stage, to: str) -> tuple[str, ...]:
+        """The follow-up queues a record moving from ``stage`` to ``to`` gets queued on (it finished)."""
+        if stage in self.follow_ups.values() or not self.is_terminal(to):
+            return ()
+        return tuple(self.follow_ups)
 
     def is_terminal(self, name: str) -> bool:
         """Whether ``name`` is a stage without a step (a recording there is finished)."""

@@ -33,6 +33,7 @@ from sidecar.storage.errors import (
     UnreadableClaim,
 )
 from sidecar.storage.model import (
+    INSIGHTS,
     RECORDS,
     AttemptChange,
     AttemptRow,
@@ -49,6 +50,7 @@ from sidecar.storage.model import (
 from sidecar.storage.transitions import Transition
 
 SERVICE_COLLECTION = "services"
+DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
 
 # A PocketBase restart must not cost a finished step its result: outcome
 # writes and reads ride out a short outage. Fenced writes are safe to repeat:
@@ -199,7 +201,13 @@ class PocketBaseClient:
 
     # -- the queue ------------------------------------------------------------------
 
-    async def claim(self, leases: Mapping[str, timedelta], insights_lease: timedelta | None = None) -> Claimed | NoWork:
+    async def claim(
+        self,
+        leases: Mapping[str, timedelta],
+        insights_lease: timedelta | None = None,
+        *,
+        follow_ups: Mapping[str, timedelta] | None = None,
+    ) -> Claimed | NoWork:
         body: dict[str, Any] = {
             "now": self.clock.now_ms(),
             "leases": {stage: int(lease.total_seconds() * 1000) for stage, lease in leases.items()},
@@ -209,8 +217,11 @@ class PocketBaseClient:
             # ... and so do a recording's files and attempts, which its step reads first.
             "with_rows": True,
         }
+        queues = dict(follow_ups or {})
         if insights_lease is not None:
-            body["insights_lease"] = int(insights_lease.total_seconds() * 1000)
+            queues[INSIGHTS] = insights_lease
+        if queues:
+            body["follow_ups"] = {name: int(lease.total_seconds() * 1000) for name, lease in queues.items()}
         resp = await self.request("POST", "/api/pipeline/claim", json=body)
         set_aside = tuple(i for i in resp.headers.get("X-Set-Aside", "").split(",") if i)
         if resp.status_code == 204:
@@ -263,6 +274,31 @@ class PocketBaseClient:
     async def store_insights(self, claim: Claim, result: dict[str, Any]) -> None:
         body = {"token": claim.token, "now": self.clock.now_ms(), **result}
         await self._write("POST", f"/api/pipeline/insights/{claim.id}/result", json=body)
+
+    async def literary_source(self, claim: Claim) -> dict[str, Any]:
+        resp = await self.request(
+            "POST",
+            f"/api/pipeline/{claim.queue}/{claim.id}/source",
+            json={"token": claim.token},
+            timeout_s=self._upload_timeout,
+        )
+        data = resp.json()
+        return data if isinstance(data, dict) else {}
+
+    async def store_literary(self, claim: Claim, result: dict[str, Any], document: bytes | None = None) -> None:
+        url = f"/api/pipeline/{claim.queue}/{claim.id}/result"
+        if document is None:
+            await self._write("POST", url, json={"token": claim.token, "now": self.clock.now_ms(), **result})
+            return
+        # With its DOCX: a form whose `payload` holds what the JSON body would.
+        fields = {"token": claim.token, "payload": json.dumps({"now": self.clock.now_ms(), **result})}
+        await self._write(
+            "POST",
+            url,
+            data=fields,
+            files={"document": ("literary.docx", document, DOCX)},
+            timeout_s=self._upload_timeout,
+        )
 
     # -- reads ------------------------------------------------------------------
 

@@ -38,7 +38,7 @@ log = logging.getLogger("transcriber")
 
 
 def default_steps() -> dict[str, Step]:
-    from sidecar.steps import finalize, insights, normalize, poll, submit
+    from sidecar.steps import finalize, insights, literary, normalize, poll, submit
 
     return {
         "normalize": normalize.run,
@@ -46,6 +46,7 @@ def default_steps() -> dict[str, Step]:
         "poll": poll.run,
         "finalize": finalize.run,
         "insights": insights.run,
+        "literary": literary.run,
     }
 
 
@@ -148,9 +149,14 @@ async def pipeline(
     gate = CpuGate()
     metrics = metrics or Metrics()
     engine = insights if insights is not None else make_engine(settings.insights, gate, clock)
+    chosen = steps or default_steps()
+    # The literary text is made whenever its step is there (rule-based, offline); the brief only with an engine.
+    follow_ups = {"literary": "rules"} if "literary" in chosen else {}
+    if engine is not None:
+        follow_ups["insights"] = engine.name
     runner = Runner(
         storage=storage,
-        table=StageTable(settings.pipeline, steps or default_steps(), follow_up_by=engine.name if engine else None),
+        table=StageTable(settings.pipeline, chosen, follow_ups=follow_ups),
         settings=settings,
         clock=clock,
         kit=StepKit(Providers(current, provider_for), settings, clock, metrics.audio_sent, engine),

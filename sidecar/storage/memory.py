@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import anyio
 import anyio.lowlevel
@@ -30,6 +30,7 @@ from sidecar.runtime.clock import Clock, SystemClock
 from sidecar.storage.errors import FencedOut, StorageError
 from sidecar.storage.model import (
     INSIGHTS,
+    LITERARY,
     RECORDS,
     AttemptChange,
     AttemptRow,
@@ -49,7 +50,7 @@ from sidecar.storage.model import (
 from sidecar.storage.transitions import Advanced, Extended, Failed, Halted, Postponed, Progressed, Released, Transition
 from sidecar.transcript.languages import LANGUAGES
 
-__all__ = ["Event", "InMemoryStorage", "InsightsRow", "Row"]
+__all__ = ["Event", "FollowUpRow", "InMemoryStorage", "InsightsRow", "LiteraryRow", "Row"]
 
 _ALPHABET = string.ascii_lowercase + string.digits
 # At most this many rows are set aside by one claim (pb_hooks/lib/claim.js MAX_SET_ASIDE).
@@ -131,19 +132,12 @@ class Row(_Queued):
 
 
 @dataclass(kw_only=True)
-class InsightsRow(_Queued):
-    """A recording's insights: the queue fields, and the answer's trace."""
+class FollowUpRow(_Queued):
+    """A finished recording's row on a follow-up queue (``queue``: its table's name)."""
 
+    queue: ClassVar[str]
     record: str
     state: str = "queued"
-    quotes: list[dict[str, Any]] = field(default_factory=list)
-    quotes_for: str = ""
-    provider: str = ""
-    model: str = ""
-    proposed: int = 0
-    kept: int = 0
-    no_brief: str = ""  # why the step ended without a brief (pb_hooks/lib/insights.js)
-    no_brief_reason: str = ""
 
     def view(self, recording: Row) -> AudioRecord:
         fields = {k: v for k, v in self.__dict__.items() if k != "record"}
@@ -158,7 +152,44 @@ class InsightsRow(_Queued):
         )
 
 
-INSIGHTS_STATES = ("queued", "done")
+@dataclass(kw_only=True)
+class LiteraryRow(FollowUpRow):
+    """A recording's literary text, as a queue row (the text itself is its ``texts`` row)."""
+
+    queue: ClassVar[str] = LITERARY
+
+
+@dataclass(kw_only=True)
+class InsightsRow(FollowUpRow):
+    """A recording's insights: the queue fields, and the answer's trace."""
+
+    queue: ClassVar[str] = INSIGHTS
+    quotes: list[dict[str, Any]] = field(default_factory=list)
+    quotes_for: str = ""
+    provider: str = ""
+    model: str = ""
+    proposed: int = 0
+    kept: int = 0
+    no_brief: str = ""  # why the step ended without a brief (pb_hooks/lib/insights.js)
+    no_brief_reason: str = ""
+
+
+@dataclass(frozen=True)
+class _FollowUp:
+    """A follow-up queue as pb_hooks/lib/followups.js declares it: its rows and its journal's words."""
+
+    row: type[FollowUpRow]
+    queued: str  # the recording's journal when a finished recording is queued on it
+    done: str  # when its step is done
+
+
+# Each follow-up queue, declared once, in the order the claim tries them (sidecar/pipeline/stages.py).
+FOLLOW_UPS: dict[str, _FollowUp] = {
+    LITERARY: _FollowUp(LiteraryRow, "literary text queued (the literary step)", "literary text done"),
+    INSIGHTS: _FollowUp(InsightsRow, "brief and topics queued (the insights step)", "insights done"),
+}
+FOLLOW_UP_STATES = ("queued", "done")
+INSIGHTS_STATES = FOLLOW_UP_STATES
 
 # What a claimer must be able to read (pb_hooks/lib/readable.js): each claimed field's kind.
 _TEXT = ("text", lambda v: isinstance(v, str))
@@ -235,7 +266,9 @@ class InMemoryStorage:
     texts: dict[tuple[str, str], _Text] = field(default_factory=dict)
     calls: list[str] = field(default_factory=list)  # every call by name, for tests that count round trips
     audio_ms_per_day: int = 0  # the senders' daily audio quota (H4), 0: none
-    insights: dict[str, InsightsRow] = field(default_factory=dict)
+    # Each follow-up queue's rows by id (FOLLOW_UPS), as its table holds them.
+    queues: dict[str, dict[str, Any]] = field(default_factory=dict)
+    documents: dict[tuple[str, str], bytes] = field(default_factory=dict)  # (record, kind) → its DOCX
     dictionaries: dict[str, list[str]] = field(default_factory=dict)  # owner → topic names
     taught: dict[str, list[str]] = field(default_factory=dict)  # owner → the words they taught (users.words)
     sources_read: list[str] = field(default_factory=list)  # owners whose dictionary an insights step read
@@ -314,6 +347,34 @@ class InMemoryStorage:
     def insights_of(self, record_id: str) -> InsightsRow | None:
         return next((i for i in self.insights.values() if i.record == record_id), None)
 
+    def literary_of(self, record_id: str) -> LiteraryRow | None:
+        return next((i for i in self.literary.values() if i.record == record_id), None)
+
+    @property
+    def insights(self) -> dict[str, InsightsRow]:
+        return self._queue_rows(INSIGHTS)
+
+    @property
+    def literary(self) -> dict[str, LiteraryRow]:
+        return self._queue_rows(LITERARY)
+
+    def _queue_rows(self, queue: str) -> dict[str, Any]:
+        """The rows of follow-up queue ``queue``, by id (its table: declared in FOLLOW_UPS)."""
+        if queue not in FOLLOW_UPS:
+            raise StorageError(f"unknown follow-up queue '{queue}'", status=400)
+        return self.queues.setdefault(queue, {})
+
+    def owner_correct_transcript(self, record_id: str, content: str) -> None:
+        """The owner corrects the transcript's text (lib/corrections.js): the literary text made from the
+        old one is stale, so its queue row is queued again (the brief is the owner's to rerun)."""
+        old = self.texts.get((record_id, "transcript"))
+        self.texts[(record_id, "transcript")] = _Text(content, old.segments if old else [])
+        row = self.records[record_id]
+        self._journal(row, "note", "transcript corrected by the owner", "owner")
+        if row.state in self.terminal and self.literary_of(record_id) is not None:
+            self._queue_follow_up(LITERARY, row, actor="owner")
+        self._changed_now()
+
     def owner_edit_brief(self, record_id: str, brief: str, topics: list[str] | None = None) -> None:
         """The owner edits the brief (or topics) in the panel: a queued insights row ends, its claim gone."""
         row = self.records[record_id]
@@ -334,11 +395,20 @@ class InMemoryStorage:
         self._changed_now()
 
     def _queue_insights(self, row: Row) -> InsightsRow:
+        ins = self._queue_follow_up(INSIGHTS, row)
+        assert isinstance(ins, InsightsRow)
+        return ins
+
+    def _queue_follow_up(self, queue: str, row: Row, *, actor: str = "") -> FollowUpRow:
+        """Queues (or queues again) ``row``'s row of follow-up ``queue`` (lib/transitions.js queueFollowUp)."""
         now = self.clock.now_ms()
-        ins = self.insights_of(row.id)
+        rows = self._queue_rows(queue)
+        ins = next((i for i in rows.values() if i.record == row.id), None)
         if ins is None:
-            ins = InsightsRow(id=_id(), record=row.id, created_ms=now)
-            self.insights[ins.id] = ins
+            ins = FOLLOW_UPS[queue].row(id=_id(), record=row.id, created_ms=now)
+            rows[ins.id] = ins
+        elif actor:
+            self._journal(ins, "stage_set", f"{queue} set to queued by the {actor}", actor)
         ins.state, ins.state_entered_at, ins.attempts, ins.paused_until = "queued", now, 0, 0
         ins.halted_at = ins.halt_code = ins.halt_reason = ""
         self._release(ins)
@@ -358,8 +428,20 @@ class InMemoryStorage:
     async def aclose(self) -> None:
         return None
 
-    async def claim(self, leases: Mapping[str, timedelta], insights_lease: timedelta | None = None) -> Claimed | NoWork:
+    async def claim(
+        self,
+        leases: Mapping[str, timedelta],
+        insights_lease: timedelta | None = None,
+        *,
+        follow_ups: Mapping[str, timedelta] | None = None,
+    ) -> Claimed | NoWork:
         await anyio.lowlevel.checkpoint()
+        queues = dict(follow_ups or {})
+        if insights_lease is not None:
+            queues[INSIGHTS] = insights_lease
+        unknown = sorted(set(queues) - set(FOLLOW_UPS))
+        if unknown:
+            raise StorageError(f"unknown follow-up queue '{unknown[0]}'", status=400)
         self.calls.append("claim")
         now = self.clock.now_ms()
         for stage, lease in leases.items():
@@ -371,15 +453,16 @@ class InMemoryStorage:
         while True:
             eligible = [r for r in self.records.values() if r.state in leases and r.claimable(now)]
             if not eligible:
-                if insights_lease is not None:
-                    got = self._claim_insights(now, insights_lease, set_aside)
+                # The follow-up queues in their declared order, only when no recording waits.
+                for queue in (q for q in FOLLOW_UPS if q in queues):
+                    got = self._claim_follow_up(queue, now, queues[queue], set_aside)
                     if got is not None:
                         return got
                 if len(set_aside) >= _MAX_SET_ASIDE:
                     return NoWork(now, tuple(set_aside))
                 later = [r.available_at for r in self.records.values() if r.available_at > now]
-                if insights_lease is not None:
-                    later += [i.available_at for i in self.insights.values() if i.available_at > now]
+                for queue in queues:
+                    later += [i.available_at for i in self._queue_rows(queue).values() if i.available_at > now]
                 return NoWork(min(later) if later else 0, tuple(set_aside))
             row = min(eligible, key=lambda r: (r.available_at, r.id))
             wrong = _misfits(row)
@@ -394,9 +477,10 @@ class InMemoryStorage:
             claim = row.take(now, leases[row.state], RECORDS)
             return Claimed(claim, row.view(), tuple(set_aside), rows=self._rows(row.id))
 
-    def _claim_insights(self, now: int, lease: timedelta, set_aside: list[str]) -> Claimed | None:
+    def _claim_follow_up(self, queue: str, now: int, lease: timedelta, set_aside: list[str]) -> Claimed | None:
         while len(set_aside) < _MAX_SET_ASIDE:
-            eligible = [i for i in self.insights.values() if i.state == "queued" and i.claimable(now)]
+            rows = self._queue_rows(queue).values()
+            eligible = [i for i in rows if i.state == "queued" and i.claimable(now)]
             if not eligible:
                 return None
             ins = min(eligible, key=lambda i: (i.available_at, i.id))
@@ -405,11 +489,11 @@ class InMemoryStorage:
                 self._set_aside(ins, "; ".join(wrong))
                 set_aside.append(ins.id)
                 continue
-            return Claimed(ins.take(now, lease, INSIGHTS), ins.view(self.records[ins.record]), tuple(set_aside))
+            return Claimed(ins.take(now, lease, queue), ins.view(self.records[ins.record]), tuple(set_aside))
         return None
 
     def _set_aside(self, row: _Queued, error: str) -> None:
-        what = "insights row" if isinstance(row, InsightsRow) else "record"
+        what = f"{row.queue} row" if isinstance(row, FollowUpRow) else "record"
         reason = (
             f"the claim could not read this {what} ({error[:1500]}); fix the field in the panel, then clear the halt"
         )
@@ -417,7 +501,7 @@ class InMemoryStorage:
         self._release(row)
         row.queue_rev += 1
         row.available_at = 0
-        if not isinstance(row, InsightsRow) or row.record in self.records:
+        if not isinstance(row, FollowUpRow) or row.record in self.records:
             self._journal(row, "halted", f"unclaimable: {reason}", "worker")
         self._changed_now()
 
@@ -429,7 +513,7 @@ class InMemoryStorage:
         self.calls.append(f"settle:{change.outcome.value}")
         row = self._fenced(claim)
         now = self.clock.now_ms()
-        states = INSIGHTS_STATES if isinstance(row, InsightsRow) else self.stages
+        states = FOLLOW_UP_STATES if isinstance(row, FollowUpRow) else self.stages
         if isinstance(change, Advanced):
             if change.stage not in states:
                 raise StorageError(f"unknown stage '{change.stage}'", status=400)
@@ -439,10 +523,12 @@ class InMemoryStorage:
             row.available_at = 0 if change.stage in self.terminal else row.created_ms
             if change.stage in self.terminal:
                 row.progress = 1.0
-            self._journal(row, "advanced", change.note or f"entered {change.stage}", "worker")
-            if isinstance(row, Row) and change.follow_up and change.stage in self.terminal:
-                self._queue_insights(row)
-                self._journal(row, "note", "brief and topics queued (the insights step)", "worker")
+            done = FOLLOW_UPS[row.queue].done if isinstance(row, FollowUpRow) else f"entered {change.stage}"
+            self._journal(row, "advanced", change.note or done, "worker")
+            if isinstance(row, Row) and change.stage in self.terminal:
+                for queue in (q for q in change.follow_ups if q in FOLLOW_UPS):
+                    self._queue_follow_up(queue, row)
+                    self._journal(row, "note", FOLLOW_UPS[queue].queued, "worker")
         elif isinstance(change, Postponed):
             if change.until_ms <= now:
                 raise StorageError("'until' must be later than 'now'", status=400)
@@ -465,7 +551,7 @@ class InMemoryStorage:
             if change.until_ms <= now:
                 raise StorageError("'until' must be later than 'now'", status=400)
             row.claim_expires_at = row.available_at = change.until_ms
-        elif isinstance(change, Progressed) and isinstance(row, InsightsRow):
+        elif isinstance(change, Progressed) and isinstance(row, FollowUpRow):
             value = float(change.body()["progress"])
             if value > row.progress:
                 row.progress, row.progress_at = value, now
@@ -481,7 +567,7 @@ class InMemoryStorage:
             if change.language is not None and change.language in LANGUAGES:
                 row.language = change.language
         self._changed_now()
-        return row.view(self.records[row.record]) if isinstance(row, InsightsRow) else row.view()
+        return row.view(self.records[row.record]) if isinstance(row, FollowUpRow) else row.view()
 
     async def rows_of(self, record_id: str) -> RecordRows:
         await anyio.lowlevel.checkpoint()
@@ -642,7 +728,7 @@ class InMemoryStorage:
     async def words(self, claim: Claim) -> list[str]:
         await anyio.lowlevel.checkpoint()
         rec = self._fenced(claim)
-        if isinstance(rec, InsightsRow):
+        if isinstance(rec, FollowUpRow):
             raise StorageError("not a recording's claim", status=400)
         return taught_words(self.taught.get(rec.owner, []) + sorted(self.dictionaries.get(rec.owner, [])))
 
@@ -661,6 +747,30 @@ class InMemoryStorage:
             "title": rec.title,
             "topics": sorted(self.dictionaries.get(rec.owner, [])),
         }
+
+    async def literary_source(self, claim: Claim) -> dict[str, Any]:
+        await anyio.lowlevel.checkpoint()
+        row = self._fenced(claim)
+        if not isinstance(row, LiteraryRow):
+            raise StorageError("not a literary claim", status=400)
+        rec = self.records[row.record]
+        text = self.texts.get((rec.id, "transcript"))
+        return {
+            "text": text.content if text else "",
+            "segments": list(text.segments or []) if text else [],
+            "language": rec.language,
+        }
+
+    async def store_literary(self, claim: Claim, result: dict[str, Any], document: bytes | None = None) -> None:
+        await anyio.lowlevel.checkpoint()
+        row = self._fenced(claim)
+        if not isinstance(row, LiteraryRow):
+            raise StorageError("not a literary claim", status=400)
+        segments = result.get("segments")
+        if not isinstance(segments, list):
+            raise StorageError("'segments' must be a list", status=400)
+        self.texts[(row.record, "literary")] = _Text(str(result.get("content", "")), segments)
+        self.documents[(row.record, "literary")] = document or b""
 
     async def store_insights(self, claim: Claim, result: dict[str, Any]) -> None:
         await anyio.lowlevel.checkpoint()
@@ -749,7 +859,9 @@ class InMemoryStorage:
     # -- internals ------------------------------------------------------------------------
 
     def _fenced(self, claim: Claim) -> Any:
-        row: _Queued | None = self.insights.get(claim.id) if claim.queue == INSIGHTS else self.records.get(claim.id)
+        row: _Queued | None = (
+            self._queue_rows(claim.queue).get(claim.id) if claim.queue in FOLLOW_UPS else self.records.get(claim.id)
+        )
         if row is None or claim.token == "" or row.claim_token != claim.token:
             raise FencedOut("claim token no longer matches")
         return row
@@ -804,8 +916,9 @@ class InMemoryStorage:
         return row
 
     def _journal(self, row: _Queued, kind: str, text: str, actor: str) -> None:
-        if isinstance(row, InsightsRow):
-            self.events.append(Event(row.record, "insights", kind, text, actor))
+        if isinstance(row, FollowUpRow):
+            # A follow-up row's events go on its recording's journal, under the queue's name.
+            self.events.append(Event(row.record, row.queue, kind, text, actor))
         else:
             self.events.append(Event(row.id, row.state, kind, text, actor))
 

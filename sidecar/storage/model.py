@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict
 
 __all__ = [
     "INSIGHTS",
+    "LITERARY",
     "MAX_WORDS",
     "RECORDS",
     "AttemptChange",
@@ -57,9 +58,11 @@ class FileRole(StrEnum):
     PLAYABLE = "playable"  # a copy a browser plays of an original it cannot, made by normalize; kept for good
 
 
-# The two queues a claim may come from: a recording's stages, and the insights of a finished one.
+# The queues a claim may come from: a recording's stages, and the follow-up queues of a finished
+# one (each named as its table: sidecar/pipeline/stages.py FOLLOW_UPS).
 RECORDS = "records"
 INSIGHTS = "insights"
+LITERARY = "literary"
 
 
 # The words a sender teaches recognition (pb_hooks/lib/words.js, which this mirrors): at most
@@ -87,7 +90,7 @@ def taught_words(items: Iterable[str]) -> list[str]:
 class Claim:
     """The credential of one claim: every write of its results must carry the token.
 
-    ``queue``: ``records`` (``id`` is a recording's) or ``insights`` (``id`` is its insights row's).
+    ``queue``: ``records`` (``id`` is a recording's) or a follow-up queue's table (``id`` is its row's).
     """
 
     id: str

@@ -54,9 +54,15 @@ class Storage(Protocol):
 
     # -- the queue ----------------------------------------------------------------
 
-    async def claim(self, leases: Mapping[str, timedelta], insights_lease: timedelta | None = None) -> Claimed | NoWork:
-        """The next claimable recording (with its files and attempts); with ``insights_lease``, when none
-        is, the next insights row."""
+    async def claim(
+        self,
+        leases: Mapping[str, timedelta],
+        insights_lease: timedelta | None = None,
+        *,
+        follow_ups: Mapping[str, timedelta] | None = None,
+    ) -> Claimed | NoWork:
+        """The next claimable recording (with its files and attempts); when none is, the next row of the
+        follow-up queues in ``follow_ups`` (queue → lease; ``insights_lease``: the insights queue's)."""
         ...
 
     async def settle(self, claim: Claim, change: Transition) -> AudioRecord:
@@ -150,6 +156,15 @@ class Storage(Protocol):
     async def store_insights(self, claim: Claim, result: dict[str, Any]) -> None:
         """The brief, its ``quotes``, the ``topics`` (names; new ones join the owner's dictionary) and what
         made them, onto the recording and its insights row, under the claim."""
+        ...
+
+    async def literary_source(self, claim: Claim) -> dict[str, Any]:
+        """A literary claim's recording: its transcript's ``text``, ``segments`` and ``language``."""
+        ...
+
+    async def store_literary(self, claim: Claim, result: dict[str, Any], document: bytes | None = None) -> None:
+        """The literary text (``content``, its paragraphs as ``segments``) as the recording's ``texts`` row
+        of kind ``literary``, with ``document`` (the same as DOCX) attached, under the claim."""
         ...
 
     # -- provider-side copies (O6) --------------------------------------------------

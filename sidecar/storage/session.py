@@ -183,6 +183,15 @@ class ClaimSession:
         """An insights claim's answer: the brief with its quotes and the topics (secrets removed first)."""
         await self._storage.store_insights(self.claim, redact_insights(result))
 
+    async def literary_source(self) -> dict[str, Any]:
+        """A literary claim's recording: its transcript's text, segments and language."""
+        return await self._storage.literary_source(self.claim)
+
+    async def store_literary(self, result: dict[str, Any], document: bytes | None = None) -> None:
+        """A literary claim's text and paragraphs (secrets removed first, as from every answer) and the same
+        as a DOCX document (made from them, after the transcript's own redaction)."""
+        await self._storage.store_literary(self.claim, redact_insights(result), document)
+
     async def copies_removed(self, attempt_id: str, error: str = "") -> None:
         """The attempt's provider-side copies are gone (or, with ``error``, could not be removed yet)."""
         await self._storage.copies_removed(attempt_id, error)

@@ -28,13 +28,13 @@ class Advanced:
     outcome: ClassVar[Outcome | Keep] = Outcome.ADVANCED
     stage: str
     note: str = ""
-    # Entering the terminal stage: queue the work that follows a finished recording (its insights).
-    follow_up: bool = False
+    # Entering the terminal stage: the follow-up queues the finished recording is queued on.
+    follow_ups: tuple[str, ...] = ()
 
     def body(self) -> dict[str, Any]:
         body: dict[str, Any] = {"to": self.stage, "text": self.note}
-        if self.follow_up:
-            body["insights"] = True
+        if self.follow_ups:
+            body["follow_ups"] = list(self.follow_ups)
         return body
 
 

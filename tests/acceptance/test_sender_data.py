@@ -47,16 +47,20 @@ def _stored(data: Path) -> set[str]:
     return {str(p.relative_to(data / "storage")) for p in (data / "storage").rglob("*") if p.is_file()}
 
 
+def _literary_state(su: Caller, rid: str) -> str:
+    items = su.http.get("/api/collections/literary/records", params={"filter": f'record = "{rid}"'}).json()["items"]
+    return str(items[0]["state"]) if items else ""
+
+
 async def _recordings(
     pb: PocketBaseServer, su: Caller, plan: list[tuple[Caller, int]], extra: list[str] | None = None
 ) -> None:
     ids = [who.upload(speech_wav_bytes(1.0)) for who, n in plan for _ in range(n)] + (extra or [])
     async with running_sidecar(pb, default_steps(), provider=InstantProvider(), workers=2) as pool:
         async with pool_running(pool):
+            # Done, and its literary text made (the step that follows a finished recording).
             await eventually(
-                lambda: all(
-                    su.http.get(f"/api/collections/audio_records/records/{i}").json()["state"] == "done" for i in ids
-                ),
+                lambda: all(_literary_state(su, i) == "done" for i in ids),
                 within=120,
             )
 
@@ -94,7 +98,12 @@ async def test_export_and_erase_one_sender_leave_the_others_untouched(
         names = zf.namelist()
     assert manifest["sender"] == {"id": ann.id, "email": ann.email}
     assert len(manifest["recordings"]) == 2 and {r["owner"] for r in manifest["recordings"]} == {ann.id}
-    assert len(manifest["texts"]) == 2 and all(t["content"] for t in manifest["texts"])
+    transcripts = [t for t in manifest["texts"] if t["kind"] == "transcript"]
+    assert len(transcripts) == 2 and all(t["content"] for t in transcripts)
+    # Each literary text with its Word document, and the queue rows that made them.
+    literary = [t for t in manifest["texts"] if t["kind"] == "literary"]
+    assert len(literary) == 2 and len(manifest["literary"]) == 2
+    assert all(f"files/{t['record']}/texts/{t['id']}/{t['document']}" in names for t in literary)
     assert len(manifest["journal"]) == ann_before["record_events"]
     originals = [f for f in manifest["files"] if f["role"] == "original"]
     assert all(f"files/{f['record']}/files/{f['id']}/{f['blob']}" in names for f in originals) and len(originals) == 2
@@ -124,6 +133,7 @@ async def test_export_and_erase_one_sender_leave_the_others_untouched(
     gone = stored_before - _stored(data)
     assert gone and all(any(row in path for row in gone) for path in gone)
     assert any(path.endswith(f"{copy['id']}/{copy['blob']}") for path in gone)  # the playable copy too
+    assert all(any(path.endswith(f"{t['id']}/{t['document']}") for path in gone) for t in literary)  # the DOCX too
     assert not any(ann_file in _stored(data) for ann_file in gone)
     # The audit outlives the rows, and cannot be removed.
     audit = superuser.http.get("/api/collections/erasures/records").json()["items"]

@@ -54,7 +54,9 @@ async def test_a_recording_becomes_a_timed_transcript(pb: PocketBaseServer, send
     ev = superuser.http.get(
         "/api/collections/record_events/records", params={"filter": f'record="{rid}"', "sort": "created,@rowid"}
     ).json()
-    assert [e["stage"] for e in ev["items"] if e["kind"] == "advanced"] == [
+    # (The literary text's step, on its own queue once the recording is done, may have run too: its
+    # journal lines name its queue, not a stage of the recording.)
+    assert [e["stage"] for e in ev["items"] if e["kind"] == "advanced" and e["stage"] != "literary"] == [
         "normalized",
         "transcribed",
         "done",

@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from sidecar.pipeline.stages import FOLLOW_UP, STAGES
+from sidecar.pipeline.stages import FOLLOW_UP, FOLLOW_UPS, STAGES
 from sidecar.pocketbase import process, seeds
 from sidecar.pocketbase.lock import LOCK_FILE
 from sidecar.settings import Settings
@@ -52,6 +52,44 @@ def test_stages_js_names_the_schemas_and_the_stage_tables_stages() -> None:
     assert _js_list(text, "TERMINAL", constants) == [s.name for s in STAGES if s.step is None]
     assert _js_list(text, "INSIGHTS", constants) == _select_values("1765843200_insights.js", "state")
     assert constants["INSIGHTS_JOURNAL_STAGE"] == FOLLOW_UP.name
+    assert _js_list(text, "INSIGHTS", constants) == _select_values("1766793600_literary.js", "state")
+
+
+def test_the_follow_up_queues_are_declared_alike_by_both_halves_and_the_schema() -> None:
+    """pb_hooks/lib/followups.js, the sidecar's FOLLOW_UPS and the twin's: the same queues in the same (claim)
+    order, each journalled under its own name, each a table of the schema with the queue fields."""
+    from sidecar.storage import memory
+
+    text = (HOOKS / "lib" / "followups.js").read_text()
+    block = re.search(r"^const QUEUES = \{\n(.*?)^\};", text, re.M | re.S)
+    assert block, "no QUEUES in followups.js"
+    js = re.findall(r"^  (\w+): \{\s*journal: \"(\w+)\"", block.group(1), re.M)
+    assert [name for name, _ in js] == [f.name for f in FOLLOW_UPS] == list(memory.FOLLOW_UPS)
+    assert all(name == journal for name, journal in js)
+    insights_fields = set(re.findall(r'\{ name: "(\w+)"', (MIGRATIONS / "1765843200_insights.js").read_text()))
+    for name, _ in js:
+        made = [m for m in MIGRATIONS.glob("*.js") if f'name: "{name}",' in m.read_text()]
+        assert made, f"no migration makes the {name} table"
+        fields = set(re.findall(r'\{ name: "(\w+)"', made[0].read_text()))
+        queue_fields = {
+            "record",
+            "state",
+            "halted_at",
+            "halt_code",
+            "halt_reason",
+            "attempts",
+            "state_entered_at",
+            "claim_token",
+            "claim_expires_at",
+            "paused_until",
+            "available_at",
+            "queue_rev",
+            "progress",
+            "progress_at",
+            "activity",
+        }
+        assert queue_fields <= fields & insights_fields, name
+        assert f"idx_{name}_claim ON {name} (available_at, id)" in made[0].read_text()
 
 
 def test_no_hook_spells_a_stage_out() -> None:
@@ -160,10 +198,9 @@ def test_what_a_claimer_must_read_is_declared_alike_by_the_hook_the_twin_and_the
     assert hook == {name: twin_kinds[kind] for name, kind in memory._READABLE.items()}
     # The claim (and the settle route's answer) hands out a recording's fields as RECORD names them, an
     # insights row's as INSIGHTS does.
-    claimed = re.search(r"^const CLAIMED_JSON = \{\n(.*?)^\};", text, re.M | re.S)
-    assert claimed, "no CLAIMED_JSON in readable.js"
-    assert re.findall(r"^  (\w+): .*?pairs\(Object\.keys\((\w+)\)\)", claimed.group(1), re.M) == [
-        ("audio_records", "RECORD"),
-        ("insights", "INSIGHTS"),
-    ]
+    # insights row's (and every follow-up row's) as FOLLOW_UP does.
+    assert 'const CLAIMED_JSON = { audio_records: "json_object(" + pairs(Object.keys(RECORD)) + ")" };' in text
+    assert "for (const table of followups.names()) CLAIMED_JSON[table] = followUpJson(table);" in text
+    follow = re.search(r"^function followUpJson\(table\) \{\n(.*?)^\}", text, re.M | re.S)
+    assert follow and "pairs(Object.keys(FOLLOW_UP))" in follow.group(1)
     assert set(hook) == set(AudioRecord.model_fields) - {"recording"}

@@ -1,0 +1,1 @@
+"""The literary text: the transcript edited to be read (``edition``: rule-based, offline)."""

@@ -148,10 +148,16 @@ def test_the_owner_inspects_halts_resumes_and_cannot_delete_in_the_panel(pb: Poc
         assert panel.save(modal).status == 200
         done = wait_for_record(su, held, lambda r: r["state"] == "done" or bool(r["halted_at"]))
         assert done["state"] == "done" and done["halted_at"] == "" and done["halt_code"] == ""
-        journal = panel.rows_of("record_events", held, at_least=6)
+        # The recording's own lines, and the two its literary text adds once it is done (queued, made).
+        events = {"filter": f'record="{held}"', "perPage": 1}
+        eventually_sync(
+            lambda: su.http.get("/api/collections/record_events/records", params=events).json()["totalItems"] >= 8,
+            what="the literary text's lines in the journal",
+        )
+        journal = panel.rows_of("record_events", held, at_least=8)
         kinds = journal.locator("td[data-name=kind]")
         # newest first; the instant provider answers at once: normalized → transcribed → done
-        expect(kinds).to_have_text(["advanced"] * 3 + ["resumed", "halted", "accepted"])
+        expect(kinds).to_have_text(["advanced", "note"] + ["advanced"] * 3 + ["resumed", "halted", "accepted"])
         expect(journal.filter(has_text="resumed").locator("td[data-name=actor]")).to_have_text("owner")
         panel.shot("journal-of-the-resumed-recording")
 

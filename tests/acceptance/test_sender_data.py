@@ -198,7 +198,7 @@ def _stored_by(data: Path, owner: str, members: dict[str, bytes]) -> dict[str, b
     """The backup's stored files (and their .attrs) of the sender's rows, as the live database names them."""
     with closing(sqlite3.connect(f"file:{data / 'data.db'}?mode=ro", uri=True)) as db:
         rows = set()
-        for table in ("files", "recognition_attempts"):
+        for table in ("files", "recognition_attempts", "texts"):  # texts: the literary text's Word document
             sql = f"SELECT id FROM {table} WHERE record IN (SELECT id FROM audio_records WHERE owner = ?)"  # noqa: S608
             rows |= {str(r[0]) for r in db.execute(sql, (owner,))}
     return {n: b for n, b in members.items() if n.startswith("storage/") and n.split("/")[2] in rows}

@@ -34,6 +34,7 @@ LISTED = {
     "brief",
     "brief_missing_reason",
     "topics",
+    "literary",
 }
 
 

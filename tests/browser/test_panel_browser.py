@@ -149,7 +149,7 @@ def test_the_owner_inspects_halts_resumes_and_cannot_delete_in_the_panel(pb: Poc
         done = wait_for_record(su, held, lambda r: r["state"] == "done" or bool(r["halted_at"]))
         assert done["state"] == "done" and done["halted_at"] == "" and done["halt_code"] == ""
         # The recording's own lines, and the two its literary text adds once it is done (queued, made).
-        events = {"filter": f'record="{held}"', "perPage": 1}
+        events: dict[str, str | int] = {"filter": f'record="{held}"', "perPage": 1}
         eventually_sync(
             lambda: su.http.get("/api/collections/record_events/records", params=events).json()["totalItems"] >= 8,
             what="the literary text's lines in the journal",

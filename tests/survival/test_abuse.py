@@ -148,7 +148,9 @@ def test_bad_input_gets_a_clear_answer_or_a_clean_halt_and_leaves_no_orphans(
         # every stored file belongs to a row
         rows = su.http.get("/api/collections/files/records", params={"perPage": 500}).json()["items"]
         attempts = su.http.get("/api/collections/recognition_attempts/records", params={"perPage": 500}).json()["items"]
+        texts = su.http.get("/api/collections/texts/records", params={"perPage": 500}).json()["items"]
         names = {r["blob"] for r in rows if r["blob"]} | {a["raw_response"] for a in attempts if a["raw_response"]}
+        names |= {t["document"] for t in texts if t.get("document")}  # the literary text's Word document
         assert {p.name for p in storage_files(pb)} == names
 
         log = pb.log()

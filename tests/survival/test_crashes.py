@@ -88,7 +88,9 @@ def check_nothing_lost(su: Caller, uploaded: list[str]) -> Counter[str]:
         done_entries = [e for e in events if e["kind"] == "advanced" and e["stage"] == "done"]
         if r["state"] == "done":
             assert len(done_entries) == 1  # done exactly once
-            texts = su.http.get("/api/collections/texts/records", params={"filter": f'record="{r["id"]}"'}).json()
+            texts = su.http.get(
+                "/api/collections/texts/records", params={"filter": f'record="{r["id"]}" && kind="transcript"'}
+            ).json()
             assert texts["totalItems"] == 1 and texts["items"][0]["content"].startswith("text of op-")
             outcome["done"] += 1
         else:

@@ -708,11 +708,7 @@ class _Base64:
     byte_len: npt.NDArray[np.int64] | None
 
     def source(self, lo: int, hi: int) -> tuple[int, int]:
-        if self.first_byte is None or self.byte_len is None:
-            first, last = lo, hi - 1
-        else:
-            first = int(self.first_byte[lo])
-            last = int(self.first_byte[hi - 1] + self.byte_len[hi - 1]) - 1
+        first, last = _bytes_of(self.first_byte, self.byte_len, lo, hi)
         # Byte j of a group of 3 takes bits of base64 characters j and j + 1 of its group of 4.
         start = self.offset + 4 * (first // 3) + first % 3
         end = min(self.offset + 4 * (last // 3) + last % 3 + 2, len(self.stream))
@@ -780,12 +776,17 @@ class _Hex:
     byte_len: npt.NDArray[np.int64] | None
 
     def source(self, lo: int, hi: int) -> tuple[int, int]:
-        if self.first_byte is None or self.byte_len is None:
-            first, last = lo, hi - 1
-        else:
-            first = int(self.first_byte[lo])
-            last = int(self.first_byte[hi - 1] + self.byte_len[hi - 1]) - 1
+        first, last = _bytes_of(self.first_byte, self.byte_len, lo, hi)
         return self.start + 2 * first, self.start + 2 * last + 2
+
+
+def _bytes_of(
+    first_byte: npt.NDArray[np.int64] | None, byte_len: npt.NDArray[np.int64] | None, lo: int, hi: int
+) -> tuple[int, int]:
+    """The first and last byte of decoded characters ``lo``..``hi`` (None: a byte each)."""
+    if first_byte is None or byte_len is None:
+        return lo, hi - 1
+    return int(first_byte[lo]), int(first_byte[hi - 1] + byte_len[hi - 1]) - 1
 
 
 def _hex(text: str, fewest: int, wide: bool) -> Iterator[tuple[str, _Hex, npt.NDArray[np.uint8] | None]]:

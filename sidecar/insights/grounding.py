@@ -42,6 +42,7 @@ __all__ = [
     "ground_topics",
     "in_language",
     "rank_dictionary",
+    "stem",
     "words",
 ]
 
@@ -67,6 +68,11 @@ def words(text: str) -> list[str]:
 
 def _stem(word: str) -> str:
     return word[:_STEM]
+
+
+def stem(word: str) -> str:
+    """A folded word's stem (``words``): what "the transcript says it" compares."""
+    return _stem(word)
 
 
 @dataclass(frozen=True)

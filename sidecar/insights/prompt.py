@@ -17,7 +17,6 @@ from sidecar.transcript.languages import LANGUAGES
 
 __all__ = [
     "ANSWER_SCHEMA",
-    "SIMPLE_SCHEMA",
     "answer_schema",
     "in_letters",
     "line_of",
@@ -29,6 +28,7 @@ __all__ = [
     "pick_schema",
     "rules",
     "simple_messages",
+    "simple_schema",
 ]
 
 MAX_TOPICS = 5
@@ -297,9 +297,14 @@ you. Answer only with one JSON object of this form:
 that the transcript does not say. Topics: one to three; a name from "dictionary" when one fits, else a short new \
 name in {language} with a quote that mentions it."""
 
-# The simpler request's answer: one sentence, one to three topics.
-SIMPLE_SCHEMA = answer_schema(1, least=1)
-SIMPLE_SCHEMA["properties"]["topics"]["maxItems"] = 3
+
+def simple_schema(language: str) -> dict[str, Any]:
+    """The simpler request's answer: one sentence (in a language with letters of its own, beginning with one:
+    the simpler request follows an answer that may have been in another language), one to three topics."""
+    schema = answer_schema(1, least=1)
+    schema["properties"]["brief"]["items"]["properties"]["sentence"] = in_letters(language, MAX_SENTENCE)
+    schema["properties"]["topics"]["maxItems"] = 3
+    return schema
 
 
 def simple_messages(*, lines: list[str], dictionary: list[str], language: str) -> list[dict[str, str]]:

@@ -60,7 +60,6 @@ from sidecar.insights.grounding import (
 from sidecar.insights.prompt import (
     MAX_QUOTE,
     MAX_SENTENCE,
-    SIMPLE_SCHEMA,
     answer_schema,
     messages_for,
     note_line,
@@ -68,6 +67,7 @@ from sidecar.insights.prompt import (
     note_schema,
     pick_schema,
     simple_messages,
+    simple_schema,
     without_times,
 )
 from sidecar.outcome import HaltCode, PermanentError
@@ -540,7 +540,7 @@ class _Run:
             return self._insights(first.grounded, first.answer)
         self.notes.append(f"nothing usable in the first answer ({first.why}): asked once more, more simply")
         second = await self._attempt(
-            simple_messages(lines=lines, dictionary=dictionary, language=self.language), SIMPLE_SCHEMA
+            simple_messages(lines=lines, dictionary=dictionary, language=self.language), simple_schema(self.language)
         )
         missing = (
             f"the model's first answer gave nothing usable ({first.why}), nor did a simpler request ({second.why})"

@@ -314,6 +314,8 @@ async def test_an_answer_with_nothing_usable_is_asked_for_once_more_simply() -> 
     assert messages[0]["content"].startswith("Say in one sentence, in Russian,")
     assert doc(chat.requests[0][0])["transcript"] == [f"{i}. {t}" for i, t in enumerate(doc(messages)["transcript"], 1)]
     assert schema["properties"]["brief"]["maxItems"] == 1 and schema["properties"]["brief"]["minItems"] == 1
+    sentence = schema["properties"]["brief"]["items"]["properties"]["sentence"]
+    assert re.match(sentence["pattern"], "Запись") and not re.match(sentence["pattern"], "A note")
     assert found.text == "Запись о городских новостях." and found.topics == ["Мост"]
     assert any("nothing usable in the first answer (it proposed no sentence)" in n for n in found.notes)
 

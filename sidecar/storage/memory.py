@@ -369,6 +369,7 @@ class InMemoryStorage:
         old one is stale, so its queue row is queued again (the brief is the owner's to rerun)."""
         old = self.texts.get((record_id, "transcript"))
         self.texts[(record_id, "transcript")] = _Text(content, old.segments if old else [])
+        self.documents.pop((record_id, "transcript"), None)  # the literary step makes it again
         row = self.records[record_id]
         self._journal(row, "note", "transcript corrected by the owner", "owner")
         if row.state in self.terminal and self.literary_of(record_id) is not None:
@@ -719,6 +720,8 @@ class InMemoryStorage:
         if language is not None and language in LANGUAGES:
             row.language = language
         self.texts[(claim.id, kind)] = _Text(content, segments)
+        # A document made from the text it replaces would no longer be this one (lib/attachments.js).
+        self.documents.pop((claim.id, kind), None)
 
     async def note(self, claim: Claim, text: str) -> None:
         await anyio.lowlevel.checkpoint()
@@ -761,7 +764,14 @@ class InMemoryStorage:
             "language": rec.language,
         }
 
-    async def store_literary(self, claim: Claim, result: dict[str, Any], document: bytes | None = None) -> None:
+    async def store_literary(
+        self,
+        claim: Claim,
+        result: dict[str, Any],
+        document: bytes | None = None,
+        *,
+        transcript_document: bytes | None = None,
+    ) -> None:
         await anyio.lowlevel.checkpoint()
         row = self._fenced(claim)
         if not isinstance(row, LiteraryRow):
@@ -771,6 +781,8 @@ class InMemoryStorage:
             raise StorageError("'segments' must be a list", status=400)
         self.texts[(row.record, "literary")] = _Text(str(result.get("content", "")), segments)
         self.documents[(row.record, "literary")] = document or b""
+        if transcript_document is not None and (row.record, "transcript") in self.texts:
+            self.documents[(row.record, "transcript")] = transcript_document
 
     async def store_insights(self, claim: Claim, result: dict[str, Any]) -> None:
         await anyio.lowlevel.checkpoint()

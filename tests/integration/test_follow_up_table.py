@@ -1,7 +1,8 @@
 """The follow-up queues are a declaration, the hooks' half: a queue that exists in this test only (its
 declaration a file of the hooks' `followups/` directory, its table made through the superuser's API) is
 queued when a recording is done, claimed through the claim route, noted, settled and journalled by the
-project's hooks, none of which is changed for it (the sidecar's half: tests/unit/test_follow_up_table.py).
+project's hooks, none of which is changed for it (the sidecar's half: tests/unit/test_follow_up_table.py);
+and with the sidecar's declaration beside it, its step is run by the pool against the real server.
 """
 
 from __future__ import annotations
@@ -12,8 +13,16 @@ from typing import Any
 
 import pytest
 
+from sidecar.outcome import Advance, StepResult
+from sidecar.pipeline import stages
+from sidecar.pipeline.stages import StageTable
+from sidecar.serving.assembly import pipeline
+from sidecar.steps.base import Step, StepContext
 from testkit.pocketbase import CLAIMABLE, LEASE_MS, Caller, PocketBaseServer, now_ms, running_pocketbase
+from tests.support.fakes import StubProvider
 from tests.support.operator import ROOT
+from tests.support.sidecar import pool_running, settings_for
+from tests.support.waiting import eventually
 
 QUEUE = "checklist"
 DECLARATION = """// A follow-up queue of one test's own (tests/integration/test_follow_up_table.py).
@@ -112,3 +121,53 @@ def test_a_follow_up_declared_alone_is_queued_claimed_settled_and_journalled(
         (QUEUE, "note", "three items found", "worker"),
         (QUEUE, "advanced", "checklist made", "worker"),
     }
+
+
+async def advance(ctx: StepContext) -> StepResult:
+    return Advance("test step done")
+
+
+async def checklist(ctx: StepContext) -> StepResult:
+    await ctx.session.note("three items found")
+    return Advance("checklist made by the test's step")
+
+
+@pytest.mark.anyio
+async def test_the_sidecar_and_the_hooks_run_a_follow_up_declared_alone(
+    pb: PocketBaseServer, superuser: Caller, sender: Caller, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both halves at once: the queue declared beside the sidecar's (its stage table) and the hooks' (the
+    file above), its step run by the pool against the real server."""
+    make_table(superuser)
+    monkeypatch.setattr(
+        stages, "FOLLOW_UPS", (*stages.FOLLOW_UPS, stages.Stage(QUEUE, QUEUE, stages.Work.OWN, stages.LEASE, "done"))
+    )
+    steps: dict[str, Step] = {
+        "normalize": advance,
+        "submit": advance,
+        "poll": advance,
+        "finalize": advance,
+        QUEUE: checklist,
+    }
+    settings = settings_for(pb, workers=1)
+    rid = sender.upload()
+    async with pipeline(settings, steps=steps, provider=StubProvider()) as pool:
+        pool.runner.table = StageTable(settings.pipeline, steps, follow_ups={QUEUE: "test"})
+        async with pool_running(pool):
+            row = await eventually(lambda: done_row(superuser, rid))
+    assert (row["attempts"], row["claim_token"], row["halted_at"]) == (0, "", "")
+    journal = superuser.http.get(
+        "/api/collections/record_events/records", params={"filter": f'record = "{rid}"', "sort": "created"}
+    ).json()["items"]
+    said = {(e["stage"], e["kind"], e["outcome_text"]) for e in journal}
+    assert {
+        ("done", "note", "checklist queued (a test's step)"),
+        (QUEUE, "note", "three items found"),
+        (QUEUE, "advanced", "checklist made by the test's step"),
+    } <= said
+
+
+def done_row(superuser: Caller, rid: str) -> dict[str, Any]:
+    items = superuser.http.get(f"/api/collections/{QUEUE}/records", params={"filter": f'record = "{rid}"'}).json()
+    rows = items["items"]
+    return dict(rows[0]) if rows and rows[0]["state"] == "done" else {}

@@ -2,7 +2,8 @@
 
 It keeps records, files, attempts, texts and the journal in dictionaries and
 applies the claim and the transitions exactly as pb_hooks/lib/claim.js and
-pb_hooks/lib/transitions.js do: one sort key (``available_at``), leases written
+pb_hooks/lib/transitions.js do (the transitions from a table that reads entry for
+entry as the JS one: ``memory_transitions.TRANSITIONS``): one sort key (``available_at``), leases written
 at the claim, every write fenced by the token. It also plays the parts outside
 the pipeline that tests need: a sender's upload (``add_record``) and the owner's
 panel edits (``owner_halt``, ``owner_resume``, ``owner_set_stage``).
@@ -363,7 +364,7 @@ class InMemoryStorage:
         row = self.records[record_id]
         if stage not in self.stages:
             raise StorageError(f"unknown stage {stage!r}", status=400)
-        self._transition(row, "stage_set", self.clock.now_ms(), Args(to=stage), actor="owner")
+        self._transition(row, "stage_set", self.clock.now_ms(), Args(to=stage, why=None), actor="owner")
         for attempt in self._attempts.values():
             if attempt.row.record == record_id and attempt.row.status not in (
                 AttemptStatus.LOST,

@@ -488,7 +488,7 @@ class _Run:
             return self._insights(first.grounded, first.answer)
         self.notes.append(f"nothing usable in the first answer ({first.why}): asked once more, more simply")
         second = await self._attempt(
-            simple_messages(lines=lines, dictionary=dictionary, language=self.language), SIMPLE_SCHEMA
+            simple_messages(lines=lines, dictionary=dictionary, language=self.language), SIMPLE_SCHEMA, about=True
         )
         missing = (
             f"the model's first answer gave nothing usable ({first.why}), nor did a simpler request ({second.why})"
@@ -507,8 +507,9 @@ class _Run:
         found.missing = missing
         return found
 
-    async def _attempt(self, messages: list[dict[str, str]], schema: dict[str, Any]) -> _Attempt:
-        """One request, its answer parsed, in the transcript's language and grounded; why it is of no use if so."""
+    async def _attempt(self, messages: list[dict[str, str]], schema: dict[str, Any], about: bool = False) -> _Attempt:
+        """One request, its answer parsed, in the transcript's language and grounded (``about``: its sentence says
+        what the recording is about, in words of its own); why it is of no use if so."""
         self.requests += 1
         content = await self.chat.complete(messages, schema, self.answer_tokens)
         answer = parse_answer(content)
@@ -519,7 +520,7 @@ class _Run:
         if proposals and not in_language(" ".join(p.sentence for p in proposals), self.language):
             dropped = [f"{p.sentence[:80]!r}: not in {self.language}" for p in proposals]
             return _Attempt(answer, Grounded([], dropped, len(proposals)), f"its brief was not in {self.language}")
-        grounded = ground_brief(proposals, self.index, limit=self.sentences)
+        grounded = ground_brief(proposals, self.index, limit=self.sentences, about=about)
         if not proposals:
             return _Attempt(answer, grounded, "it proposed no sentence")
         return _Attempt(answer, grounded, f"none of its {len(proposals)} sentences is backed by the transcript")

@@ -53,6 +53,9 @@ MAX_TOPICS = 5
 MAX_NEW_TOPICS = 2
 MIN_QUOTE_WORDS = 3
 MAX_QUOTE_WORDS = 60
+# A quote's neighbourhood reaches no further than this either side (a transcript without punctuation is one
+# sentence: its quote's neighbourhood would be all of it).
+AROUND_WORDS = 40
 _WORD = re.compile(r"\w+", re.UNICODE)
 _DIGITS = re.compile(r"\d+")
 # A word's stem for "does the transcript say it": its first letters (Russian endings change, the stem stays).
@@ -174,13 +177,14 @@ class Indexed:
     def around(self, first: int, last: int, *, cut: bool = False) -> tuple[list[str], set[str]]:
         """The words said around positions ``first`` to ``last``: from the start of the transcript's sentence
         the first is in to the end of the sentence the last is in (a ``cut`` quote went on: to the end of its
-        segment), and the speakers who said them."""
-        start = first
-        while start > 0 and not self._ends[start - 1] and self._spans[start - 1][0] == self._spans[first][0]:
+        segment), within the segments they are in and ``AROUND_WORDS`` either side, and the speakers who said them."""
+        start, segment = first, self._spans[first][0]
+        floor = max(0, first - AROUND_WORDS)
+        while start > floor and not self._ends[start - 1] and self._spans[start - 1][0] == segment:
             start -= 1
-        stop = last
-        segment = self._spans[last][0]
-        while stop + 1 < len(self.words) and self._spans[stop + 1][0] == segment and (cut or not self._ends[stop]):
+        stop, segment = last, self._spans[last][0]
+        reach = min(len(self.words) - 1, last + AROUND_WORDS)
+        while stop < reach and self._spans[stop + 1][0] == segment and (cut or not self._ends[stop]):
             stop += 1
         said_by = {w for i in range(start, stop + 1) for w in self._speakers[self._spans[i][0]]}
         return self.words[start : stop + 1], said_by

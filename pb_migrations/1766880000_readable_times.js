@@ -4,10 +4,11 @@
 // The queue's times are numbers (unix ms): the claim orders and compares them in
 // SQL (`available_at <= now`, its index), every fenced write sets them in one
 // UPDATE, and the sidecar reads them as counts — so they stay numbers, and the
-// panel shows each as a 13-digit integer. Beside each collection that holds such
+// panel shows each as a 13-digit integer. For each collection that holds such
 // a time, a read-only view (superusers only: no rule opens it) shows the same
 // rows with each time as a date and time in UTC, under the column's own name:
-// `audio_records_times` beside `audio_records` in the panel's list, and so on.
+// `audio_records_times` for `audio_records`, and so on (the panel lists views
+// after the collections).
 // Views are queries: they read the rows as they are now, an existing database's
 // as well, and change nothing the pipeline reads or writes. 0 (not set) shows
 // empty; a value that is no time (a hand edit) shows as it is stored.

@@ -1,4 +1,4 @@
-"""The pipeline's times readable in the panel (pb_migrations/1766880000_readable_times.js): beside each
+"""The pipeline's times readable in the panel (pb_migrations/1766880000_readable_times.js): for each
 collection whose number fields hold unix milliseconds, a read-only view of the same rows shows each such
 time as a date — on the previous release's data directory, its rows written before the migration, as on
 rows written after it; and an odd value a hand edit left is shown as it is, never hidden."""
@@ -68,7 +68,7 @@ def _helps(db: sqlite3.Connection) -> dict[tuple[str, str], str]:
     }
 
 
-def test_the_previous_releases_rows_read_as_dates_in_the_views_beside_them(tmp_path: Path) -> None:
+def test_the_previous_releases_rows_read_as_dates_in_their_views(tmp_path: Path) -> None:
     with tarfile.open(FIXTURE) as tar:
         tar.extractall(tmp_path, filter="data")
     settings = settings_on(tmp_path / "pb_data", free_port())

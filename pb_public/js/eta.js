@@ -82,5 +82,9 @@ export function createPaceLog() {
       const entry = seen.get(id);
       return entry ? entry.samples.slice() : [];
     },
+    // Signed out: nothing of the sender's recordings stays in the page.
+    forget() {
+      seen.clear();
+    },
   };
 }

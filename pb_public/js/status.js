@@ -5,7 +5,7 @@ import { h, percent, toast } from "./dom.js";
 import { createPaceLog, leftWords, timeLeft } from "./eta.js";
 import * as i18n from "./i18n.js";
 import { t } from "./i18n.js";
-import { latest, onStatus, refreshView, sayRefusal } from "./shell.js";
+import { latest, onSignOut, onStatus, refreshView, sayRefusal } from "./shell.js";
 
 function activityWords(poll) {
   return t("activity." + poll.activity) === "activity." + poll.activity ? poll.status : t("activity." + poll.activity);
@@ -42,6 +42,7 @@ export function statusBadge(poll) {
 
 // How each recording's progress moved while the page watched (eta.js), for the time left.
 const paces = createPaceLog();
+onSignOut(() => paces.forget());
 // The time left is said again this often: it shrinks between moves, and goes when they stop.
 const ETA_REFRESH_MS = 5000;
 let etaTimer = 0;

@@ -121,6 +121,8 @@ ESTIMATES = """async () => {
     log.note(poll(null), 7); out.log.push(seen());
     log.note(poll(0.2), 8); out.log.push(seen());
     log.note(poll(0.2, { halted: true }), 9); out.log.push(seen());
+    log.note(poll(0.3), 10); log.note(poll(0.4), 11); log.forget(); out.log.push(seen());
+    log.note(poll(0.5), 12); out.log.push(seen());  // after a sign-out: seen for the first time
     const say = (lang, values) => { i18n.setLang(lang); return values.map((v) => eta.leftWords(v)); };
     out.en = say('en', [59, 60, 150, 7 * 60, 13 * 60, 17 * 60 + 40, 62 * 60, 95 * 60, 21 * 3600]);
     out.ru = say('ru', [30, 60, 120, 5 * 60, 9 * 60, 17 * 60 + 40, 3600, 3 * 3600, 5 * 3600, 11 * 3600, 21 * 3600,
@@ -156,6 +158,8 @@ def test_the_estimate_and_its_words(pb: PocketBaseServer, tmp_path: Path) -> Non
         [[6, 0.1]],
         [],
         [[8, 0.2]],
+        [],
+        [],
         [],
     ]
     assert out["en"] == [

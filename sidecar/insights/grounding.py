@@ -45,6 +45,7 @@ __all__ = [
     "ground_topics",
     "in_language",
     "rank_dictionary",
+    "stem",
     "words",
 ]
 
@@ -75,6 +76,11 @@ def _stem(word: str) -> str:
     return word[:_STEM]
 
 
+def stem(word: str) -> str:
+    """A folded word's stem (``words``): what "the transcript says it" compares."""
+    return _stem(word)
+
+
 @dataclass(frozen=True)
 class Quoted:
     """A sentence of the brief with the quote that backs it and where the quote is (seconds)."""
@@ -95,6 +101,9 @@ class Proposal:
     sentence: str
     quote: str
     cut: bool = False  # the quote stopped at the answer's length limit: its last word may be cut short
+    # The sentence says what the whole recording is about, in words of its own, and its quote is only where the
+    # recording says it best: the transcript-wide checks apply, not whether the quote says it (``support``).
+    about: bool = False
 
 
 class Indexed:
@@ -266,10 +275,9 @@ def _invented(sentence: str, index: Indexed) -> str | None:
     return None
 
 
-def ground_brief(proposals: Iterable[Proposal], index: Indexed, *, limit: int, about: bool = False) -> Grounded:
-    """The sentences whose quotes are in the transcript and support them, and which invent nothing, in order, at
-    most ``limit``. ``about``: each sentence says what the recording is about (the simpler request's), in words of
-    its own, so its quote need only say its names and numbers, and agree with its negations."""
+def ground_brief(proposals: Iterable[Proposal], index: Indexed, *, limit: int) -> Grounded:
+    """The sentences whose quotes are in the transcript and support them (but ``Proposal.about``), and which
+    invent nothing, in order, at most ``limit``."""
     kept: list[Quoted] = []
     dropped: list[str] = []
     seen: set[str] = set()
@@ -289,7 +297,7 @@ def ground_brief(proposals: Iterable[Proposal], index: Indexed, *, limit: int, a
             dropped.append(f"{sentence[:80]!r}: {invented} is not in the transcript")
             continue
         near, said_by = index.around(*placed, cut=p.cut)
-        why = unsupported(sentence, near, said_by, own_words=about)
+        why = None if p.about else unsupported(sentence, near, said_by)
         if why is not None:
             dropped.append(f"{sentence[:80]!r}: its quote {quote[:80]!r} does not say it ({why})")
             continue

@@ -128,12 +128,9 @@ def negated(words: Sequence[str]) -> list[str]:
     return out
 
 
-def unsupported(
-    sentence: str, near: Sequence[str], speakers: Iterable[str] = (), *, own_words: bool = False
-) -> str | None:
+def unsupported(sentence: str, near: Sequence[str], speakers: Iterable[str] = ()) -> str | None:
     """Why the words ``near`` (folded, in order: the quote's neighbourhood) do not support ``sentence``,
-    or None when they do. ``speakers``: the folded words of who said them. ``own_words``: the sentence is
-    in words of its own (what a recording is about): only its names, numbers and negations are checked."""
+    or None when they do. ``speakers``: the folded words of who said them."""
     found_tokens = list(_WORD.finditer(sentence))
     said = [_fold(m.group()) for m in found_tokens]
     heard = [*near, *speakers]
@@ -144,7 +141,7 @@ def unsupported(
         if not _said(_fold(name), heard):
             return f"the name {name!r} is not said there"
     content = content_words(said)
-    if content and not own_words:
+    if content:
         found = [w for w in content if _said_or_denied(w, heard)]
         if len(found) <= MIN_SHARE * len(content):
             missing = [w for w in content if w not in found]

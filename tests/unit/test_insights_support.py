@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -161,8 +162,19 @@ def test_words_are_one_word_whatever_their_ending() -> None:
         assert not same_word(a, b), (a, b)
     assert unsupported("We do not ship on Friday.", ["we", "ship", "on", "friday"]) is not None
     assert unsupported("We don't ship on Friday.", ["we", "don", "t", "ship", "on", "friday"]) is None
-    assert unsupported("The recording is about city news.", ["the", "bridge"], own_words=True) is None
-    assert unsupported("The recording is about 3 bridges.", ["the", "bridge"], own_words=True) is not None
+
+
+def test_a_sentence_on_what_the_recording_is_about_is_in_words_of_its_own() -> None:
+    """A voice note's "about" and the simpler request's sentence: their quote is only where the recording says it
+    best, so their words need not be the quote's; what the transcript never says is refused all the same."""
+    note = next(i for i in CAPTURED if i["name"] == "en-note-b")
+    index = index_of(note)
+    quote = "The bridge over the river is closed for repairs until spring."
+    about = Proposal("A note on city news: sales, works and travel.", quote, about=True)
+    assert [q.sentence for q in ground_brief([about], index, limit=1).kept] == [about.sentence]
+    assert ground_brief([replace(about, about=False)], index, limit=1).kept == []
+    invented = Proposal("A note on 3 bridges.", quote, about=True)
+    assert ground_brief([invented], index, limit=1).kept == []
 
 
 def test_the_check_costs_nothing_beside_the_model() -> None:

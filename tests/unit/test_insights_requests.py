@@ -296,9 +296,10 @@ async def test_a_voice_notes_about_in_another_language_is_dropped_and_its_points
 
 
 async def test_an_english_notes_about_may_begin_with_any_letter() -> None:
-    segs = [{"start": 0.0, "end": 3.0, "text": "The bridge is closed until spring."}]
+    said = "The bridge is closed until spring."
+    segs = [{"start": 0.0, "end": 3.0, "text": said}]
     chat = Scripted(lambda m, s: {"about": "A closed bridge.", "points": [], "topics": ["Transport"]})
-    found = await summarize(chat, Source(segs[0]["text"], segs, "en", ["Transport"]))
+    found = await summarize(chat, Source(said, segs, "en", ["Transport"]))
     assert "pattern" not in chat.requests[0][1]["properties"]["about"]
     assert [q.sentence for q in found.brief] == ["A closed bridge."] and found.topics == ["Transport"]
 

@@ -34,7 +34,7 @@ import math
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, TypeVar
 
 import anyio
@@ -232,7 +232,7 @@ def _proposals(answer: _Answer, labels: set[str], lines: Sequence[str] = ()) -> 
         # A voice note's sentence on what it is about, backed by the sentence of the transcript nearest to it;
         # then its points: the lines it numbered, as they were said (each its own quote).
         about = _unlabelled(answer.about, labels)
-        out.append(Proposal(about, without_labels(_closest(lines, about), labels)))
+        out.append(Proposal(about, without_labels(_closest(lines, about), labels), about=True))
     for n in dict.fromkeys(answer.points):
         if 1 <= n <= len(lines):
             said = without_labels(_point(lines[n - 1]), labels)
@@ -540,7 +540,9 @@ class _Run:
             return self._insights(first.grounded, first.answer)
         self.notes.append(f"nothing usable in the first answer ({first.why}): asked once more, more simply")
         second = await self._attempt(
-            simple_messages(lines=lines, dictionary=dictionary, language=self.language), simple_schema(self.language)
+            simple_messages(lines=lines, dictionary=dictionary, language=self.language),
+            simple_schema(self.language),
+            about=True,
         )
         missing = (
             f"the model's first answer gave nothing usable ({first.why}), nor did a simpler request ({second.why})"
@@ -559,8 +561,9 @@ class _Run:
         found.missing = missing
         return found
 
-    async def _attempt(self, messages: list[dict[str, str]], schema: dict[str, Any]) -> _Attempt:
-        """One request, its answer parsed, in the transcript's language and grounded; why it is of no use if so."""
+    async def _attempt(self, messages: list[dict[str, str]], schema: dict[str, Any], about: bool = False) -> _Attempt:
+        """One request, its answer parsed, in the transcript's language and grounded (``about``: its sentences say
+        what the recording is about, in words of their own: ``Proposal.about``); why it is of no use if so."""
         self.requests += 1
         content = await self.chat.complete(messages, schema, self.answer_tokens)
         answer = parse_answer(content)
@@ -568,11 +571,13 @@ class _Run:
             log.info("the model's answer was not the JSON asked for (%d characters)", len(content))
             return _Attempt(None, Grounded([], [], 0), "its answer was not the JSON asked for")
         proposals = _proposals(answer, self.labels, self.note_lines)
-        about = " ".join(answer.about.split())
-        if about and not in_language(about, self.language):
+        if about:
+            proposals = [replace(p, about=True) for p in proposals]
+        said_about = " ".join(answer.about.split())
+        if said_about and not in_language(said_about, self.language):
             # A voice note's points are its own lines, always in its language: its "about" is checked alone.
-            self.notes.append(f"sentence dropped: {about[:80]!r}: not in {self.language}")
-            proposals = [p for p in proposals if p.sentence != about]
+            self.notes.append(f"sentence dropped: {said_about[:80]!r}: not in {self.language}")
+            proposals = [p for p in proposals if p.sentence != said_about]
         if proposals and not in_language(" ".join(p.sentence for p in proposals), self.language):
             dropped = [f"{p.sentence[:80]!r}: not in {self.language}" for p in proposals]
             return _Attempt(answer, Grounded([], dropped, len(proposals)), f"its brief was not in {self.language}")

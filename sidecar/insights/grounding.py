@@ -275,6 +275,26 @@ def _invented(sentence: str, index: Indexed) -> str | None:
     return None
 
 
+# Words a sentence on what a recording is about uses without naming anything in it ("the note describes
+# various events"): the frame and the vague, in the languages whose notes were measured.
+_VAGUE = frozenset(
+    "about recording recorded note notes message voice describes described describing talks speaker speakers "
+    "explanation events event things thing various several series some topics matters details information "
+    "запись записи записью сообщение сообщении заметка заметке голосовое голосовом описание описанных "
+    "объяснение события событиях событий говорится рассказывает разные различные несколько вещи вещах "
+    "темы темах информация подробности".split()
+)
+
+
+def _names_nothing(sentence: str) -> str | None:
+    """Why a sentence on what the recording is about says nothing of it: it has no word of four letters or more
+    but the frame and the vague. A 1.5B model wrote "Объяснение описанных событиях" ("an explanation of the
+    events described") for a note of five plain statements."""
+    if any(len(w) >= 4 and w not in _VAGUE for w in words(sentence)):
+        return None
+    return "it names nothing"
+
+
 def ground_brief(proposals: Iterable[Proposal], index: Indexed, *, limit: int) -> Grounded:
     """The sentences whose quotes are in the transcript and support them (but ``Proposal.about``), and which
     invent nothing, in order, at most ``limit``."""
@@ -297,7 +317,7 @@ def ground_brief(proposals: Iterable[Proposal], index: Indexed, *, limit: int) -
             dropped.append(f"{sentence[:80]!r}: {invented} is not in the transcript")
             continue
         near, said_by = index.around(*placed, cut=p.cut)
-        why = None if p.about else unsupported(sentence, near, said_by)
+        why = _names_nothing(sentence) if p.about else unsupported(sentence, near, said_by)
         if why is not None:
             dropped.append(f"{sentence[:80]!r}: its quote {quote[:80]!r} does not say it ({why})")
             continue

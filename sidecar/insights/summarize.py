@@ -228,16 +228,24 @@ def _proposals(answer: _Answer, labels: set[str], lines: Sequence[str] = ()) -> 
         )
         for s in answer.brief
     ]
-    if answer.about.strip():
+    about = _about(answer, labels)
+    if about:
         # A voice note's sentence on what it is about, backed by the sentence of the transcript nearest to it;
         # then its points: the lines it numbered, as they were said (each its own quote).
-        about = _unlabelled(answer.about, labels)
         out.append(Proposal(about, without_labels(_closest(lines, about), labels), about=True))
     for n in dict.fromkeys(answer.points):
         if 1 <= n <= len(lines):
             said = without_labels(_point(lines[n - 1]), labels)
             out.append(Proposal(said, said))
     return out
+
+
+def _about(answer: _Answer, labels: set[str]) -> str:
+    """A voice note's sentence on what it is about, as the brief shows it ("" for none)."""
+    about = _unlabelled(" ".join(answer.about.split()), labels)
+    if about[-1:].isalnum():  # the brief reads its sentences one after another: this one ends as one
+        about += "."
+    return about
 
 
 _SENTENCES = re.compile(r"(?<=[.!?…])\s+")
@@ -573,7 +581,7 @@ class _Run:
         proposals = _proposals(answer, self.labels, self.note_lines)
         if about:
             proposals = [replace(p, about=True) for p in proposals]
-        said_about = " ".join(answer.about.split())
+        said_about = _about(answer, self.labels)
         if said_about and not in_language(said_about, self.language):
             # A voice note's points are its own lines, always in its language: its "about" is checked alone.
             self.notes.append(f"sentence dropped: {said_about[:80]!r}: not in {self.language}")
@@ -609,7 +617,7 @@ class _Run:
         # In the order the meeting said them (the model's order means nothing; a long meeting's notes already
         # are): a reader follows the brief, and its quotes' times, from the start. A voice note's sentence on what
         # it is about comes first, its points after.
-        about = " ".join(answer.about.split()) if answer is not None else ""
+        about = _about(answer, self.labels) if answer is not None else ""
         brief = sorted(grounded.kept, key=lambda q: (q.sentence != about, q.start, q.end))
         return Insights(
             brief=brief,

@@ -392,3 +392,14 @@ async def test_the_brief_is_in_the_order_the_meeting_said_it_whatever_the_models
         ("Team 2 ships item 2.", 20.0),
         ("Team 3 ships item 3.", 30.0),
     ]
+
+
+async def test_a_voice_notes_about_that_names_nothing_is_dropped_and_one_that_does_ends_as_a_sentence() -> None:
+    # What the 1.5B model wrote for a note of five plain statements: "an explanation of the events described".
+    vague = {"about": "Объяснение описанных событиях", "points": [1, 6], "topics": ["Погода"]}
+    found = await summarize(Scripted(lambda m, s: vague), voice_note())
+    assert [q.sentence for q in found.brief] == [VOICE_NOTE[0], VOICE_NOTE[5]]
+    assert any("'Объяснение описанных событиях.': " in n and "names nothing" in n for n in found.notes)
+    named = {"about": "Городские новости: маяк и мост", "points": [1], "topics": ["Погода"]}
+    found = await summarize(Scripted(lambda m, s: named), voice_note())
+    assert found.text == f"Городские новости: маяк и мост. {VOICE_NOTE[0]}"

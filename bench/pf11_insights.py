@@ -192,13 +192,17 @@ async def _run(mode: str, language: str, length: str, model: Path) -> dict[str, 
     engine = make_engine(settings, CpuGate(), SystemClock())
     assert engine is not None
     timings: list[dict[str, Any]] = []
+    answers: list[str] = []  # what the model wrote, each request's (to read why a sentence was kept or not)
 
     async def on_response(resp: httpx.Response) -> None:
         if resp.request.url.path.endswith("/chat/completions") and resp.status_code == 200:
             await resp.aread()
-            t = resp.json().get("timings")
+            body = resp.json()
+            t = body.get("timings")
             if isinstance(t, dict):
                 timings.append(t)
+            choices = body.get("choices") or [{}]
+            answers.append(str((choices[0].get("message") or {}).get("content") or ""))
 
     # Every grounding call, as the summarizer makes it (parts, rounds, the final brief): what went in, what came out.
     checks: list[dict[str, Any]] = []
@@ -247,6 +251,7 @@ async def _run(mode: str, language: str, length: str, model: Path) -> dict[str, 
     result["self_peak_mb"] = own_peak_mb()
     result["timings"] = timings
     result["checks"] = checks
+    result["answers"] = answers
     return result
 
 

@@ -181,7 +181,8 @@ class _Answer(BaseModel):
     brief: list[_Sentence] = []
     topics: list[_Topic | str] = []
     keep: list[int] = []  # the combining request's: numbers of notes
-    about: str = ""  # a voice note's: what it is about
+    about: str = ""  # a sentence on what a voice note is about (a server may answer one)
+    things: list[str] = []  # a voice note's: the things it speaks of, in its own words
     points: list[int] = []  # a voice note's: the numbers of its lines that say its separate points
 
 
@@ -219,7 +220,9 @@ def _topics(
     return out
 
 
-def _proposals(answer: _Answer, labels: set[str], lines: Sequence[str] = ()) -> list[Proposal]:
+def _proposals(
+    answer: _Answer, labels: set[str], lines: Sequence[str] = (), index: Indexed | None = None
+) -> list[Proposal]:
     out = [
         Proposal(
             _unlabelled(s.sentence, labels),
@@ -228,7 +231,7 @@ def _proposals(answer: _Answer, labels: set[str], lines: Sequence[str] = ()) -> 
         )
         for s in answer.brief
     ]
-    about = _about(answer, labels)
+    about = _about(answer, labels, index)
     if about:
         # A voice note's sentence on what it is about, backed by the sentence of the transcript nearest to it;
         # then its points: the lines it numbered, as they were said (each its own quote).
@@ -240,9 +243,22 @@ def _proposals(answer: _Answer, labels: set[str], lines: Sequence[str] = ()) -> 
     return out
 
 
-def _about(answer: _Answer, labels: set[str]) -> str:
-    """A voice note's sentence on what it is about, as the brief shows it ("" for none)."""
-    about = _unlabelled(" ".join(answer.about.split()), labels)
+def _about(answer: _Answer, labels: set[str], index: Indexed | None = None) -> str:
+    """A voice note's line on what it is about, as the brief shows it ("" for none): the things it speaks of that
+    the transcript says (each word of four letters or more said, by stem), one after another ("Маяк, отчёт,
+    снежная крепость."), or a sentence of the model's own (a server that answers ``about``)."""
+    if answer.things:
+        kept: dict[str, str] = {}
+        for thing in answer.things:
+            said = _unlabelled(" ".join(thing.split()), labels).strip(" .,;:!?…")
+            if not said or " ".join(words(said)) in kept:
+                continue
+            if index is None or all(index.says(w) for w in words(said) if len(w) >= 4):
+                kept[" ".join(words(said))] = said
+        about = ", ".join(kept.values())
+        about = about[:1].upper() + about[1:]
+    else:
+        about = _unlabelled(" ".join(answer.about.split()), labels)
     if about[-1:].isalnum():  # the brief reads its sentences one after another: this one ends as one
         about += "."
     return about
@@ -578,15 +594,17 @@ class _Run:
         if answer is None:
             log.info("the model's answer was not the JSON asked for (%d characters)", len(content))
             return _Attempt(None, Grounded([], [], 0), "its answer was not the JSON asked for")
-        proposals = _proposals(answer, self.labels, self.note_lines)
+        proposals = _proposals(answer, self.labels, self.note_lines, self.index)
         if about:
             proposals = [replace(p, about=True) for p in proposals]
-        said_about = _about(answer, self.labels)
-        if said_about and not in_language(said_about, self.language):
-            # A voice note's points are its own lines, always in its language: its "about" is checked alone.
+        said_about = _about(answer, self.labels, self.index)
+        if said_about and not answer.things and not in_language(said_about, self.language):
+            # A voice note's points are its own lines, always in its language: its "about" is checked alone (its
+            # things are the transcript's own words: a few nouns tell a language identifier little).
             self.notes.append(f"sentence dropped: {said_about[:80]!r}: not in {self.language}")
             proposals = [p for p in proposals if p.sentence != said_about]
-        if proposals and not in_language(" ".join(p.sentence for p in proposals), self.language):
+        told = [p.sentence for p in proposals if not (answer.things and p.sentence == said_about)]
+        if told and not in_language(" ".join(told), self.language):
             dropped = [f"{p.sentence[:80]!r}: not in {self.language}" for p in proposals]
             return _Attempt(answer, Grounded([], dropped, len(proposals)), f"its brief was not in {self.language}")
         grounded = ground_brief(proposals, self.index, limit=self.sentences)
@@ -617,7 +635,7 @@ class _Run:
         # In the order the meeting said them (the model's order means nothing; a long meeting's notes already
         # are): a reader follows the brief, and its quotes' times, from the start. A voice note's sentence on what
         # it is about comes first, its points after.
-        about = _about(answer, self.labels) if answer is not None else ""
+        about = _about(answer, self.labels, self.index) if answer is not None else ""
         brief = sorted(grounded.kept, key=lambda q: (q.sentence != about, q.start, q.end))
         return Insights(
             brief=brief,

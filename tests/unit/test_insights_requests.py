@@ -234,12 +234,12 @@ async def test_a_long_enough_transcript_is_asked_for_several_sentences_a_short_o
     await summarize(chat, source)
     schema = chat.requests[0][1]["properties"]
     assert schema["brief"].get("minItems") == 3 and schema["topics"].get("minItems") == 1
-    # A short one (a voice note's request): its sentence on what it is about cannot be left out.
+    # A short one (a voice note's request): the things it speaks of, the brief's first line, cannot be left out.
     source, _ = meeting(3)
-    chat = Scripted(lambda m, s: {"about": "", "points": [], "topics": []})
+    chat = Scripted(lambda m, s: {"things": [], "points": [], "topics": []})
     await summarize(chat, source)
     schema = chat.requests[0][1]
-    assert "about" in schema["required"] and schema["properties"]["about"]["minLength"] == 1
+    assert "things" in schema["required"] and schema["properties"]["things"]["minItems"] == 1
     assert schema["properties"]["topics"]["minItems"] == 1
 
 
@@ -258,34 +258,45 @@ def voice_note() -> Source:
     return Source(" ".join(VOICE_NOTE), segs, "ru", ["Работа", "Погода"])
 
 
-async def test_a_voice_note_is_asked_what_it_is_about_and_which_lines_say_its_points() -> None:
+async def test_a_voice_note_is_asked_what_it_speaks_of_and_which_lines_say_its_points() -> None:
     chat = Scripted(
         lambda m, s: {
-            "about": "Городские новости: маяк, отчёт и мост.",
-            "points": [6, 3, 3, 99],
             "topics": ["Работа", "Мост", "Отпуск"],
+            "points": [6, 3, 3, 99],
+            # Said, said again in other words' case, a dictionary name the note never says, a name it never says.
+            "things": ["маяк", "Отчёт директору", "МАЯК", "Погода", "Пётр Ильич"],
         }
     )
     found = await summarize(chat, voice_note())
     (messages, schema), *more = chat.requests
     assert not more and messages[0]["content"].startswith("Brief a voice note, in Russian.")
     assert "decision" not in messages[0]["content"]
-    # The lines numbered, the points named by number (at most the brief's room less the "about"), Russian letters.
+    # The lines numbered, the points named by number (at most the brief's room less the first line), the things
+    # and new topics in Russian letters; the topics first, so that the things are the note's, not the dictionary's.
     assert doc(messages)["transcript"][2] == "3. Отчёт отправили директору в пятницу."
     props = schema["properties"]
+    assert list(props) == ["topics", "points", "things"]
     assert props["points"]["maxItems"] == 4 and props["points"]["items"]["maximum"] == len(VOICE_NOTE)
-    assert re.match(props["about"]["pattern"], "Маяк") and not re.match(props["about"]["pattern"], "The lighthouse")
+    pattern = props["things"]["items"]["pattern"]
+    assert re.match(pattern, "Маяк") and not re.match(pattern, "The lighthouse")
     assert re.match(props["topics"]["items"]["pattern"], "Мост")
-    # "About" first, backed by the sentence nearest to it; then each point once, as said, in the note's order;
-    # a number past the last line is no point.
+    # The things said, once each, as the first line, backed by the sentence nearest to them; then each point
+    # once, as said, in the note's order; a number past the last line is no point.
     assert [(q.sentence, q.quote) for q in found.brief] == [
-        ("Городские новости: маяк, отчёт и мост.", "Маяк светил всю ночь над тёмным морем"),
+        ("Маяк, Отчёт директору.", "Отчёт отправили директору в пятницу"),
         ("Отчёт отправили директору в пятницу.", "Отчёт отправили директору в пятницу"),
         ("Мост закрыт на ремонт до весны.", "Мост закрыт на ремонт до весны"),
     ]
     # The owner's name as the model chose it; a new one the note says; a new one it never says is refused.
     assert found.topics == ["Мост", "Работа"] and found.missing == ""
     assert any("'Отпуск': not in the dictionary" in n for n in found.notes)
+
+
+async def test_a_voice_note_whose_things_are_none_it_says_keeps_its_points() -> None:
+    # The 1.5B model copied the dictionary's names as the things of a note that says none of them.
+    chat = Scripted(lambda m, s: {"topics": ["Работа"], "points": [2], "things": ["Работа", "Погода"]})
+    found = await summarize(chat, voice_note())
+    assert [q.sentence for q in found.brief] == [VOICE_NOTE[1]]
 
 
 async def test_a_voice_notes_about_in_another_language_is_dropped_and_its_points_stay() -> None:
@@ -295,13 +306,13 @@ async def test_a_voice_notes_about_in_another_language_is_dropped_and_its_points
     assert any("'The note is about the city news.': not in ru" in n for n in found.notes)
 
 
-async def test_an_english_notes_about_may_begin_with_any_letter() -> None:
+async def test_an_english_notes_things_may_begin_with_any_letter() -> None:
     said = "The bridge is closed until spring."
     segs = [{"start": 0.0, "end": 3.0, "text": said}]
-    chat = Scripted(lambda m, s: {"about": "A closed bridge.", "points": [], "topics": ["Transport"]})
+    chat = Scripted(lambda m, s: {"things": ["bridge", "spring"], "points": [], "topics": ["Transport"]})
     found = await summarize(chat, Source(said, segs, "en", ["Transport"]))
-    assert "pattern" not in chat.requests[0][1]["properties"]["about"]
-    assert [q.sentence for q in found.brief] == ["A closed bridge."] and found.topics == ["Transport"]
+    assert "pattern" not in chat.requests[0][1]["properties"]["things"]["items"]
+    assert [q.sentence for q in found.brief] == ["Bridge, spring."] and found.topics == ["Transport"]
 
 
 async def test_an_answer_with_nothing_usable_is_asked_for_once_more_simply() -> None:

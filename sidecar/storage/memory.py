@@ -759,6 +759,7 @@ class InMemoryStorage:
             "text": text.content if text else "",
             "segments": list(text.segments or []) if text else [],
             "language": rec.language,
+            "topics": sorted(self.dictionaries.get(rec.owner, [])),
         }
 
     async def store_literary(self, claim: Claim, result: dict[str, Any], document: bytes | None = None) -> None:

@@ -9,8 +9,8 @@ source span (the rule-based paragraph) and refused, with the reason in words, wh
 - a **name** is not kept: one of the source's is missing and no name of the owner's dictionary that
   reads like it took its place, or one appears that is neither the source's nor the dictionary's. A
   name is a capitalized word inside a sentence, a word with a capital or a digit past its first
-  letter ("iPhone", "GPT4"), a Latin word in a Cyrillic text, or, at a sentence's start, a word known
-  as a name (the dictionary's words, and those the transcript capitalizes inside a sentence);
+  letter ("iPhone", "GPT4"), a Latin word in a Cyrillic text, or, at a sentence's start, a capitalized
+  word not known as a common one (one the transcript writes in lower case);
 - a **negation** is added or dropped (ru не, ни, нет, нельзя, никто…, a word gaining or losing
   "не"/"ни"; en not, no, never, n't, nothing…, a word gaining or losing "un"/"in"/"dis");
 - a word is **added** that replaces nothing heard, or **more words change** than the bound
@@ -30,7 +30,7 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 
-__all__ = ["CHANGED_SHARE", "LEAST_LIKENESS", "MIN_CHANGED", "known_names", "refusal"]
+__all__ = ["CHANGED_SHARE", "LEAST_LIKENESS", "MIN_CHANGED", "Known", "known_names", "refusal"]
 
 MIN_CHANGED = 2  # words any paragraph may have changed
 CHANGED_SHARE = 0.2  # of a longer paragraph's words
@@ -108,20 +108,32 @@ def _tokens(text: str) -> list[_Token]:
     return out
 
 
-def known_names(texts: Iterable[str], dictionary: Iterable[str] = ()) -> set[str]:
-    """Words known to be names, by their key: the dictionary's words and those the texts capitalize
-    inside a sentence (what marks a capitalized word at a sentence's start as a name)."""
-    known = {_fold(w) for name in dictionary for w in _TOKEN.findall(name)}
+@dataclass(frozen=True)
+class Known:
+    """What the whole transcript tells of its words: those it capitalizes inside a sentence (and the
+    dictionary's) are names, those it writes in lower case are common words. A capitalized word at a
+    sentence's start is a name unless it is known as a common word."""
+
+    names: frozenset[str] = frozenset()
+    common: frozenset[str] = frozenset()
+
+
+def known_names(texts: Iterable[str], dictionary: Iterable[str] = ()) -> Known:
+    """``Known`` of ``texts`` (by their keys: case-folded, ё read as е)."""
+    names = {_fold(w) for name in dictionary for w in _TOKEN.findall(name)}
+    common: set[str] = set()
     for text in texts:
-        known |= {t.key for t in _tokens(text) if not t.starts_sentence and _capitalized(t.text)}
-    return known
+        for t in _tokens(text):
+            if not t.text[:1].isalpha():
+                continue
+            if t.text[:1].islower():
+                common.add(t.key)
+            elif not t.starts_sentence:
+                names.add(t.key)
+    return Known(frozenset(names), frozenset(common - names))
 
 
-def _capitalized(word: str) -> bool:
-    return word[:1].isupper()
-
-
-def _is_name(token: _Token, cyrillic_text: bool, known: Collection[str]) -> bool:
+def _is_name(token: _Token, cyrillic_text: bool, known: Known) -> bool:
     word = token.text
     if not word[:1].isalpha():
         return False
@@ -129,9 +141,9 @@ def _is_name(token: _Token, cyrillic_text: bool, known: Collection[str]) -> bool
         return True  # "iPhone", "API", "GPT4"
     if cyrillic_text and _LATIN.search(word):
         return True
-    if not _capitalized(word):
+    if not word[:1].isupper():
         return False
-    return not token.starts_sentence or token.key in known
+    return not token.starts_sentence or token.key in known.names or token.key not in known.common
 
 
 def _numbers(tokens: list[_Token], language: str) -> Counter[str]:
@@ -168,11 +180,12 @@ def refusal(
     language: str,
     *,
     dictionary: Iterable[str] = (),
-    known: Collection[str] = frozenset(),
+    known: Known | None = None,
 ) -> str | None:
     """Why ``corrected`` may not replace ``source`` (a paragraph in ``language``: ru, en), in words for the
     owner; None when it keeps everything it must. ``dictionary``: the owner's names a misheard word may be
-    corrected to; ``known``: words known as names (``known_names``)."""
+    corrected to; ``known``: what the transcript tells of its words (``known_names``; without it, every
+    capitalized word at a sentence's start is held as a name)."""
     language = (language or "").split("-")[0].lower()
     src, out = _tokens(source), _tokens(corrected)
     if not out:
@@ -186,7 +199,8 @@ def refusal(
         return f"a number dropped: {_shown(gone)}" if gone else f"a number added: {_shown(new)}"
     # Names: kept, or mended to the dictionary's.
     dictionary_words = {_fold(w) for name in dictionary for w in _TOKEN.findall(name)}
-    names_known = set(known) | dictionary_words
+    known = known or Known()
+    names_known = Known(known.names | dictionary_words, known.common - dictionary_words)
     cyrillic = _CYRILLIC.search(source) is not None and language != "en"
     src_names = Counter(t.text for t in src if _is_name(t, cyrillic, names_known))
     out_names = Counter(t.text for t in out if _is_name(t, cyrillic, names_known))

@@ -35,7 +35,7 @@ from sidecar.insights.chat import ContextExceeded
 from sidecar.insights.grounding import in_language
 from sidecar.insights.summarize import Chat, Engine
 from sidecar.literary.edition import Paragraph
-from sidecar.literary.fidelity import known_names, refusal
+from sidecar.literary.fidelity import Known, known_names, refusal
 from sidecar.outcome import PostponeError, TranscriberError
 from sidecar.redaction import redact
 
@@ -165,17 +165,17 @@ def _stamp(seconds: float) -> str:
     return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60:02d}:{s % 60:02d}"
 
 
-def _dictionary_for(text: str, dictionary: Sequence[str]) -> list[str]:
-    """The owner's names, those that share a word's beginning with the paragraph first, within
-    ``DICTIONARY_CHARS`` (a long dictionary does not crowd out the paragraph)."""
-    said = {w[:4] for w in re.findall(r"\w+", text.casefold())}
+def _beginnings(text: str) -> frozenset[str]:
+    return frozenset(w[:4] for w in re.findall(r"\w+", text.casefold()))
 
-    def near(name: str) -> bool:
-        return any(w[:4] in said for w in re.findall(r"\w+", name.casefold()))
 
+def _dictionary_for(text: str, dictionary: Sequence[tuple[str, frozenset[str]]]) -> list[str]:
+    """The owner's names (each with its words' beginnings), those that share a word's beginning with the
+    paragraph first, within ``DICTIONARY_CHARS`` (a long dictionary does not crowd out the paragraph)."""
+    said = _beginnings(text)
     out: list[str] = []
     used = 0
-    for name in sorted(dictionary, key=lambda n: not near(n)):
+    for name, _ in sorted(dictionary, key=lambda n: not (n[1] & said)):
         used += len(name) + 4
         if used > DICTIONARY_CHARS:
             break
@@ -245,14 +245,16 @@ class _Proofreader:
     chat: Chat
     language: str
     dictionary: Sequence[str]
-    known: set[str]  # words known as names (``fidelity.known_names``)
+    known: Known  # what the transcript tells of its words: names, common words
     answer_within: float | None
     failures: int = 0  # requests failed in a row
     stopped: str = ""
     dictionary_words: set[str] = field(default_factory=set)
+    beginnings: list[tuple[str, frozenset[str]]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.dictionary_words = {w.casefold() for name in self.dictionary for w in re.findall(r"[^\W\d_]+", name)}
+        self.beginnings = [(name, _beginnings(name)) for name in self.dictionary]
 
     def failed(self, why: str, *, at_once: bool = False) -> str:
         self.failures += 1
@@ -265,7 +267,7 @@ class _Proofreader:
         if self.stopped:
             return Proofread(paragraph, "rules", reason=self.stopped)
         chat, language = self.chat, self.language
-        messages = messages_for(paragraph.text, before, _dictionary_for(paragraph.text, self.dictionary), language)
+        messages = messages_for(paragraph.text, before, _dictionary_for(paragraph.text, self.beginnings), language)
 
         def rules(reason: str) -> Proofread:
             return Proofread(paragraph, "rules", reason=reason)
@@ -278,7 +280,7 @@ class _Proofreader:
             with anyio.move_on_after(self.answer_within):
                 content = await chat.complete(messages, SCHEMA, ANSWER_TOKENS)
             if content is None:
-                return rules(self.failed(f"no answer from the model within {self.answer_within:.0f} s"))
+                return rules(self.failed(f"no answer from the model within {self.answer_within:g} s"))
         except ContextExceeded:
             return rules("too long for the model's context")
         except PostponeError as exc:  # refused credentials, a long rate limit: not worth asking again now

@@ -13,7 +13,8 @@ source span (the rule-based paragraph) and refused, with the reason in words, wh
   word not known as a common one (one the transcript writes in lower case);
 - a **negation** is added or dropped (ru не, ни, нет, нельзя, никто…, a word gaining or losing
   "не"/"ни"; en not, no, never, n't, nothing…, a word gaining or losing "un"/"in"/"dis");
-- a word is **added** that replaces nothing heard, or **more words change** than the bound
+- a word is **added** that replaces nothing heard, or **dropped** without a word in its place (a
+  misheard word is mended, not taken out), or **more words change** than the bound
   (``MIN_CHANGED`` words, or ``CHANGED_SHARE`` of the paragraph's if more), or a changed stretch
   **reads unlike** what was heard (a misheard word sounds like the right one: their letters alike at
   ``LEAST_LIKENESS`` at least).
@@ -229,6 +230,8 @@ def refusal(
         heard, meant = " ".join(a[i1:i2]), " ".join(b[j1:j2])
         if op == "insert":
             return f"words added: {' '.join(t.text for t in out[j1:j2])!r}"
+        if op == "delete":  # a misheard word is mended, not taken out
+            return f"words dropped: {' '.join(t.text for t in src[i1:i2])!r}"
         changed += max(i2 - i1, j2 - j1)
         if op == "replace":
             for x, y in zip(a[i1:i2], b[j1:j2], strict=False):

@@ -43,14 +43,20 @@ def test_the_check_refuses_what_changes_the_meaning(language: str, source: str, 
     assert refusal(source, corrected, language) == reason
 
 
-def test_a_name_at_a_sentences_start_is_held_when_the_transcript_knows_it_as_a_name() -> None:
+def test_a_word_at_a_sentences_start_is_held_as_a_name_unless_the_transcript_writes_it_in_lower_case() -> None:
     known = known_names(["Yesterday Anna said so."])
-    assert refusal("Anna will ship it.", "Hannah will ship it.", "en", known=known) == "a name dropped: Anna"
+    assert refusal("Anna will ship it.", "Hannah will ship it.", "en", known=known) == (
+        "a name not in the source or the dictionary: Hannah (was Anna)"
+    )
     known_ru = known_names(["Вчера Анна так сказала."])
-    assert refusal("Анна выпустит это.", "Аня выпустит это.", "ru", known=known_ru) == "a name dropped: Анна"
+    assert refusal("Анна выпустит это.", "Аня выпустит это.", "ru", known=known_ru) == (
+        "a name not in the source or the dictionary: Аня (was Анна)"
+    )
     # Without that, a sentence's capitalized first word is held as a name; one the transcript writes in lower
     # case is a common word, and may be mended ("Their" misheard for "There").
-    assert refusal("Their is a problem.", "There is a problem.", "en") == "a name dropped: Their"
+    assert refusal("Their is a problem.", "There is a problem.", "en") == (
+        "a name not in the source or the dictionary: There (was Their)"
+    )
     known = known_names(["Yesterday Anna said so, and their car is there."])
     assert refusal("Their is a problem.", "There is a problem.", "en", known=known) is None
 
@@ -85,6 +91,7 @@ def test_a_name_mended_to_the_dictionarys_spelling_is_kept_and_another_is_not() 
 def test_added_words_a_rewrite_and_too_many_changes_are_refused() -> None:
     source = "the meeting starts at noon and we talk about the budget for the next quarter"
     assert refusal(source, source.replace("at noon", "at noon sharp"), "en") == "words added: 'sharp'"
+    assert refusal(source, source.replace(" next", ""), "en") == "words dropped: 'next'"
     assert (
         refusal(source, source.replace("budget", "weather"), "en") == "'budget' → 'weather' reads unlike what was heard"
     )

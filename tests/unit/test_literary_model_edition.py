@@ -134,7 +134,11 @@ async def test_a_russian_paragraph_is_mended_in_russian() -> None:
         (EN[1], fixes(("3", "4")), "a number changed: 3 → 4"),
         (RU[1], fixes(("Анна", "Аня")), "a name not in the source or the dictionary: Аня (was Анна)"),
         (RU[1], fixes(("не будет", "будет")), "a negation dropped: не"),
-        (EN[0], fixes(("the cat", "the dog")), "the model named words the paragraph does not have: 'the cat'"),
+        (
+            EN[0],
+            fixes(("billing page", "invoice screen")),
+            "'billing page' → 'invoice screen' reads unlike what was heard",
+        ),
     ],
 )
 async def test_an_answer_that_fails_leaves_the_rules_paragraph_and_says_why(
@@ -144,6 +148,19 @@ async def test_an_answer_that_fails_leaves_the_rules_paragraph_and_says_why(
     out = await all_of(FakeChat(lambda p: answer), [source], language)
     assert (out[0].paragraph, out[0].by, out[0].reason) == (source, "rules", reason)
     assert out[0].as_json() == {**source.as_json(), "proofread": "rules", "reason": reason}
+
+
+async def test_each_fix_is_kept_only_if_the_paragraph_still_passes_the_check() -> None:
+    answer = fixes(
+        ("whether", "weather"),  # misheard: kept
+        ("nice", "nice"),  # no change: passed over
+        ("the cat", "the dog"),  # words the paragraph does not have: passed over
+        ("Friday", "Monday"),  # a name changed: refused, the rest stays
+        ("so we", "so"),  # words dropped: refused
+    )
+    out = await all_of(FakeChat(lambda p: answer), EN[:1], "en")
+    assert (out[0].by, out[0].changed, out[0].reason) == ("model", True, "")
+    assert out[0].paragraph.text == "The weather is nice, so we ship the billing page on Friday."
 
 
 async def test_a_model_that_does_not_answer_in_time_leaves_the_rules_paragraph_with_the_reason() -> None:

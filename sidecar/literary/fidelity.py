@@ -17,7 +17,8 @@ source span (the rule-based paragraph) and refused, with the reason in words, wh
   misheard word is mended, not taken out), or **more words change** than the bound
   (``MIN_CHANGED`` words, or ``CHANGED_SHARE`` of the paragraph's if more), or a changed stretch
   **reads unlike** what was heard (a misheard word sounds like the right one: their letters alike at
-  ``LEAST_LIKENESS`` at least).
+  ``LEAST_LIKENESS`` at least), or, given what the whole transcript says (``known_names``), a word
+  comes in that the recording never says and the owner's dictionary does not have.
 
 Case and punctuation alone are not changes (the rule-based edition set them).
 """
@@ -117,21 +118,24 @@ class Known:
 
     names: frozenset[str] = frozenset()
     common: frozenset[str] = frozenset()
+    said: frozenset[str] = frozenset()  # every word of the transcript (what a mended word must be, or a name)
 
 
 def known_names(texts: Iterable[str], dictionary: Iterable[str] = ()) -> Known:
     """``Known`` of ``texts`` (by their keys: case-folded, ё read as е)."""
     names = {_fold(w) for name in dictionary for w in _TOKEN.findall(name)}
     common: set[str] = set()
+    said: set[str] = set()
     for text in texts:
         for t in _tokens(text):
+            said.add(t.key)
             if not t.text[:1].isalpha():
                 continue
             if t.text[:1].islower():
                 common.add(t.key)
             elif not t.starts_sentence:
                 names.add(t.key)
-    return Known(frozenset(names), frozenset(common - names))
+    return Known(frozenset(names), frozenset(common - names), frozenset(said))
 
 
 def _is_name(token: _Token, cyrillic_text: bool, known: Known) -> bool:
@@ -239,6 +243,13 @@ def refusal(
                     return f"a negation changed: {x!r} → {y!r}"
             if _reads_like(heard, meant) < LEAST_LIKENESS and not _dictionary_mend(meant, dictionary_words):
                 return f"{heard!r} → {meant!r} reads unlike what was heard"
+    # A word the paragraph did not have is one the recording says elsewhere, or the owner's: a recognizer
+    # mishears a word the speakers use, and a model that brings one of its own invents it.
+    if known.said:
+        heard = set(a) | known.said | dictionary_words
+        unheard = [t.text for t in out if t.key not in heard]
+        if unheard:
+            return f"a word the recording never says: {', '.join(unheard[:3])}"
     bound = max(MIN_CHANGED, math.ceil(CHANGED_SHARE * len(a)))
     if changed > bound:
         return f"{changed} of {len(a)} words changed (at most {bound})"

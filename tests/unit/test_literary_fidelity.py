@@ -98,3 +98,17 @@ def test_added_words_a_rewrite_and_too_many_changes_are_refused() -> None:
     many = "the meting stats at nun and wee tack about the budge for the nest quarter"
     assert refusal(many, source, "en") == "7 of 15 words changed (at most 3)"
     assert refusal("тут", "", "ru") == "the model's paragraph is empty"
+
+
+def test_a_word_the_recording_never_says_is_refused_unless_the_dictionary_has_it() -> None:
+    known = known_names(["The route is about eight percent shorter.", "It runs on the whole fleet."])
+    source = "The root is about eight percent shorter."
+    assert refusal(source, "The route is about eight percent shorter.", "en", known=known) is None
+    assert refusal(source, "The road is about eight percent shorter.", "en", known=known) == (
+        "a word the recording never says: road"
+    )
+    assert refusal(source, "The Rout is about eight percent shorter.", "en", dictionary=["Rout"], known=known) is None
+    known_ru = known_names(["Новый релиз выходит в пятницу.", "У нас планёрка по релису."])
+    assert refusal("У нас планёрка по релису.", "У нас планёрка по релизу.", "ru", known=known_ru) == (
+        "a word the recording never says: релизу"
+    )

@@ -83,11 +83,11 @@ def fixes(*pairs: tuple[str, str]) -> dict[str, Any]:
 
 EN = [
     Paragraph(0.0, 9.5, "Speaker 1", "The whether is nice, so we ship the billing page on Friday."),
-    Paragraph(10.0, 14.0, "Speaker 2", "Anna will not write the 3 release notes."),
+    Paragraph(10.0, 14.0, "Speaker 2", "Anna will not write the 3 release notes on the weather."),
 ]
 RU = [
     Paragraph(0.0, 6.0, "Speaker 1", "Мы обсудили новый релис и решили выпустить его в пятницу."),
-    Paragraph(7.0, 12.0, "Speaker 2", "Анна не будет писать 3 заметки."),
+    Paragraph(7.0, 12.0, "Speaker 2", "Анна не будет писать 3 заметки про релиз."),
 ]
 
 
@@ -158,7 +158,7 @@ async def test_each_fix_is_kept_only_if_the_paragraph_still_passes_the_check() -
         ("Friday", "Monday"),  # a name changed: refused, the rest stays
         ("so we", "so"),  # words dropped: refused
     )
-    out = await all_of(FakeChat(lambda p: answer), EN[:1], "en")
+    out = await all_of(FakeChat(lambda p: answer if "whether" in p else fixes()), EN, "en")
     assert (out[0].by, out[0].changed, out[0].reason) == ("model", True, "")
     assert out[0].paragraph.text == "The weather is nice, so we ship the billing page on Friday."
 
@@ -225,7 +225,7 @@ async def test_a_long_transcript_is_asked_paragraph_by_paragraph_in_bounded_requ
 
 SEGMENTS: list[dict[str, Any]] = [
     {"start": 0.0, "end": 4.0, "text": "um, the whether is nice so we ship on Friday.", "speaker": "Speaker 1"},
-    {"start": 9.0, "end": 12.0, "text": "uh Anna will not write the 3 release notes.", "speaker": "Speaker 2"},
+    {"start": 9.0, "end": 12.0, "text": "uh Anna will not write the 3 notes on the weather.", "speaker": "Speaker 2"},
 ]
 
 
@@ -296,13 +296,13 @@ async def test_the_step_stores_the_model_edition_with_each_paragraphs_reason_and
             "start": 9.0,
             "end": 12.0,
             "speaker": "Speaker 2",
-            "text": "Anna will not write the 3 release notes.",
+            "text": "Anna will not write the 3 notes on the weather.",
             "proofread": "rules",
             "reason": "a number changed: 3 → three",
         },
     ]
     assert text.content == (
-        "Speaker 1: The weather is nice so we ship on Friday.\n\nSpeaker 2: Anna will not write the 3 release notes."
+        "Speaker 1: The weather is nice so we ship on Friday.\n\nSpeaker 2: Anna will not write the 3 notes on the weather."
     )
     assert json.loads(engine.chat.requests[0][-1]["content"])["dictionary"] == ["Billing"]
     journal = [(e.stage, e.kind, e.text) for e in storage.journal_of(rid)]
@@ -329,7 +329,12 @@ async def test_without_a_model_or_with_proofread_off_the_step_stays_rule_based(s
         text = storage.texts[(rid, "literary")]
         assert text.segments == [
             {"start": 0.0, "end": 4.0, "speaker": "Speaker 1", "text": "The whether is nice so we ship on Friday."},
-            {"start": 9.0, "end": 12.0, "speaker": "Speaker 2", "text": "Anna will not write the 3 release notes."},
+            {
+                "start": 9.0,
+                "end": 12.0,
+                "speaker": "Speaker 2",
+                "text": "Anna will not write the 3 notes on the weather.",
+            },
         ]
         assert storage.journal_of(rid)[-1].text == "literary text of 2 paragraphs (rule-based edition)"
     assert engine.opened == 0

@@ -246,8 +246,8 @@ def refusal(
     # A word the paragraph did not have is one the recording says elsewhere, or the owner's: a recognizer
     # mishears a word the speakers use, and a model that brings one of its own invents it.
     if known.said:
-        heard = set(a) | known.said | dictionary_words
-        unheard = [t.text for t in out if t.key not in heard]
+        vocabulary = set(a) | known.said | dictionary_words
+        unheard = [t.text for t in out if t.key not in vocabulary]
         if unheard:
             return f"a word the recording never says: {', '.join(unheard[:3])}"
     bound = max(MIN_CHANGED, math.ceil(CHANGED_SHARE * len(a)))

@@ -302,7 +302,8 @@ async def test_the_step_stores_the_model_edition_with_each_paragraphs_reason_and
         },
     ]
     assert text.content == (
-        "Speaker 1: The weather is nice so we ship on Friday.\n\nSpeaker 2: Anna will not write the 3 notes on the weather."
+        "Speaker 1: The weather is nice so we ship on Friday.\n\n"
+        "Speaker 2: Anna will not write the 3 notes on the weather."
     )
     assert json.loads(engine.chat.requests[0][-1]["content"])["dictionary"] == ["Billing"]
     journal = [(e.stage, e.kind, e.text) for e in storage.journal_of(rid)]

@@ -323,9 +323,9 @@ async def test_the_step_stores_the_model_edition_with_each_paragraphs_reason_and
 
 async def test_without_a_model_or_with_proofread_off_the_step_stays_rule_based(storage: InMemoryStorage) -> None:
     engine = FakeEngine(FakeChat(lambda p: fixes(("whether", "weather"))))
-    for model, settings in ((None, {}), (engine, {"proofread": False})):
+    for model, proofreads in ((None, True), (engine, False)):
         rid = storage.add_record()
-        async with model_pool(storage, model, **settings) as pool:
+        async with model_pool(storage, model, proofread=proofreads) as pool:
             assert await literary_text(pool, storage, rid) is Verdict.ADVANCED
         text = storage.texts[(rid, "literary")]
         assert text.segments == [

@@ -45,9 +45,11 @@ __all__ = ["FAILURES_IN_A_ROW", "Edition", "Proofread", "edition", "messages_for
 log = logging.getLogger("transcriber.literary")
 
 FAILURES_IN_A_ROW = 3  # paragraphs whose request failed, one after another: the model is not asked again
-MAX_FIXES = 12  # fixes one answer may list (the schema's bound: an answer that loops still closes)
-MAX_FIX_CHARS = 120  # a fix's words at most ("heard" or "meant")
-ANSWER_TOKENS = 512  # room for MAX_FIXES short fixes and their JSON
+# Fixes one answer may list, each a few words: the schema's bounds, so that an answer that loops (a small model
+# lists right words as fixes, again and again) still closes, and costs few tokens to write.
+MAX_FIXES = 8
+MAX_FIX_CHARS = 60
+ANSWER_TOKENS = 384  # room for MAX_FIXES fixes at their longest and their JSON
 OVERHEAD_TOKENS = 100  # the chat template around the messages
 BEFORE_CHARS = 300  # of the paragraph before, shown for its sense
 DICTIONARY_CHARS = 1500  # of the owner's dictionary, its names most spoken of in the paragraph first
@@ -92,11 +94,10 @@ _INSTRUCTIONS = (
     "misheard."
 )
 _EXAMPLES = {
-    "en": 'Example: "We need to right the tests before the hole team leaves for the weak end." → '
-    '{"fixes":[{"heard":"right","meant":"write"},{"heard":"hole","meant":"whole"},'
-    '{"heard":"weak end","meant":"weekend"}]}',
-    "ru": 'Пример: "Надо дописать тесты до релиса, пока вся коменда на месте." → '
-    '{"fixes":[{"heard":"релиса","meant":"релиза"},{"heard":"коменда","meant":"команда"}]}',
+    "en": 'Example: "The sales team will meat the client on Tuesday, and the knew contract is ready." → '
+    '{"fixes":[{"heard":"meat","meant":"meet"},{"heard":"knew","meant":"new"}]}',
+    "ru": 'Пример: "Завтра созвон с клиентом, коменда готовит презинтацию." → '
+    '{"fixes":[{"heard":"коменда","meant":"команда"},{"heard":"презинтацию","meant":"презентацию"}]}',
 }
 
 _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.MULTILINE)

@@ -55,20 +55,20 @@ onRecordUpdateRequest((e) => {
   throw new BadRequestError("The audit of erasures is kept as written.");
 }, "erasures");
 
-// Follow-up rows (insights, literary: lib/followups.js): the owner runs the step
+// Follow-up rows (insights, literary, each queue lib/followups.js declares): the owner runs the step
 // again (state → queued), resumes or halts it, or asks for it on an older
 // recording (a new row); the answer itself (quotes, counts; the literary text
 // in texts) is the step's. Rows are kept with their recording.
 onRecordUpdateRequest((e) => {
   const panel = require(`${__hooks}/lib/panel.js`);
   panel.inTransaction(e, panel.mergeFollowUpEdit);
-}, "insights", "literary");
+}, ...require(`${__hooks}/lib/followups.js`).names());
 
 onRecordCreateRequest((e) => {
   const panel = require(`${__hooks}/lib/panel.js`);
   panel.inTransaction(e, panel.newFollowUp);
-}, "insights", "literary");
+}, ...require(`${__hooks}/lib/followups.js`).names());
 
 onRecordDeleteRequest((e) => {
   throw new BadRequestError("Rows of '" + e.collection.name + "' are kept with their recording. To stop the step, set 'halted_at'.");
-}, "insights", "literary");
+}, ...require(`${__hooks}/lib/followups.js`).names());

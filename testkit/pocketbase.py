@@ -43,10 +43,19 @@ COLLECTIONS = [
     "record_status",
     "login_addresses",
     "login_alerts",
+    *(f"{c}_times" for c in ("audio_records", "insights", "literary", "files", "recognition_attempts")),
 ]
-# The owner's alone among them (usage views, the audit of erasures, the login guard's rows), empty in a
-# fresh server but for the addresses the test's own sign-ins leave.
-OWNER_ONLY = ["usage_daily", "usage_providers", "erasures", "login_addresses", "login_alerts"]
+# The owner's alone among them (usage views, the audit of erasures, the login guard's rows, the follow-up
+# queues' times), empty in a fresh server but for the addresses the test's own sign-ins leave.
+OWNER_ONLY = [
+    "usage_daily",
+    "usage_providers",
+    "erasures",
+    "login_addresses",
+    "login_alerts",
+    "insights_times",
+    "literary_times",
+]
 
 
 _ports = random.SystemRandom()  # not the seeded module random: two test workers must not draw alike

@@ -131,6 +131,9 @@ function putText(e) {
     r.set("kind", kind);
     r.set("content", typeof body.content === "string" ? body.content : "");
     r.set("segments", body.segments === undefined ? null : body.segments);
+    // A Word document made from the text this replaces would no longer be this one (the literary step
+    // makes the transcript's again once the recording is done).
+    r.set("document", null);
     tx.save(r);
     return { id: r.id };
   });

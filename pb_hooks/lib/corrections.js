@@ -170,6 +170,8 @@ function followContent(app, row) {
     how = " segments spread over the recording (no timed segment was left to follow)";
   }
   row.set("segments", segments);
+  // The transcript's Word document held the old words: gone, made again with the literary text below.
+  if (row.getString("kind") === "transcript") row.set("document", null);
   const changed = segments.filter((s) => s.corrected).length;
   const rec = app.findRecordById("audio_records", recordId);
   journal.add(app, rec.id, rec.getString("state"), "note",

@@ -6,6 +6,9 @@
 // Adding one: a migration making its table (and the `texts` kind or fields it writes),
 // an entry here and in the sidecar's FOLLOW_UPS (sidecar/pipeline/stages.py), its step,
 // and its routes. tests/unit/test_js_mirrors.py holds the names of both halves together.
+// A declaration may also come from a file of the hooks' `followups/` directory (see `more`):
+// none ships with the service; a test declares a queue of its own there and sees it claimed,
+// settled and journalled with no other change (tests/integration/test_follow_up_table.py).
 //
 // Each queue: `journal`, the stage its events are journalled under on the recording;
 // `what`, its row in words; `queued`, `done` and `again`, the journal's words when a
@@ -22,6 +25,28 @@ const QUEUES = {
     done: "insights done", again: "the brief and topics will be made again", live: false,
   },
 };
+
+// More declarations: each `*.js` file of the hooks' `followups/` directory exports {name:
+// declaration}, appended after those above in the order of the files' names. Read whenever this
+// module loads (every runtime of the hooks loads it alike), so a declaration there reaches the
+// claim, the settle route and the journal as one above does.
+function more() {
+  let entries;
+  try {
+    entries = $os.readDir(__hooks + "/followups");
+  } catch (_) {
+    return;  // no such directory: the service's own queues alone
+  }
+  const files = entries.map((entry) => entry.name()).filter((name) => name.endsWith(".js")).sort();
+  for (const file of files) {
+    const declared = require(__hooks + "/followups/" + file);
+    for (const name in declared) {
+      if (Object.prototype.hasOwnProperty.call(QUEUES, name)) throw new Error("follow-up queue '" + name + "' declared twice");
+      QUEUES[name] = declared[name];
+    }
+  }
+}
+more();
 
 // The declaration of follow-up queue `table`, or null for a table that is none (audio_records).
 function of(table) {

@@ -34,12 +34,17 @@ function textOf(app, recordId) {
   return rows.length > 0 ? rows[0] : null;
 }
 
+// The recording's transcript (its texts row), or null.
+function transcriptOf(app, recordId) {
+  const rows = app.findRecordsByFilter("texts", "record = {:id} && kind = 'transcript'", "", 1, 0, { id: recordId });
+  return rows.length > 0 ? rows[0] : null;
+}
+
 // The step's input: the transcript of the row's recording, and its owner's dictionary of
 // topics (the names a language model may correct a misheard word to).
 function source(tx, row) {
   const rec = tx.findRecordById("audio_records", row.getString("record"));
-  const found = tx.findRecordsByFilter("texts", "record = {:id} && kind = 'transcript'", "", 1, 0, { id: rec.id });
-  const t = found.length > 0 ? found[0] : null;
+  const t = transcriptOf(tx, rec.id);
   const segments = t ? parsedJson(t.get("segments")) : null;
   const dictionary = tx.findRecordsByFilter("topics", "owner = {:o}", "name", 0, 0, { o: rec.getString("owner") });
   return {
@@ -54,11 +59,12 @@ function finite(v) {
   return typeof v === "number" && isFinite(v) ? Math.min(Math.max(v, 0), 1e7) : null;
 }
 
-// The step's answer, checked before the fence: {content, segments, language, document}. Sent as
-// JSON, or as a form whose `payload` holds the JSON and whose `document` file is the DOCX.
+// The step's answer, checked before the fence: {content, segments, language, document,
+// transcriptDocument}. Sent as JSON, or as a form whose `payload` holds the JSON, whose `document`
+// file is the text's DOCX and whose `transcript_document` file is the transcript's.
 function request(e, form) {
   let body = form;
-  let document = null;
+  const documents = { document: null, transcript_document: null };
   if (typeof form.payload === "string") {
     try {
       body = JSON.parse(form.payload);
@@ -66,12 +72,15 @@ function request(e, form) {
       throw new args.Invalid("'payload' must be JSON");
     }
     const multipart = String(e.request.header.get("Content-Type") || "").indexOf("multipart/form-data") === 0;
-    const files = multipart ? e.findUploadedFiles("document") || [] : [];
-    if (files.length > 1) throw new args.Invalid("at most one 'document' file");
-    document = files.length > 0 ? files[0] : null;
+    for (const name in documents) {
+      const files = multipart ? e.findUploadedFiles(name) || [] : [];
+      if (files.length > 1) throw new args.Invalid("at most one '" + name + "' file");
+      documents[name] = files.length > 0 ? files[0] : null;
+    }
   }
   const out = checked(body);
-  out.document = document;
+  out.document = documents.document;
+  out.transcriptDocument = documents.transcript_document;
   return out;
 }
 
@@ -96,7 +105,9 @@ function checked(body) {
   return { content: content, segments: segments, language: language || "" };
 }
 
-// Written in the claim's transaction: the texts row of kind literary, made or replaced.
+// Written in the claim's transaction: the texts row of kind literary, made or replaced, and the
+// transcript's Word document on the transcript's row. Both are made from the transcript the step
+// read: a correction since would have queued the row again, taking the claim (and this write) away.
 function store(tx, row, a) {
   const recordId = row.getString("record");
   const found = textOf(tx, recordId);
@@ -108,6 +119,11 @@ function store(tx, row, a) {
   // A document of an earlier text would no longer be this one: replaced, or removed.
   t.set("document", a.document || null);
   tx.save(t);
+  const transcript = a.transcriptDocument ? transcriptOf(tx, recordId) : null;
+  if (transcript) {
+    transcript.set("document", a.transcriptDocument);
+    tx.save(transcript);
+  }
   tx.db().newQuery("UPDATE literary SET language = {:language} WHERE id = {:id}").bind({ id: row.id, language: a.language }).execute();
 }
 

@@ -118,14 +118,10 @@ function recordWords(e) {
 const ROUTES = {
   "POST /api/pipeline/claim": { serve: claim },
   "POST /api/pipeline/records/{id}/settle": { serve: settleClaim },
-  "POST /api/pipeline/insights/{id}/settle": { serve: settleClaim },
   "POST /api/pipeline/records/{id}/events": { serve: note },
   "POST /api/pipeline/records/{id}/words": { serve: recordWords },
-  "POST /api/pipeline/insights/{id}/events": { serve: note },
   "POST /api/pipeline/insights/{id}/source": { serve: insightsSource },
   "POST /api/pipeline/insights/{id}/result": { serve: insightsResult },
-  "POST /api/pipeline/literary/{id}/settle": { serve: settleClaim },
-  "POST /api/pipeline/literary/{id}/events": { serve: note },
   "POST /api/pipeline/literary/{id}/source": { serve: literarySource },
   "POST /api/pipeline/literary/{id}/result": { serve: literaryResult, bodyLimit: 256 * 1024 * 1024 },
   "POST /api/pipeline/records/{id}/files": { serve: attachments.attachFile, bodyLimit: 0 },
@@ -137,6 +133,12 @@ const ROUTES = {
   "POST /api/pipeline/records/{id}/normalized/remove": { serve: attachments.removeNormalized },
   "GET /api/pipeline/files/{collection}/{record}/{filename}": { serve: attachments.download },
 };
+
+// Every follow-up queue (lib/followups.js) is settled and notes its journal as a recording does.
+for (const queue of followups.names()) {
+  ROUTES["POST /api/pipeline/" + queue + "/{id}/settle"] = { serve: settleClaim };
+  ROUTES["POST /api/pipeline/" + queue + "/{id}/events"] = { serve: note };
+}
 
 // Answers a request to one of ROUTES (the router names the pattern it matched). A route
 // that takes a large body (a normalized recording, a raw result: a body limit of its own)

@@ -53,16 +53,51 @@ function poll(e) {
   return e.json(200, records.pollBody($app, rec));
 }
 
+// The DOCX type, as the Word documents are served.
+const DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document";
+
+// A download named after the recording (its title, or `fallback`), in `format`.
+function named(e, rec, format, fallback) {
+  const base = (rec.getString("title") || fallback).replace(/[^\p{L}\p{N}._ -]+/gu, "_").slice(0, 100);
+  const ascii = base.replace(/[^A-Za-z0-9._ -]/g, "_");
+  const disposition = "attachment; filename=\"" + ascii + "." + format + "\"; filename*=UTF-8''" +
+    encodeURIComponent(base + "." + format);
+  e.response.header().set("Content-Disposition", disposition);
+  e.response.header().set("Cache-Control", "private, no-cache");
+}
+
+// The Word document `file` of the texts row `row` (a `kind` of text), as a download.
+function serveDocx(e, rec, row, file) {
+  named(e, rec, "docx", row.getString("kind") === "transcript" ? "transcript" : "text");
+  const fsys = $app.newFilesystem();
+  try {
+    e.response.header().set("Content-Type", DOCX);
+    fsys.serve(e.response, e.request, row.baseFilesPath() + "/" + file, file);
+  } finally {
+    fsys.close();
+  }
+}
+
 // GET /api/transcriber/records/{id}/transcript?format= (I4): the finished transcript in
-// txt, srt, vtt or json; 404 until done.
+// txt, srt, vtt, json or docx; 404 until done. The DOCX is made by the literary step from the
+// transcript as it stands (a correction removes the old one and queues the step again): 404
+// while it is being made.
 function transcript(e) {
   const format = String(e.request.url.query().get("format") || "txt");
-  if (["txt", "srt", "vtt", "json"].indexOf(format) < 0) {
-    return respond.fail(e, 400, "bad_format", "Unknown format '" + format.slice(0, 20) + "': use txt, srt, vtt or json.");
+  if (["txt", "srt", "vtt", "json", "docx"].indexOf(format) < 0) {
+    return respond.fail(e, 400, "bad_format", "Unknown format '" + format.slice(0, 20) + "': use txt, srt, vtt, json or docx.");
   }
   const rec = records.findOwned($app, e.request.pathValue("id"), e.auth.id);
   const row = rec && stages.isTerminal(rec.getString("state")) ? records.transcriptOf($app, rec.id) : null;
   if (!row) return respond.fail(e, 404, "not_found", "No finished transcript for this recording.");
+  if (format === "docx") {
+    const file = row.getString("document");
+    if (!file) {
+      return respond.fail(e, 404, "not_found",
+        "No Word document of this transcript yet (it is made with the literary text: the poll's 'literary' says when it is ready).");
+    }
+    return serveDocx(e, rec, row, file);
+  }
   const insight = format === "json" ? insights.view($app, rec, true) : null;
   const out = exports_.render(row, format, rec, insight);
   e.response.header().set("Content-Type", out.type);
@@ -81,23 +116,10 @@ function text(e) {
   const out = literary.rendered($app, rec, format);
   if (!out) return respond.fail(e, 404, "not_found", "No literary text for this recording yet (the poll's 'literary' says when it is ready).");
   if (out.json) return e.json(200, out.json);
-  const base = (rec.getString("title") || "text").replace(/[^\p{L}\p{N}._ -]+/gu, "_").slice(0, 100);
-  const ascii = base.replace(/[^A-Za-z0-9._ -]/g, "_");
-  const disposition = "attachment; filename=\"" + ascii + "." + format + "\"; filename*=UTF-8''" +
-    encodeURIComponent(base + "." + format);
-  e.response.header().set("Content-Disposition", disposition);
-  e.response.header().set("Cache-Control", "private, no-cache");
-  if (format !== "docx") {
-    e.response.header().set("Content-Type", out.type);
-    return e.string(200, out.body);
-  }
-  const fsys = $app.newFilesystem();
-  try {
-    e.response.header().set("Content-Type", "application/vnd.openxmlformats-officedocument.wordprocessingml.document");
-    fsys.serve(e.response, e.request, out.row.baseFilesPath() + "/" + out.file, out.file);
-  } finally {
-    fsys.close();
-  }
+  if (format === "docx") return serveDocx(e, rec, out.row, out.file);
+  named(e, rec, format, "text");
+  e.response.header().set("Content-Type", out.type);
+  return e.string(200, out.body);
 }
 
 // The signed-in sender: from the Authorization header, or, for an <audio>

@@ -80,6 +80,9 @@ const en = {
   "record.notFound": "There is no such recording.",
   "record.noSpeech": "No speech was found in this recording.",
   "record.progress": "{percent}% done",
+  "eta.underMinute": "Less than a minute left",
+  "eta.minutes": "About {n} minute left|About {n} minutes left",
+  "eta.hours": "About {n} hour left|About {n} hours left",
   "record.waitingText": "The transcript appears here when it is ready. You can leave this page: the work goes on.",
   "player.label": "The recording",
   "player.retry": "The audio could not be loaded.",
@@ -88,6 +91,8 @@ const en = {
   "transcript.matches": "{count} matching lines",
   "transcript.noMatches": "Nothing matches.",
   "transcript.download": "Download",
+  "download.word": "Word document",
+  "download.wordPending": "The Word document is being made with the text.",
   "transcript.playFrom": "Play from {time}",
   "view.label": "Show",
   "view.transcript": "Transcript",
@@ -232,6 +237,9 @@ const ru = {
   "record.notFound": "Такой записи нет.",
   "record.noSpeech": "Речи в этой записи не найдено.",
   "record.progress": "Готово на {percent}%",
+  "eta.underMinute": "Осталось меньше минуты",
+  "eta.minutes": "Осталась примерно {n} минута|Осталось примерно {n} минуты|Осталось примерно {n} минут",
+  "eta.hours": "Остался примерно {n} час|Осталось примерно {n} часа|Осталось примерно {n} часов",
   "record.waitingText": "Расшифровка появится здесь, когда будет готова. Страницу можно закрыть: работа продолжится.",
   "player.label": "Запись",
   "player.retry": "Не удалось загрузить звук.",
@@ -240,6 +248,8 @@ const ru = {
   "transcript.matches": "Найдено строк: {count}",
   "transcript.noMatches": "Ничего не найдено.",
   "transcript.download": "Скачать",
+  "download.word": "Документ Word",
+  "download.wordPending": "Документ Word готовится вместе с текстом.",
   "transcript.playFrom": "Воспроизвести с {time}",
   "view.label": "Показать",
   "view.transcript": "Расшифровка",
@@ -350,6 +360,22 @@ export function other() {
 export function t(key, params) {
   const words = DICTS[current][key] ?? DICTS.en[key] ?? key;
   return words.replace(/\{(\w+)\}/g, (_, name) => (params && name in params ? String(params[name]) : ""));
+}
+
+// The plural categories (Intl.PluralRules) in the order a word's forms are written, split by
+// "|": English "one|other", Russian "one|few|many" (минута|минуты|минут). A category with no
+// form of its own (Russian "other": fractions) takes the last.
+const PLURAL_ORDER = { en: ["one", "other"], ru: ["one", "few", "many"] };
+
+// The words for `key` in the form the count `n` takes, `{n}` filled with it.
+export function plural(key, n) {
+  const forms = t(key, { n: number(n) }).split("|");
+  let category = "other";
+  try {
+    category = new Intl.PluralRules(current).select(n);
+  } catch (_) { /* an engine without it: the last form */ }
+  const at = PLURAL_ORDER[current].indexOf(category);
+  return forms[at >= 0 && at < forms.length ? at : forms.length - 1];
 }
 
 // Languages the service takes whose names Chromium's own data lacks (measured: its

@@ -1,10 +1,11 @@
 // A recording's state as the list's rows and the recording's page both show it:
-// the activity's badge, the progress bar, a halt in words, and the Resume button.
+// the activity's badge, the progress bar with the time left, a halt in words, and the Resume button.
 import * as api from "./api.js";
 import { h, percent, toast } from "./dom.js";
+import { createPaceLog, leftWords, timeLeft } from "./eta.js";
 import * as i18n from "./i18n.js";
 import { t } from "./i18n.js";
-import { latest, onStatus, refreshView, sayRefusal } from "./shell.js";
+import { latest, onSignOut, onStatus, refreshView, sayRefusal } from "./shell.js";
 
 function activityWords(poll) {
   return t("activity." + poll.activity) === "activity." + poll.activity ? poll.status : t("activity." + poll.activity);
@@ -39,14 +40,41 @@ export function statusBadge(poll) {
   return h("span", { class: "badge", "data-activity": poll.activity }, activityWords(poll));
 }
 
+// How each recording's progress moved while the page watched (eta.js), for the time left.
+const paces = createPaceLog();
+onSignOut(() => paces.forget());
+// The time left is said again this often: it shrinks between moves, and goes when they stop.
+const ETA_REFRESH_MS = 5000;
+let etaTimer = 0;
+
+function sayTimeLeft(el) {
+  const seconds = timeLeft(paces.samples(el.dataset.id), Date.now());
+  el.textContent = seconds === null ? "" : leftWords(seconds);
+  el.hidden = seconds === null;
+}
+
+function sayTimesLeft() {
+  const shown = document.querySelectorAll(".eta[data-id]");
+  shown.forEach(sayTimeLeft);
+  if (!shown.length) {
+    clearInterval(etaTimer);
+    etaTimer = 0;
+  }
+}
+
 export function progressBar(poll) {
+  paces.note(poll, Date.now());
   if (poll.progress === null || poll.progress === undefined || poll.halted || poll.status === "done") return null;
   const pct = percent(poll.progress);
+  const eta = h("span", { class: "eta", "data-id": poll.id });
+  sayTimeLeft(eta);
+  if (!etaTimer) etaTimer = setInterval(sayTimesLeft, ETA_REFRESH_MS);
   return h(
     "span",
     { class: "progress" },
     h("progress", { max: "100", value: String(pct), "aria-label": t("record.progress", { percent: pct }) }),
     h("span", { class: "pct" }, pct + "%"),
+    eta,
   );
 }
 

@@ -6,18 +6,28 @@ import { speakerLabel, t } from "./i18n.js";
 import { audioKind, audioNote, playAt, playerOf } from "./player.js";
 import { sayRefusal, state } from "./shell.js";
 
+// The Word document (`word`): the transcript's is made with the literary text, so it is offered
+// once the poll's `literary` is ready (while it is pending, shown as being made).
 const FORMATS = [
   { format: "txt", label: "TXT" },
   { format: "srt", label: "SRT" },
   { format: "vtt", label: "WebVTT" },
   { format: "json", label: "JSON" },
+  { format: "docx", label: "DOCX", word: true },
 ];
 // The literary text's downloads (GET …/text?format=).
 const TEXT_FORMATS = [
   { format: "txt", label: "TXT" },
   { format: "md", label: "Markdown" },
-  { format: "docx", label: "DOCX" },
+  { format: "docx", label: "DOCX", word: true },
 ];
+
+// The transcript's downloads as the poll allows them: its Word document only where the service makes one.
+function transcriptFormats(rec) {
+  const literary = rec.poll ? rec.poll.literary : null;
+  return FORMATS.filter((f) => !f.word || literary === "ready" || literary === "pending")
+    .map((f) => (f.word && literary !== "ready" ? Object.assign({ pending: true }, f) : f));
+}
 
 // Which of the two texts the page shows: the transcript, or the literary text ("text") once the
 // service makes one (the poll's `literary`: ready or pending).
@@ -119,11 +129,12 @@ export function drawTranscript() {
     "aria-label": t("transcript.search"),
     oninput: () => filterLines(search.value, count),
   });
-  const formats = asText ? (rec.poll.literary === "ready" ? TEXT_FORMATS : []) : FORMATS;
+  const formats = asText ? (rec.poll.literary === "ready" ? TEXT_FORMATS : []) : transcriptFormats(rec);
   const downloads = h("div", { class: "downloads", role: "group", "aria-labelledby": "downloads-label" },
     h("span", { id: "downloads-label" }, t("transcript.download")),
-    formats.map(({ format, label }) =>
+    formats.map(({ format, label, word, pending }) =>
       h("button", { type: "button", class: "download", "data-format": format, "data-of": asText ? "text" : "transcript",
+        title: word ? (pending ? t("download.wordPending") : t("download.word")) : null, disabled: pending === true,
         onclick: () => download(format, asText ? "text" : "transcript") }, label)));
   // The player stays in sight while the transcript scrolls: beside it on a wide screen, above it on a phone.
   body.replaceChildren(

@@ -5,9 +5,11 @@ place only if the quote it gives is found in the transcript (words in order;
 case, punctuation and ``ё``/``е`` do not matter, nor the fillers and repeated
 words the model was not shown: ``compact``; of a quote the answer's length
 limit cut, the words before the cut), at least ``MIN_QUOTE_WORDS`` long,
-and the sentence itself names no number and no name the transcript
-never says (the invented "November 22nd"; a speaker's name is said). The
-quote kept is the transcript's own passage and its time the transcript's.
+the sentence itself names no number and no name the transcript
+never says (the invented "November 22nd"; a speaker's name is said), and
+the quote supports the sentence (``support``: a small model put true
+quotes beside sentences they do not say). The quote kept is the
+transcript's own passage and its time the transcript's.
 The brief as a whole must be in the transcript's language.
 
 Topics: a name of the owner's dictionary (matched whatever its case) is kept
@@ -27,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sidecar.insights.compact import short_label, spoken
+from sidecar.insights.support import unsupported
 
 __all__ = [
     "MAX_NEW_TOPICS",
@@ -42,6 +45,7 @@ __all__ = [
     "ground_topics",
     "in_language",
     "rank_dictionary",
+    "stem",
     "words",
 ]
 
@@ -50,6 +54,9 @@ MAX_TOPICS = 5
 MAX_NEW_TOPICS = 2
 MIN_QUOTE_WORDS = 3
 MAX_QUOTE_WORDS = 60
+# A quote's neighbourhood reaches no further than this either side (a transcript without punctuation is one
+# sentence: its quote's neighbourhood would be all of it).
+AROUND_WORDS = 40
 _WORD = re.compile(r"\w+", re.UNICODE)
 _DIGITS = re.compile(r"\d+")
 # A word's stem for "does the transcript say it": its first letters (Russian endings change, the stem stays).
@@ -67,6 +74,11 @@ def words(text: str) -> list[str]:
 
 def _stem(word: str) -> str:
     return word[:_STEM]
+
+
+def stem(word: str) -> str:
+    """A folded word's stem (``words``): what "the transcript says it" compares."""
+    return _stem(word)
 
 
 @dataclass(frozen=True)
@@ -89,6 +101,9 @@ class Proposal:
     sentence: str
     quote: str
     cut: bool = False  # the quote stopped at the answer's length limit: its last word may be cut short
+    # The sentence says what the whole recording is about, in words of its own, and its quote is only where the
+    # recording says it best: the transcript-wide checks apply, not whether the quote says it (``support``).
+    about: bool = False
 
 
 class Indexed:
@@ -102,7 +117,9 @@ class Indexed:
         said: list[str] = []
         times: list[tuple[float, float]] = []
         spans: list[tuple[int, int, int]] = []  # (segment, first character, end) of each word
+        ends: list[bool] = []  # whether a sentence of the transcript ends with the word
         self._texts: list[str] = []
+        self._speakers: list[list[str]] = []  # each segment's speaker, as words
         speakers: set[str] = set()
         for seg in segments:
             seg_text = str(seg.get("text", ""))
@@ -111,19 +128,25 @@ class Indexed:
             said += [_fold(m.group()) for m in found]
             times += [span] * len(found)
             spans += [(len(self._texts), m.start(), m.end()) for m in found]
+            ends += _sentence_ends(seg_text, found)
             self._texts.append(seg_text)
-            speakers.update(words(short_label(seg.get("speaker"))))
+            self._speakers.append(words(short_label(seg.get("speaker"))))
+            speakers.update(self._speakers[-1])
         if not said:  # no timed segments (a correction without times): the text, untimed
             found = list(_WORD.finditer(text))
             said = [_fold(m.group()) for m in found]
             times = [(0.0, 0.0)] * len(said)
             spans = [(0, m.start(), m.end()) for m in found]
+            ends = _sentence_ends(text, found)
             self._texts = [text]
+            self._speakers = [[]]
         self.language = language
         kept = spoken(said, language)
         self.words: list[str] = [said[i] for i in kept]
         self.times: list[tuple[float, float]] = [times[i] for i in kept]
         self._spans = [spans[i] for i in kept]
+        # A sentence that ends on a word left out (a filler) ends on the word kept before it.
+        self._ends = [any(ends[k:nxt]) for k, nxt in zip(kept, [*kept[1:], len(said)], strict=False)]
         self._at: dict[str, list[int]] = {}
         for i, w in enumerate(self.words):
             self._at.setdefault(w, []).append(i)
@@ -135,6 +158,14 @@ class Indexed:
         """Where ``quote`` is said (start of its first word's segment, end of its last's) and the
         transcript's own words there, or None. A ``cut`` quote's last word is not evidence (``_covered``): where
         it is the start of what follows, the passage runs on to the end of that; otherwise it ends before it."""
+        found = self.place(quote, cut=cut)
+        if found is None:
+            return None
+        first, end = found
+        return self.times[first][0], self.times[end][1], self.passage(first, end)
+
+    def place(self, quote: str, *, cut: bool = False) -> tuple[int, int] | None:
+        """The positions of ``quote``'s first and last words in ``words`` (as ``locate`` finds them), or None."""
         folded = words(quote)
         q = [folded[i] for i in spoken(folded, self.language)]
         whole, last = (q[:-1], q[-1]) if cut and q else (q, "")
@@ -150,17 +181,29 @@ class Indexed:
                 found = (i, end + covered)
                 break
             found = found or (i, end)
-        if found is None:
-            return None
-        first, end = found
-        return self.times[first][0], self.times[end][1], self._passage(first, end)
+        return found
+
+    def around(self, first: int, last: int, *, cut: bool = False) -> tuple[list[str], set[str]]:
+        """The words said around positions ``first`` to ``last``: from the start of the transcript's sentence
+        the first is in to the end of the sentence the last is in (a ``cut`` quote went on: to the end of its
+        segment), within the segments they are in and ``AROUND_WORDS`` either side, and the speakers who said them."""
+        start, segment = first, self._spans[first][0]
+        floor = max(0, first - AROUND_WORDS)
+        while start > floor and not self._ends[start - 1] and self._spans[start - 1][0] == segment:
+            start -= 1
+        stop, segment = last, self._spans[last][0]
+        reach = min(len(self.words) - 1, last + AROUND_WORDS)
+        while stop < reach and self._spans[stop + 1][0] == segment and (cut or not self._ends[stop]):
+            stop += 1
+        said_by = {w for i in range(start, stop + 1) for w in self._speakers[self._spans[i][0]]}
+        return self.words[start : stop + 1], said_by
 
     def find(self, quote: str) -> tuple[float, float] | None:
         """Where ``quote`` is said (start of its first word's segment, end of its last's), or None."""
         where = self.locate(quote)
         return None if where is None else (where[0], where[1])
 
-    def _passage(self, first: int, last: int) -> str:
+    def passage(self, first: int, last: int) -> str:
         (seg_a, start, _), (seg_b, _, end) = self._spans[first], self._spans[last]
         if seg_a == seg_b:
             return self._texts[seg_a][start:end]
@@ -187,6 +230,19 @@ def _covered(following: Sequence[str], cut: str) -> int:
         if not stem.startswith(joined):
             return 0
     return 0
+
+
+# What ends a sentence after a word: its mark, then a space or the end ("3.2" goes on).
+_SENTENCE_END = re.compile(r"[.!?…]+[\"'»”)]*(\s|$)")
+
+
+def _sentence_ends(text: str, found: Sequence[re.Match[str]]) -> list[bool]:
+    """For each word ``found`` in ``text``: whether a sentence ends with it (the last word of a segment does)."""
+    out = []
+    for k, m in enumerate(found):
+        after = text[m.end() : found[k + 1].start()] if k + 1 < len(found) else ""
+        out.append(k + 1 == len(found) or bool(_SENTENCE_END.search(after)))
+    return out
 
 
 def _seconds(v: object) -> float:
@@ -219,8 +275,29 @@ def _invented(sentence: str, index: Indexed) -> str | None:
     return None
 
 
+# Words a sentence on what a recording is about uses without naming anything in it ("the note describes
+# various events"): the frame and the vague, in the languages whose notes were measured.
+_VAGUE = frozenset(
+    "about recording recorded note notes message voice describes described describing talks speaker speakers "
+    "explanation events event things thing various several series some topics matters details information "
+    "запись записи записью сообщение сообщении заметка заметке голосовое голосовом описание описанных "
+    "объяснение события событиях событий говорится рассказывает разные различные несколько вещи вещах "
+    "темы темах информация подробности".split()
+)
+
+
+def _names_nothing(sentence: str) -> str | None:
+    """Why a sentence on what the recording is about says nothing of it: it has no word of four letters or more
+    but the frame and the vague. A 1.5B model wrote "Объяснение описанных событиях" ("an explanation of the
+    events described") for a note of five plain statements."""
+    if any(len(w) >= 4 and w not in _VAGUE for w in words(sentence)):
+        return None
+    return "it names nothing"
+
+
 def ground_brief(proposals: Iterable[Proposal], index: Indexed, *, limit: int) -> Grounded:
-    """The sentences whose quotes are in the transcript and which invent nothing, in order, at most ``limit``."""
+    """The sentences whose quotes are in the transcript and support them (but ``Proposal.about``), and which
+    invent nothing, in order, at most ``limit``."""
     kept: list[Quoted] = []
     dropped: list[str] = []
     seen: set[str] = set()
@@ -231,20 +308,26 @@ def ground_brief(proposals: Iterable[Proposal], index: Indexed, *, limit: int) -
         if not sentence or " ".join(words(sentence)) in seen:
             dropped.append(f"{sentence[:80]!r}: empty or repeated")
             continue
-        where = index.locate(quote, cut=p.cut)
-        if where is None:
+        placed = index.place(quote, cut=p.cut)
+        if placed is None:
             dropped.append(f"{sentence[:80]!r}: its quote {quote[:80]!r} is not in the transcript")
             continue
         invented = _invented(sentence, index)
         if invented is not None:
             dropped.append(f"{sentence[:80]!r}: {invented} is not in the transcript")
             continue
+        near, said_by = index.around(*placed, cut=p.cut)
+        why = _names_nothing(sentence) if p.about else unsupported(sentence, near, said_by)
+        if why is not None:
+            dropped.append(f"{sentence[:80]!r}: its quote {quote[:80]!r} does not say it ({why})")
+            continue
         if len(kept) >= limit:
             dropped.append(f"{sentence[:80]!r}: over {limit} sentences")
             continue
         seen.add(" ".join(words(sentence)))
-        start, end, passage = where
-        kept.append(Quoted(sentence, passage, start, end))  # the transcript's words, as it says them
+        first, end = placed
+        passage = index.passage(first, end)  # the transcript's words, as it says them
+        kept.append(Quoted(sentence, passage, index.times[first][0], index.times[end][1]))
     return Grounded(kept, dropped, proposed)
 
 

@@ -34,7 +34,7 @@ import math
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, TypeVar
 
 import anyio
@@ -54,17 +54,20 @@ from sidecar.insights.grounding import (
     ground_topics,
     in_language,
     rank_dictionary,
+    stem,
     words,
 )
 from sidecar.insights.prompt import (
     MAX_QUOTE,
-    SIMPLE_SCHEMA,
+    MAX_SENTENCE,
     answer_schema,
     messages_for,
     note_line,
     note_messages,
+    note_schema,
     pick_schema,
     simple_messages,
+    simple_schema,
     without_times,
 )
 from sidecar.outcome import HaltCode, PermanentError
@@ -99,9 +102,8 @@ STRETCH_SLACK = 1.1
 TOKENS_PER_SENTENCE = 800
 LEAST_SENTENCES = 3
 # A transcript of at most this many tokens (about two minutes of speech) is a short recording, a voice note: asked
-# with shorter instructions, for at most NOTE_TOPICS topics (only two new ones are kept: each written costs a second).
+# with shorter instructions, its sentences naming their lines by number and its topics by name (``note_schema``).
 NOTE_TOKENS = 600
-NOTE_TOPICS = 3
 
 
 class Chat(Protocol):
@@ -179,6 +181,8 @@ class _Answer(BaseModel):
     brief: list[_Sentence] = []
     topics: list[_Topic | str] = []
     keep: list[int] = []  # the combining request's: numbers of notes
+    about: str = ""  # a voice note's: what it is about
+    points: list[int] = []  # a voice note's: the numbers of its lines that say its separate points
 
 
 _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.MULTILINE)
@@ -197,19 +201,26 @@ def parse_answer(content: str) -> _Answer | None:
         return None
 
 
-def _topics(answer: _Answer, labels: set[str]) -> list[TopicProposal]:
+def _topics(
+    answer: _Answer, labels: set[str], lines: Sequence[str] = (), dictionary: Sequence[str] = ()
+) -> list[TopicProposal]:
+    known = {" ".join(words(n)) for n in dictionary}
     out = []
     for t in answer.topics:
         if isinstance(t, str):
-            out.append(TopicProposal(t))
+            # A voice note's topics are bare names. A new one is backed by the sentence that says one of its words;
+            # the owner's own, chosen by the model, by the sentence nearest to it (as a meeting's model quotes one):
+            # a category ("Travel") is seldom said, and a note about a delayed flight is about it.
+            quote = _saying(lines, words(t)) or (_closest(lines, t) if " ".join(words(t)) in known else "")
+            out.append(TopicProposal(t, without_labels(quote, labels)))
         else:
             quote = without_labels(without_times(t.quote), labels)
             out.append(TopicProposal(t.name, quote, cut=len(t.quote) >= CUT_QUOTE))
     return out
 
 
-def _proposals(answer: _Answer, labels: set[str]) -> list[Proposal]:
-    return [
+def _proposals(answer: _Answer, labels: set[str], lines: Sequence[str] = ()) -> list[Proposal]:
+    out = [
         Proposal(
             _unlabelled(s.sentence, labels),
             without_labels(without_times(s.quote), labels),
@@ -217,6 +228,53 @@ def _proposals(answer: _Answer, labels: set[str]) -> list[Proposal]:
         )
         for s in answer.brief
     ]
+    about = _about(answer, labels)
+    if about:
+        # A voice note's sentence on what it is about, backed by the sentence of the transcript nearest to it;
+        # then its points: the lines it numbered, as they were said (each its own quote).
+        out.append(Proposal(about, without_labels(_closest(lines, about), labels), about=True))
+    for n in dict.fromkeys(answer.points):
+        if 1 <= n <= len(lines):
+            said = without_labels(_point(lines[n - 1]), labels)
+            out.append(Proposal(said, said))
+    return out
+
+
+def _about(answer: _Answer, labels: set[str]) -> str:
+    """A voice note's sentence on what it is about, as the brief shows it ("" for none)."""
+    about = _unlabelled(" ".join(answer.about.split()), labels)
+    if about[-1:].isalnum():  # the brief reads its sentences one after another: this one ends as one
+        about += "."
+    return about
+
+
+_SENTENCES = re.compile(r"(?<=[.!?…])\s+")
+
+
+def _sentences_of(lines: Sequence[str]) -> list[str]:
+    return [p for line in lines for p in _SENTENCES.split(line) if words(p)]
+
+
+def _closest(lines: Sequence[str], sentence: str) -> str:
+    """The sentence of ``lines`` that shares most words (by stem) with ``sentence``, the first on a tie."""
+    said = {stem(w) for w in words(sentence)}
+    return max(_sentences_of(lines), key=lambda p: len(said & {stem(w) for w in words(p)}), default="")
+
+
+def _point(line: str) -> str:
+    """A numbered line as a point of the brief: its sentences up to a brief sentence's length."""
+    kept = ""
+    for part in _SENTENCES.split(line):
+        if kept and len(kept) + len(part) >= MAX_SENTENCE:
+            break
+        kept = f"{kept} {part}".strip()
+    return kept[:MAX_SENTENCE]
+
+
+def _saying(lines: Sequence[str], name_words: Sequence[str]) -> str:
+    """The first sentence of ``lines`` that says one of ``name_words`` (by stem), or ""."""
+    stems = {stem(w) for w in name_words}
+    return next((p for p in _sentences_of(lines) if stems & {stem(w) for w in words(p)}), "")
 
 
 def _unlabelled(sentence: str, labels: set[str]) -> str:
@@ -247,6 +305,7 @@ class _Run:
         self.on_progress = on_progress
         self.requests = 0
         self.notes: list[str] = []
+        self.note_lines: list[str] = []  # a voice note's lines, as its request numbered them
         segs = [s for s in source.segments if str(s.get("text", "")).strip()]
         self.labels = {short_label(s.get("speaker")) for s in segs} - {""}
         if segs:
@@ -475,20 +534,23 @@ class _Run:
         # none wrote none (measured: six plain sentences, "brief": []).
         tokens = await self.tokens(json.dumps(lines, ensure_ascii=False))
         least = max(1, min(LEAST_SENTENCES, self.sentences, tokens // TOKENS_PER_SENTENCE))
-        schema = answer_schema(self.sentences, least=least)
         if tokens <= NOTE_TOKENS:
-            schema["properties"]["topics"]["maxItems"] = NOTE_TOPICS
+            self.note_lines = lines
+            schema = note_schema(self.sentences, len(lines), self.language)
             messages = note_messages(
                 lines=lines, dictionary=dictionary, language=self.language, sentences=self.sentences
             )
         else:
+            schema = answer_schema(self.sentences, least=least)
             messages = self._messages(lines, dictionary, False, False)
         first = await self._attempt(messages, schema)
         if first.grounded.kept:
             return self._insights(first.grounded, first.answer)
         self.notes.append(f"nothing usable in the first answer ({first.why}): asked once more, more simply")
         second = await self._attempt(
-            simple_messages(lines=lines, dictionary=dictionary, language=self.language), SIMPLE_SCHEMA
+            simple_messages(lines=lines, dictionary=dictionary, language=self.language),
+            simple_schema(self.language),
+            about=True,
         )
         missing = (
             f"the model's first answer gave nothing usable ({first.why}), nor did a simpler request ({second.why})"
@@ -507,15 +569,23 @@ class _Run:
         found.missing = missing
         return found
 
-    async def _attempt(self, messages: list[dict[str, str]], schema: dict[str, Any]) -> _Attempt:
-        """One request, its answer parsed, in the transcript's language and grounded; why it is of no use if so."""
+    async def _attempt(self, messages: list[dict[str, str]], schema: dict[str, Any], about: bool = False) -> _Attempt:
+        """One request, its answer parsed, in the transcript's language and grounded (``about``: its sentences say
+        what the recording is about, in words of their own: ``Proposal.about``); why it is of no use if so."""
         self.requests += 1
         content = await self.chat.complete(messages, schema, self.answer_tokens)
         answer = parse_answer(content)
         if answer is None:
             log.info("the model's answer was not the JSON asked for (%d characters)", len(content))
             return _Attempt(None, Grounded([], [], 0), "its answer was not the JSON asked for")
-        proposals = _proposals(answer, self.labels)
+        proposals = _proposals(answer, self.labels, self.note_lines)
+        if about:
+            proposals = [replace(p, about=True) for p in proposals]
+        said_about = _about(answer, self.labels)
+        if said_about and not in_language(said_about, self.language):
+            # A voice note's points are its own lines, always in its language: its "about" is checked alone.
+            self.notes.append(f"sentence dropped: {said_about[:80]!r}: not in {self.language}")
+            proposals = [p for p in proposals if p.sentence != said_about]
         if proposals and not in_language(" ".join(p.sentence for p in proposals), self.language):
             dropped = [f"{p.sentence[:80]!r}: not in {self.language}" for p in proposals]
             return _Attempt(answer, Grounded([], dropped, len(proposals)), f"its brief was not in {self.language}")
@@ -529,7 +599,12 @@ class _Run:
     ) -> Insights:
         """What is kept of ``answer``; ``proposed``: sentences another answer proposed; ``also``: another answer
         whose topics count after this one's (the simpler request's answer may name none, or the first's be lost)."""
-        proposals = [t for a in (answer, also) if a is not None for t in _topics(a, self.labels)]
+        proposals = [
+            t
+            for a in (answer, also)
+            if a is not None
+            for t in _topics(a, self.labels, self.note_lines, self.dictionary)
+        ]
         topics, refused = ground_topics(proposals, self.dictionary, self.index)
         if not topics and grounded.kept:
             # Every recording with speech is about something: the owner's name the transcript speaks of most.
@@ -539,10 +614,13 @@ class _Run:
                 self.notes.append(f"no topic of the answer kept: {said[0]!r}, the dictionary's most spoken of")
         self.notes += [f"sentence dropped: {d}" for d in grounded.dropped]
         self.notes += [f"topic refused: {r}" for r in refused]
+        # In the order the meeting said them (the model's order means nothing; a long meeting's notes already
+        # are): a reader follows the brief, and its quotes' times, from the start. A voice note's sentence on what
+        # it is about comes first, its points after.
+        about = _about(answer, self.labels) if answer is not None else ""
+        brief = sorted(grounded.kept, key=lambda q: (q.sentence != about, q.start, q.end))
         return Insights(
-            # In the order the meeting said them (the model's order means nothing; a long meeting's notes
-            # already are): a reader follows the brief, and its quotes' times, from the start.
-            brief=sorted(grounded.kept, key=lambda q: (q.start, q.end)),
+            brief=brief,
             topics=topics,
             language=self.language,
             proposed=grounded.proposed + proposed,

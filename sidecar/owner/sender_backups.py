@@ -220,7 +220,7 @@ def _settings_of(database: Path, key: str | None) -> dict[str, Any] | None:
 
 def _storage_of(collections: dict[str, str], *groups: list[dict[str, object]]) -> set[str]:
     """The stored-file folders of the sender's rows: ``storage/<collection>/<row>/``."""
-    names = ("files", "recognition_attempts", "texts")  # texts: the literary text's Word document
+    names = ("files", "recognition_attempts", "texts")  # texts: the Word documents of the text and transcript
     pairs = zip(names, groups, strict=True)
     return {f"storage/{collections[name]}/{row['id']}/" for name, rows in pairs for row in rows}
 

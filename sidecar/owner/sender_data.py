@@ -123,7 +123,7 @@ def export(data_dir: Path, email: str, out: Path) -> tuple[Holdings, int]:
         }
         zf.writestr("sender.json", json.dumps(manifest, ensure_ascii=False, indent=1, default=str))
         blobs = [("files", f["id"], f["record"], f["blob"]) for f in held.files if f["blob"]]
-        # The literary text's Word document (an older backup's texts have none).
+        # The Word documents of the literary text and the transcript (an older backup's texts have none).
         blobs += [("texts", t["id"], t["record"], t["document"]) for t in held.texts if t.get("document")]
         blobs += [
             ("recognition_attempts", a["id"], a["record"], a["raw_response"])

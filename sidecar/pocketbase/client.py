@@ -285,20 +285,26 @@ class PocketBaseClient:
         data = resp.json()
         return data if isinstance(data, dict) else {}
 
-    async def store_literary(self, claim: Claim, result: dict[str, Any], document: bytes | None = None) -> None:
+    async def store_literary(
+        self,
+        claim: Claim,
+        result: dict[str, Any],
+        document: bytes | None = None,
+        *,
+        transcript_document: bytes | None = None,
+    ) -> None:
         url = f"/api/pipeline/{claim.queue}/{claim.id}/result"
-        if document is None:
+        given = {
+            "document": ("literary.docx", document),
+            "transcript_document": ("transcript.docx", transcript_document),
+        }
+        files = {field: (name, data, DOCX) for field, (name, data) in given.items() if data is not None}
+        if not files:
             await self._write("POST", url, json={"token": claim.token, "now": self.clock.now_ms(), **result})
             return
         # With its DOCX: a form whose `payload` holds what the JSON body would.
         fields = {"token": claim.token, "payload": json.dumps({"now": self.clock.now_ms(), **result})}
-        await self._write(
-            "POST",
-            url,
-            data=fields,
-            files={"document": ("literary.docx", document, DOCX)},
-            timeout_s=self._upload_timeout,
-        )
+        await self._write("POST", url, data=fields, files=files, timeout_s=self._upload_timeout)
 
     # -- reads ------------------------------------------------------------------
 

@@ -2,7 +2,8 @@
 
 It keeps records, files, attempts, texts and the journal in dictionaries and
 applies the claim and the transitions exactly as pb_hooks/lib/claim.js and
-pb_hooks/lib/transitions.js do: one sort key (``available_at``), leases written
+pb_hooks/lib/transitions.js do (the transitions from a table that reads entry for
+entry as the JS one: ``memory_transitions.TRANSITIONS``): one sort key (``available_at``), leases written
 at the claim, every write fenced by the token. It also plays the parts outside
 the pipeline that tests need: a sender's upload (``add_record``) and the owner's
 panel edits (``owner_halt``, ``owner_resume``, ``owner_set_stage``).
@@ -13,11 +14,12 @@ the others, as PocketBase's single write connection makes them.
 
 from __future__ import annotations
 
+import copy
 import secrets
 import string
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -28,6 +30,8 @@ from sidecar.activity import REPORTED
 from sidecar.outcome import HaltCode
 from sidecar.runtime.clock import Clock, SystemClock
 from sidecar.storage.errors import FencedOut, StorageError
+from sidecar.storage.memory_transitions import OUTCOMES, QUEUED, TRANSITIONS, Args, db_time
+from sidecar.storage.memory_transitions import RECORDS as RECORDS_TABLE
 from sidecar.storage.model import (
     INSIGHTS,
     LITERARY,
@@ -47,7 +51,7 @@ from sidecar.storage.model import (
     SweepItem,
     taught_words,
 )
-from sidecar.storage.transitions import Advanced, Extended, Failed, Halted, Postponed, Progressed, Released, Transition
+from sidecar.storage.transitions import Halted, Transition
 from sidecar.transcript.languages import LANGUAGES
 
 __all__ = ["Event", "FollowUpRow", "InMemoryStorage", "InsightsRow", "LiteraryRow", "Row"]
@@ -61,10 +65,6 @@ _MAX_COUNT = 2**53 - 1
 
 def _id() -> str:
     return "".join(secrets.choice(_ALPHABET) for _ in range(15))
-
-
-def _db_time(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S.") + f"{ms % 1000:03d}Z"
 
 
 def _ended(at: object, now: int) -> bool:
@@ -181,12 +181,23 @@ class _FollowUp:
     row: type[FollowUpRow]
     queued: str  # the recording's journal when a finished recording is queued on it
     done: str  # when its step is done
+    again: str  # when it is set to run again
 
 
 # Each follow-up queue, declared once, in the order the claim tries them (sidecar/pipeline/stages.py).
 FOLLOW_UPS: dict[str, _FollowUp] = {
-    LITERARY: _FollowUp(LiteraryRow, "literary text queued (the literary step)", "literary text done"),
-    INSIGHTS: _FollowUp(InsightsRow, "brief and topics queued (the insights step)", "insights done"),
+    LITERARY: _FollowUp(
+        LiteraryRow,
+        "literary text queued (the literary step)",
+        "literary text done",
+        "the literary text will be made again",
+    ),
+    INSIGHTS: _FollowUp(
+        InsightsRow,
+        "brief and topics queued (the insights step)",
+        "insights done",
+        "the brief and topics will be made again",
+    ),
 }
 FOLLOW_UP_STATES = ("queued", "done")
 INSIGHTS_STATES = FOLLOW_UP_STATES
@@ -253,6 +264,45 @@ class _Text:
     segments: Any
 
 
+def _table(row: _Queued) -> str:
+    """The table a row is of, as the hooks name it: audio_records or a follow-up queue's."""
+    return row.queue if isinstance(row, FollowUpRow) else RECORDS_TABLE
+
+
+@dataclass(frozen=True)
+class _World:
+    """The twin as its transitions see it (memory_transitions.Twin): what transitions.js requires."""
+
+    storage: InMemoryStorage
+
+    def is_terminal(self, stage: str) -> bool:
+        return stage in self.storage.terminal
+
+    def allowed(self, table: str) -> Sequence[str]:
+        return FOLLOW_UP_STATES if table in FOLLOW_UPS else self.storage.stages
+
+    def follow_up(self, table: str) -> _FollowUp | None:
+        return FOLLOW_UPS.get(table)
+
+    def follow_up_names(self) -> Sequence[str]:
+        return list(FOLLOW_UPS)
+
+    def halt_codes(self) -> Sequence[str]:
+        return [c.value for c in HaltCode]
+
+    def reported_activities(self) -> Sequence[str]:
+        return sorted(a.value for a in REPORTED)
+
+    def languages(self) -> Sequence[str]:
+        return list(LANGUAGES)
+
+    def queue_follow_up(self, table: str, record_id: str, now: int) -> None:
+        self.storage._queue_follow_up(table, self.storage.records[record_id])
+
+    def journal_add(self, record_id: str, stage: str, kind: str, text: str, actor: str) -> None:
+        self.storage.events.append(Event(record_id, stage, kind, text[:5000], actor))
+
+
 @dataclass
 class InMemoryStorage:
     """The twin. ``stages`` are the schema's stage names in order, ``terminal`` those never claimed
@@ -302,26 +352,19 @@ class InMemoryStorage:
 
     def owner_halt(self, record_id: str, reason: str = "halted by the owner") -> None:
         row = self.records[record_id]
-        self._apply(row, self._halted(HaltCode.HALTED_BY_OWNER, reason), actor="owner")
+        a = Args(code=HaltCode.HALTED_BY_OWNER.value, reason=reason)
+        self._transition(row, "halted", self.clock.now_ms(), a, actor="owner")
+        self._changed_now()
 
     def owner_resume(self, record_id: str) -> None:
-        row = self.records[record_id]
-        now = self.clock.now_ms()
-        row.halted_at = row.halt_code = row.halt_reason = ""
-        row.state_entered_at = now
-        self._release_for_owner(row)
-        self._journal(row, "resumed", "halt cleared by the owner", "owner")
+        self._transition(self.records[record_id], "resumed", self.clock.now_ms(), Args(), actor="owner")
         self._changed_now()
 
     def owner_set_stage(self, record_id: str, stage: str) -> None:
         row = self.records[record_id]
         if stage not in self.stages:
             raise StorageError(f"unknown stage {stage!r}", status=400)
-        before = row.state
-        row.state = stage
-        row.state_entered_at = self.clock.now_ms()
-        row.progress = 1.0 if stage in self.terminal else 0.0
-        self._release_for_owner(row)
+        self._transition(row, "stage_set", self.clock.now_ms(), Args(to=stage, why=None), actor="owner")
         for attempt in self._attempts.values():
             if attempt.row.record == record_id and attempt.row.status not in (
                 AttemptStatus.LOST,
@@ -332,7 +375,6 @@ class InMemoryStorage:
             for file, _ in self._files.values():
                 if file.record == record_id and file.role == FileRole.NORMALIZED:
                     file.superseded = True
-        self._journal(row, "stage_set", f"stage changed by the owner from {before} to {stage}", "owner")
         self._changed_now()
 
     def row(self, record_id: str) -> Row:
@@ -369,10 +411,11 @@ class InMemoryStorage:
         old one is stale, so its queue row is queued again (the brief is the owner's to rerun)."""
         old = self.texts.get((record_id, "transcript"))
         self.texts[(record_id, "transcript")] = _Text(content, old.segments if old else [])
+        self.documents.pop((record_id, "transcript"), None)  # the literary step makes it again
         row = self.records[record_id]
         self._journal(row, "note", "transcript corrected by the owner", "owner")
         if row.state in self.terminal and self.literary_of(record_id) is not None:
-            self._queue_follow_up(LITERARY, row, actor="owner")
+            self._queue_follow_up(LITERARY, row, actor="owner", why="the transcript was corrected")
         self._changed_now()
 
     def owner_edit_brief(self, record_id: str, brief: str, topics: list[str] | None = None) -> None:
@@ -399,22 +442,26 @@ class InMemoryStorage:
         assert isinstance(ins, InsightsRow)
         return ins
 
-    def _queue_follow_up(self, queue: str, row: Row, *, actor: str = "") -> FollowUpRow:
-        """Queues (or queues again) ``row``'s row of follow-up ``queue`` (lib/transitions.js queueFollowUp)."""
+    def _queue_follow_up(self, queue: str, row: Row, *, actor: str = "", why: str = "") -> FollowUpRow:
+        """Queues (or queues again) ``row``'s row of follow-up ``queue`` (lib/transitions.js queueFollowUp):
+        through the ``stage_set`` transition (and ``resumed``'s clearing of a halt); ``actor`` (optional):
+        who asked, journalled with ``why``."""
         now = self.clock.now_ms()
         rows = self._queue_rows(queue)
-        ins = next((i for i in rows.values() if i.record == row.id), None)
+        ins: FollowUpRow | None = next((i for i in rows.values() if i.record == row.id), None)
         if ins is None:
-            ins = FOLLOW_UPS[queue].row(id=_id(), record=row.id, created_ms=now)
+            ins = FOLLOW_UPS[queue].row(id=_id(), record=row.id, created_ms=now, state_entered_at=now)
+            ins.available_at = ins.created_ms
             rows[ins.id] = ins
-        elif actor:
-            self._journal(ins, "stage_set", f"{queue} set to queued by the {actor}", actor)
-        ins.state, ins.state_entered_at, ins.attempts, ins.paused_until = "queued", now, 0, 0
+            return ins
+        a = Args(to=QUEUED, why=why)
+        if ins.halted_at != "":
+            self._set(ins, TRANSITIONS["resumed"].fields(self._world, ins, now, Args()))
+        self._set(ins, TRANSITIONS["stage_set"].fields(self._world, ins, now, a))
         ins.halted_at = ins.halt_code = ins.halt_reason = ""
-        self._release(ins)
-        ins.progress = 0.0
-        ins.queue_rev += 1
         ins.available_at = ins.created_ms
+        if actor:
+            self._journalled(ins, "stage_set", a, actor)
         return ins
 
     def journal_of(self, record_id: str) -> list[Event]:
@@ -497,7 +544,7 @@ class InMemoryStorage:
         reason = (
             f"the claim could not read this {what} ({error[:1500]}); fix the field in the panel, then clear the halt"
         )
-        row.halted_at, row.halt_code, row.halt_reason = _db_time(self.clock.now_ms()), "unclaimable", reason
+        row.halted_at, row.halt_code, row.halt_reason = db_time(self.clock.now_ms()), "unclaimable", reason
         self._release(row)
         row.queue_rev += 1
         row.available_at = 0
@@ -511,61 +558,11 @@ class InMemoryStorage:
     async def settle(self, claim: Claim, change: Transition) -> AudioRecord:
         await anyio.lowlevel.checkpoint()
         self.calls.append(f"settle:{change.outcome.value}")
+        # As lib/settle.js: the request is read before the fence (a bad one is refused whoever holds the claim).
+        name, now = change.outcome.value, self.clock.now_ms()
+        a = self._args(name, change.body(), now, claim.queue if claim.queue in FOLLOW_UPS else RECORDS_TABLE)
         row = self._fenced(claim)
-        now = self.clock.now_ms()
-        states = FOLLOW_UP_STATES if isinstance(row, FollowUpRow) else self.stages
-        if isinstance(change, Advanced):
-            if change.stage not in states:
-                raise StorageError(f"unknown stage '{change.stage}'", status=400)
-            row.state, row.state_entered_at, row.attempts, row.paused_until = change.stage, now, 0, 0
-            self._release(row)
-            row.queue_rev += 1
-            row.available_at = 0 if change.stage in self.terminal else row.created_ms
-            if change.stage in self.terminal:
-                row.progress = 1.0
-            done = FOLLOW_UPS[row.queue].done if isinstance(row, FollowUpRow) else f"entered {change.stage}"
-            self._journal(row, "advanced", change.note or done, "worker")
-            if isinstance(row, Row) and change.stage in self.terminal:
-                for queue in (q for q in change.follow_ups if q in FOLLOW_UPS):
-                    self._queue_follow_up(queue, row)
-                    self._journal(row, "note", FOLLOW_UPS[queue].queued, "worker")
-        elif isinstance(change, Postponed):
-            if change.until_ms <= now:
-                raise StorageError("'until' must be later than 'now'", status=400)
-            row.paused_until, row.attempts = change.until_ms, 0
-            self._release(row)
-            row.available_at = change.until_ms
-            self._journal(row, "postponed", change.note or "postponed", "worker")
-        elif isinstance(change, Halted):
-            self._apply(row, self._halted(change.code, change.reason), actor="worker")
-        elif isinstance(change, Failed):
-            self._release(row)
-            row.available_at = max(change.retry_at_ms, now)
-            self._journal(row, "failed", change.note, "worker")
-        elif isinstance(change, Released):
-            row.attempts = max(row.attempts - 1, 0)
-            self._release(row)
-            row.available_at = row.created_ms
-            self._journal(row, "released", "released on shutdown; attempt not counted", "worker")
-        elif isinstance(change, Extended):
-            if change.until_ms <= now:
-                raise StorageError("'until' must be later than 'now'", status=400)
-            row.claim_expires_at = row.available_at = change.until_ms
-        elif isinstance(change, Progressed) and isinstance(row, FollowUpRow):
-            value = float(change.body()["progress"])
-            if value > row.progress:
-                row.progress, row.progress_at = value, now
-        elif isinstance(change, Progressed):
-            assert isinstance(row, Row)
-            if change.activity is not None and change.activity not in REPORTED:
-                raise StorageError(f"'activity' must be one of {sorted(REPORTED)}", status=400)
-            value = float(change.body()["progress"])
-            if value > row.progress:
-                row.progress, row.progress_at = value, now
-            if change.activity is not None:
-                row.activity = change.activity.value
-            if change.language is not None and change.language in LANGUAGES:
-                row.language = change.language
+        self._transition(row, name, now, a, actor="worker")
         self._changed_now()
         return row.view(self.records[row.record]) if isinstance(row, FollowUpRow) else row.view()
 
@@ -719,6 +716,8 @@ class InMemoryStorage:
         if language is not None and language in LANGUAGES:
             row.language = language
         self.texts[(claim.id, kind)] = _Text(content, segments)
+        # A document made from the text it replaces would no longer be this one (lib/attachments.js).
+        self.documents.pop((claim.id, kind), None)
 
     async def note(self, claim: Claim, text: str) -> None:
         await anyio.lowlevel.checkpoint()
@@ -762,7 +761,14 @@ class InMemoryStorage:
             "topics": sorted(self.dictionaries.get(rec.owner, [])),
         }
 
-    async def store_literary(self, claim: Claim, result: dict[str, Any], document: bytes | None = None) -> None:
+    async def store_literary(
+        self,
+        claim: Claim,
+        result: dict[str, Any],
+        document: bytes | None = None,
+        *,
+        transcript_document: bytes | None = None,
+    ) -> None:
         await anyio.lowlevel.checkpoint()
         row = self._fenced(claim)
         if not isinstance(row, LiteraryRow):
@@ -772,6 +778,8 @@ class InMemoryStorage:
             raise StorageError("'segments' must be a list", status=400)
         self.texts[(row.record, "literary")] = _Text(str(result.get("content", "")), segments)
         self.documents[(row.record, "literary")] = document or b""
+        if transcript_document is not None and (row.record, "transcript") in self.texts:
+            self.documents[(row.record, "transcript")] = transcript_document
 
     async def store_insights(self, claim: Claim, result: dict[str, Any]) -> None:
         await anyio.lowlevel.checkpoint()
@@ -871,24 +879,45 @@ class InMemoryStorage:
     def _release(row: _Queued) -> None:
         row.claim_token, row.claim_expires_at, row.activity = "", 0, ""
 
-    def _release_for_owner(self, row: Row) -> None:
-        """The queue side of an owner's stage change or resume (as lib/panel.js applies it)."""
-        self._release(row)
-        row.paused_until = row.attempts = 0
-        row.available_at = 0 if row.halted_at or row.state in self.terminal else row.created_ms
-        row.queue_rev += 1
+    # -- the transitions: memory_transitions.TRANSITIONS, applied as lib/settle.js and lib/panel.js do --
 
-    def _halted(self, code: HaltCode, reason: str) -> dict[str, Any]:
-        return {"halted_at": _db_time(self.clock.now_ms()), "halt_code": code.value, "halt_reason": reason[:2000]}
+    @property
+    def _world(self) -> _World:
+        return _World(self)
 
-    def _apply(self, row: _Queued, halt: dict[str, Any], *, actor: str) -> None:
-        for name, value in halt.items():
+    def _args(self, name: str, body: dict[str, Any], now: int, table: str) -> Args:
+        """What the settle route reads of a claim's holder's request for transition ``name``."""
+        read = TRANSITIONS[name].args
+        if read is None:
+            raise StorageError(f"'outcome' must be one of {', '.join(OUTCOMES)}", status=400)
+        return read(self._world, body, now, table)
+
+    def _transition(self, row: _Queued, name: str, now: int, a: Args, *, actor: str) -> None:
+        """Transition ``name`` applied to the stored ``row``: its fields, its journal row, what else it does."""
+        spec = TRANSITIONS[name]
+        rec = copy.copy(row)  # the row as stored before the write, which the entry reads
+        self._set(row, spec.fields(self._world, rec, now, a))
+        self._journalled(rec, name, a, actor)
+        if spec.after is not None:
+            spec.after(self._world, _table(rec), rec, a, now)
+
+    @staticmethod
+    def _set(row: _Queued, fields: dict[str, Any]) -> None:
+        for name, value in fields.items():
             setattr(row, name, value)
-        self._release(row)
-        row.queue_rev += 1
-        row.available_at = 0
-        self._journal(row, "halted", f"{row.halt_code}: {row.halt_reason}", actor)
-        self._changed_now()
+
+    def _journalled(self, rec: _Queued, name: str, a: Args, actor: str) -> None:
+        """The journal row of transition ``name`` of ``rec`` (lib/transitions.js journalled); none for a
+        transition that keeps the claim."""
+        said = TRANSITIONS[name].journal
+        if said is None:
+            return
+        stage, text = said(self._world, a, _table(rec), rec, actor)
+        if isinstance(rec, FollowUpRow):
+            # A follow-up row's events go on its recording's journal, under the queue's name.
+            self.events.append(Event(rec.record, stage or rec.queue, name, text[:5000], actor))
+        else:
+            self.events.append(Event(rec.id, stage or rec.state, name, text[:5000], actor))
 
     def _store_file(
         self,
@@ -926,7 +955,7 @@ class InMemoryStorage:
     def _stamp(self) -> str:
         # Rows of one millisecond keep their order: created, then insertion.
         self._order += 1
-        return f"{_db_time(self.clock.now_ms())}#{self._order:09d}"
+        return f"{db_time(self.clock.now_ms())}#{self._order:09d}"
 
     def _changed_now(self) -> None:
         self._changed.set()

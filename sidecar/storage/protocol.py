@@ -163,9 +163,17 @@ class Storage(Protocol):
         dictionary (``topics``)."""
         ...
 
-    async def store_literary(self, claim: Claim, result: dict[str, Any], document: bytes | None = None) -> None:
+    async def store_literary(
+        self,
+        claim: Claim,
+        result: dict[str, Any],
+        document: bytes | None = None,
+        *,
+        transcript_document: bytes | None = None,
+    ) -> None:
         """The literary text (``content``, its paragraphs as ``segments``) as the recording's ``texts`` row
-        of kind ``literary``, with ``document`` (the same as DOCX) attached, under the claim."""
+        of kind ``literary``, with ``document`` (the same as DOCX) attached, and ``transcript_document``
+        (the transcript as DOCX) attached to its transcript's row, under the claim."""
         ...
 
     # -- provider-side copies (O6) --------------------------------------------------

@@ -187,10 +187,15 @@ class ClaimSession:
         """A literary claim's recording: its transcript's text, segments and language, and its owner's topics."""
         return await self._storage.literary_source(self.claim)
 
-    async def store_literary(self, result: dict[str, Any], document: bytes | None = None) -> None:
+    async def store_literary(
+        self, result: dict[str, Any], document: bytes | None = None, *, transcript_document: bytes | None = None
+    ) -> None:
         """A literary claim's text and paragraphs (secrets removed first, as from every answer) and the same
-        as a DOCX document (made from them, after the transcript's own redaction)."""
-        await self._storage.store_literary(self.claim, redact_insights(result), document)
+        as a DOCX document (made from them, after the transcript's own redaction); with the transcript's
+        own DOCX, made from the transcript it read."""
+        await self._storage.store_literary(
+            self.claim, redact_insights(result), document, transcript_document=transcript_document
+        )
 
     async def copies_removed(self, attempt_id: str, error: str = "") -> None:
         """The attempt's provider-side copies are gone (or, with ``error``, could not be removed yet)."""

@@ -104,6 +104,8 @@ async def test_export_and_erase_one_sender_leave_the_others_untouched(
     literary = [t for t in manifest["texts"] if t["kind"] == "literary"]
     assert len(literary) == 2 and len(manifest["literary"]) == 2
     assert all(f"files/{t['record']}/texts/{t['id']}/{t['document']}" in names for t in literary)
+    # The transcripts' Word documents, made by the same step.
+    assert all(f"files/{t['record']}/texts/{t['id']}/{t['document']}" in names for t in transcripts)
     assert len(manifest["journal"]) == ann_before["record_events"]
     originals = [f for f in manifest["files"] if f["role"] == "original"]
     assert all(f"files/{f['record']}/files/{f['id']}/{f['blob']}" in names for f in originals) and len(originals) == 2

@@ -190,3 +190,22 @@ def test_the_owner_inspects_halts_resumes_and_cannot_delete_in_the_panel(pb: Poc
     panel.shot("delete-refused")
     assert su.record(broken)["halt_code"] == "unsupported_media"
     panel.row("audio_records", broken)  # still listed
+
+
+def test_the_pipelines_times_read_as_dates_in_the_recordings_view(
+    pb: PocketBaseServer, panel: Panel, sender: Caller, service: Caller
+) -> None:
+    """A claimed recording's times, 13-digit integers in ``audio_records``, are dates in ``audio_records_times``."""
+    from playwright.sync_api import expect
+
+    rid = sender.upload(SAMPLE, title="Weekly sync")
+    service.claim(rid)
+    entered, expires = pb.sql_one("SELECT state_entered_at, claim_expires_at FROM audio_records WHERE id = ?", rid)
+    raw = panel.row("audio_records", rid)
+    expect(raw.locator("td[data-name=claim_expires_at]")).to_contain_text(str(expires))
+    row = panel.row("audio_records_times", rid)
+    for name, ms in (("state_entered_at", entered), ("claim_expires_at", expires)):
+        at = time.gmtime(ms / 1000)
+        expect(row.locator(f"td[data-name={name}]")).to_contain_text(time.strftime("%Y-%m-%d %H:%M:%S", at))
+    expect(row.locator("td[data-name=title]")).to_contain_text("Weekly sync")
+    panel.shot("times-as-dates")

@@ -1,7 +1,8 @@
 """The literary text on the sender's page, in the system's headless Chromium: once the service made it,
 a toggle beside "Transcript" shows "Text" (paragraphs, fillers and repeats gone, a click plays from a
-paragraph), and its downloads (TXT, Markdown, DOCX) are byte for byte what the route gives. PocketBase and
-the pipeline are the real ones."""
+paragraph), and its downloads (TXT, Markdown, DOCX) are byte for byte what the route gives; so is the
+transcript's own DOCX, its words the transcript's txt export. PocketBase and the pipeline are the real
+ones."""
 
 from __future__ import annotations
 
@@ -81,3 +82,15 @@ def test_the_text_beside_the_transcript_and_its_docx_download(pb: PocketBaseServ
     toggle.get_by_role("button", name="Transcript").click()
     expect(page.locator("#lines li.line").first).to_be_visible()
     expect(page.locator("button.download[data-of=transcript][data-format=srt]")).to_be_visible()
+    # The transcript's Word document (made with the text): what the route gives, its words the txt export's.
+    word = page.locator("button.download[data-of=transcript][data-format=docx]")
+    expect(word).to_have_attribute("title", "Word document")
+    with page.expect_download() as info:
+        word.click()
+    got = Path(info.value.path()).read_bytes()
+    route = f"/api/transcriber/records/{rid}/transcript"
+    assert got == sender.http.get(route, params={"format": "docx"}).content
+    assert info.value.suggested_filename == "Budget.docx"
+    plain = sender.http.get(route, params={"format": "txt"}).text
+    assert [p.text for p in Document(io.BytesIO(got)).paragraphs] == ["Budget", *plain.strip().split("\n\n")]
+    assert "let us let us begin with the budget" in plain.lower()  # the words as recognized, not the text's

@@ -30,6 +30,7 @@ from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.anyio
 
+DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
 LINES = [
     ("Speaker 1", "um, good morning everyone, let us start the the planning meeting."),
     ("Speaker 1", "we we decided to ship the new billing page on Friday."),
@@ -105,6 +106,18 @@ def text_of(su: Caller, rid: str, kind: str) -> dict[str, Any]:
     return dict(items[0]) if items else {}
 
 
+def transcript_docx(sender: Caller, rid: str) -> list[str]:
+    """The transcript's DOCX download, opened: its paragraphs, which must be its txt export's."""
+    base = f"/api/transcriber/records/{rid}/transcript"
+    got = sender.http.get(base, params={"format": "docx"})
+    assert got.status_code == 200, got.text
+    assert got.headers["content-type"] == DOCX
+    assert got.headers["content-disposition"].startswith('attachment; filename="transcript.docx"')
+    paragraphs = [p.text for p in Document(io.BytesIO(got.content)).paragraphs]
+    assert paragraphs == sender.http.get(base, params={"format": "txt"}).text.strip().split("\n\n")
+    return paragraphs
+
+
 def when(row: dict[str, Any], ready: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
     return row if ready(row) else {}
 
@@ -158,6 +171,12 @@ async def test_the_literary_text_is_made_beside_the_brief_and_a_correction_remak
     ]
     bad = sender.http.get(base, params={"format": "pdf"})
     assert bad.status_code == 400 and bad.json()["code"] == "bad_format"
+    # The transcript's Word document, made by the same step: the txt export's paragraphs, word for word.
+    assert transcript_docx(sender, rid) == [
+        "Speaker 1: um, good morning everyone, let us start the the planning meeting. "
+        "we we decided to ship the new billing page on Friday.",
+        "Speaker 2: uh Anna will write the release notes - don't worry.",
+    ]
     briefs_asked = len(asked)
     assert briefs_asked > 0
 
@@ -168,8 +187,10 @@ async def test_the_literary_text_is_made_beside_the_brief_and_a_correction_remak
     assert got.status_code == 200, got.text
     assert row_of(superuser, "literary", rid)["state"] == "queued"
     assert sender.poll(rid)["literary"] == "pending"
-    # While it is made again, the stale text is not handed out.
+    # While it is made again, the stale text is not handed out, nor the transcript's stale document.
     assert sender.http.get(base, params={"format": "txt"}).status_code == 404
+    stale = sender.http.get(f"/api/transcriber/records/{rid}/transcript", params={"format": "docx"})
+    assert stale.status_code == 404 and stale.json()["code"] == "not_found"
     # The brief is not made again: its row is as it was.
     assert row_of(superuser, "insights", rid) == rows["insights"]
     journal = superuser.http.get(
@@ -186,6 +207,7 @@ async def test_the_literary_text_is_made_beside_the_brief_and_a_correction_remak
     async with sidecar(pb, asked) as pool, pool_running(pool):
         await eventually(lambda: when(row_of(superuser, "literary", rid), lambda r: r["state"] == "done"))
     assert "Speaker 2: Hanna will write the release notes" in text_of(superuser, rid, "literary")["content"]
+    assert transcript_docx(sender, rid)[-1] == "Speaker 2: uh Hanna will write the release notes - don't worry."
     assert len(asked) == briefs_asked
     assert row_of(superuser, "insights", rid) == rows["insights"]
     assert sender.poll(rid)["literary"] == "ready"

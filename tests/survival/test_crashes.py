@@ -257,3 +257,58 @@ def test_sigterm_while_waiting_for_pocketbase_ends_cleanly(tmp_path: Path) -> No
     worker.send_signal(signal.SIGTERM)
     assert worker.wait(30) == 0, log.read_text()
     assert "stopped before the pool started" in log.read_text()
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("how", ["sigterm", "sigkill"])
+def test_a_restart_mid_proofread_hands_the_literary_claim_back_and_finishes(
+    pb: PocketBaseServer, sender: Caller, superuser: Caller, tmp_path: Path, how: str
+) -> None:
+    rid = sender.upload(speech_wav_bytes(0.5))
+    # The literary step held for a minute after its claim: the worker is stopped inside it.
+    lease = "30" if how == "sigterm" else "3"
+    env = worker_env(
+        pb,
+        tmp_path,
+        lease=lease,
+        TRANSCRIBER_PIPELINE__LEASES__LITERARY=lease,
+        TEST_DELAY_LITERARY="60",
+        TEST_READY_AFTER="0",
+    )
+    log = tmp_path / "worker.log"
+    worker = start_worker(env, log)
+
+    def literary_row() -> dict[str, Any]:
+        items = superuser.http.get("/api/collections/literary/records", params={"filter": f'record="{rid}"'}).json()[
+            "items"
+        ]
+        return dict(items[0]) if items else {}
+
+    def proofreading() -> bool:
+        assert worker.poll() is None, log.read_text()[-2000:]
+        return bool(literary_row().get("claim_token"))
+
+    eventually_sync(proofreading, within=60, what="the literary text claimed")
+    if how == "sigterm":
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(30) == 0
+        row = literary_row()  # handed back at once, no attempt spent
+        assert row["state"] == "queued" and row["claim_token"] == "" and row["attempts"] == 0 and not row["halted_at"]
+    else:
+        worker.kill()
+        worker.wait(30)
+        assert literary_row()["claim_token"]  # still held: only its lease running out frees it
+    resumed = start_worker(worker_env(pb, tmp_path, TEST_READY_AFTER="0"), log, wait_running=True)
+    try:
+        eventually_sync(lambda: literary_row().get("state") == "done", within=120, what="the literary text done")
+    finally:
+        resumed.send_signal(signal.SIGTERM)
+        resumed.wait(30)
+    row = literary_row()
+    assert row["claim_token"] == "" and not row["halted_at"]
+    texts = superuser.http.get(
+        "/api/collections/texts/records", params={"filter": f'record="{rid}" && kind="literary"'}
+    ).json()
+    assert texts["totalItems"] == 1  # made once, whatever the restart
+    rec = superuser.http.get(f"/api/collections/audio_records/records/{rid}").json()
+    assert rec["state"] == "done"

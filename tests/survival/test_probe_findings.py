@@ -78,10 +78,11 @@ def no_file_larger_than(limit: int) -> Iterator[None]:
 
 
 def stored_sizes(pb: PocketBaseServer) -> list[int]:
-    """The sizes of the stored files of the recordings' audio and results (the literary text's Word
-    documents, a few dozen kB each, kept for good beside the text, are not audio: left out)."""
+    """The sizes of the stored files of the recordings' audio and results (the Word documents of the
+    literary text and of the transcript, a few dozen kB each, kept for good beside the texts, are not
+    audio: left out)."""
     storage = pb.settings.pocketbase.data_dir / "storage"
-    return [p.stat().st_size for p in storage.rglob("*") if p.is_file() and not p.name.startswith("literary_")]
+    return [p.stat().st_size for p in storage.rglob("*") if p.is_file() and p.suffix != ".docx"]
 
 
 def files_of(su: Caller, rid: str, role: str) -> list[dict[str, Any]]:

@@ -53,7 +53,10 @@ async def test_a_follow_up_declared_alone_is_queued_claimed_settled_and_journall
     monkeypatch.setattr(
         memory,
         "FOLLOW_UPS",
-        {**memory.FOLLOW_UPS, "checklist": memory._FollowUp(ChecklistRow, "checklist queued", "checklist done")},
+        {
+            **memory.FOLLOW_UPS,
+            "checklist": memory._FollowUp(ChecklistRow, "checklist queued", "checklist done", "checklist again"),
+        },
     )
     rid = storage.add_record()
     async with twin_sidecar(storage, STEPS) as pool:

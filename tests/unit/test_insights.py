@@ -407,7 +407,7 @@ async def test_a_six_hour_meeting_is_read_in_parts_within_the_context(storage: I
         doc = json.loads(body["messages"][-1]["content"])
         if "transcript" in doc:
             first = doc["transcript"][0]
-            return chat_answer({"brief": [q(f"The team covered {first.split(':')[0]}.", first[:60])]})
+            return chat_answer({"brief": [q(f"The team went through {first.split(':')[0]} of the plan.", first[:60])]})
         return chat_answer({"keep": [1], "topics": []})  # the first note of those offered
 
     chat = FakeChat(notes_or_brief)
@@ -418,7 +418,7 @@ async def test_a_six_hour_meeting_is_read_in_parts_within_the_context(storage: I
     assert max(sizes) + ANSWER_TOKENS <= context and max(sizes) <= context - ANSWER_TOKENS - OVERHEAD_TOKENS + 2000
     assert all(r["max_tokens"] == ANSWER_TOKENS for r in chat.requests)
     assert "notes" in chat.data(-1)
-    assert storage.row(rid).brief.startswith("The team covered Item")
+    assert storage.row(rid).brief.startswith("The team went through Item")
     ins = storage.insights_of(rid)
     assert ins is not None and ins.progress > 0.9
 

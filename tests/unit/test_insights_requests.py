@@ -5,6 +5,7 @@ once as far as the server answers at once, and the brief of a long meeting picke
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -78,10 +79,11 @@ async def test_the_model_reads_no_times_no_fillers_and_short_speaker_labels() ->
     chat = Scripted(lambda m, s: {"brief": [], "topics": []})
     await summarize(chat, source)
     transcript = doc(chat.requests[0][0])["transcript"]
+    # Numbered: a transcript this short is a voice note's, whose points the model names by line.
     assert transcript == [
-        "S1: Point 0: we agreed that team 0 ships the item 0 on day 0.",
-        "S2: Point 1: we agreed that team 1 ships the item 1 on day 1.",
-        "S1: Point 2: we agreed that team 2 ships the item 2 on day 2.",
+        "1. S1: Point 0: we agreed that team 0 ships the item 0 on day 0.",
+        "2. S2: Point 1: we agreed that team 1 ships the item 1 on day 1.",
+        "3. S1: Point 2: we agreed that team 2 ships the item 2 on day 2.",
     ]
 
 
@@ -206,7 +208,8 @@ async def test_a_part_too_long_for_the_server_makes_the_parts_smaller_while_othe
 
 async def test_a_note_not_in_the_transcripts_language_is_not_offered() -> None:
     source, _ = meeting(300)
-    russian = "Команда ноль выпускает первый пункт в понедельник, как решили."
+    # (half of its words its quote's, or the grounding would refuse it first: a note must say what its quote says)
+    russian = "Team ships the item, как решили."
 
     def answer(messages: Messages, schema: dict[str, Any]) -> Any:
         d = doc(messages)
@@ -226,12 +229,18 @@ async def test_a_note_not_in_the_transcripts_language_is_not_offered() -> None:
 
 async def test_a_long_enough_transcript_is_asked_for_several_sentences_a_short_one_for_one_at_least() -> None:
     # A voice note has no decisions: free to write none, a small model wrote none (its brief was empty).
-    for items, least in ((3, 1), (150, 3)):
-        source, _ = meeting(items)
-        chat = Scripted(lambda m, s: {"brief": [], "topics": []})
-        await summarize(chat, source)
-        schema = chat.requests[0][1]["properties"]
-        assert schema["brief"].get("minItems") == least and schema["topics"].get("minItems") == 1
+    source, _ = meeting(150)
+    chat = Scripted(lambda m, s: {"brief": [], "topics": []})
+    await summarize(chat, source)
+    schema = chat.requests[0][1]["properties"]
+    assert schema["brief"].get("minItems") == 3 and schema["topics"].get("minItems") == 1
+    # A short one (a voice note's request): its sentence on what it is about cannot be left out.
+    source, _ = meeting(3)
+    chat = Scripted(lambda m, s: {"about": "", "points": [], "topics": []})
+    await summarize(chat, source)
+    schema = chat.requests[0][1]
+    assert "about" in schema["required"] and schema["properties"]["about"]["minLength"] == 1
+    assert schema["properties"]["topics"]["minItems"] == 1
 
 
 VOICE_NOTE = [
@@ -249,22 +258,50 @@ def voice_note() -> Source:
     return Source(" ".join(VOICE_NOTE), segs, "ru", ["Работа", "Погода"])
 
 
-async def test_a_voice_note_is_asked_with_the_short_instructions_for_a_sentence_per_thing_it_says() -> None:
+async def test_a_voice_note_is_asked_what_it_is_about_and_which_lines_say_its_points() -> None:
     chat = Scripted(
         lambda m, s: {
-            "brief": [
-                {"quote": "Отчёт отправили директору в пятницу", "sentence": "Отчёт отправлен директору в пятницу."},
-                {"quote": "Мост закрыт на ремонт до весны", "sentence": "Мост закрыт до весны."},
-            ],
-            "topics": [{"name": "Работа", "quote": "Отчёт отправили директору"}, {"name": "Погода", "quote": ""}],
+            "about": "Городские новости: маяк, отчёт и мост.",
+            "points": [6, 3, 3, 99],
+            "topics": ["Работа", "Мост", "Отпуск"],
         }
     )
     found = await summarize(chat, voice_note())
     (messages, schema), *more = chat.requests
-    assert not more and "short recording" in messages[0]["content"] and "decision" not in messages[0]["content"]
-    assert schema["properties"]["brief"]["minItems"] == 1 and schema["properties"]["topics"]["maxItems"] == 3
-    assert [q.quote for q in found.brief] == ["Отчёт отправили директору в пятницу", "Мост закрыт на ремонт до весны"]
-    assert found.topics == ["Работа"] and found.missing == ""
+    assert not more and messages[0]["content"].startswith("Brief a voice note, in Russian.")
+    assert "decision" not in messages[0]["content"]
+    # The lines numbered, the points named by number (at most the brief's room less the "about"), Russian letters.
+    assert doc(messages)["transcript"][2] == "3. Отчёт отправили директору в пятницу."
+    props = schema["properties"]
+    assert props["points"]["maxItems"] == 4 and props["points"]["items"]["maximum"] == len(VOICE_NOTE)
+    assert re.match(props["about"]["pattern"], "Маяк") and not re.match(props["about"]["pattern"], "The lighthouse")
+    assert re.match(props["topics"]["items"]["pattern"], "Мост")
+    # "About" first, backed by the sentence nearest to it; then each point once, as said, in the note's order;
+    # a number past the last line is no point.
+    assert [(q.sentence, q.quote) for q in found.brief] == [
+        ("Городские новости: маяк, отчёт и мост.", "Маяк светил всю ночь над тёмным морем"),
+        ("Отчёт отправили директору в пятницу.", "Отчёт отправили директору в пятницу"),
+        ("Мост закрыт на ремонт до весны.", "Мост закрыт на ремонт до весны"),
+    ]
+    # The owner's name as the model chose it; a new one the note says; a new one it never says is refused.
+    assert found.topics == ["Мост", "Работа"] and found.missing == ""
+    assert any("'Отпуск': not in the dictionary" in n for n in found.notes)
+
+
+async def test_a_voice_notes_about_in_another_language_is_dropped_and_its_points_stay() -> None:
+    chat = Scripted(lambda m, s: {"about": "The note is about the city news.", "points": [1, 2], "topics": ["Погода"]})
+    found = await summarize(chat, voice_note())
+    assert [q.sentence for q in found.brief] == VOICE_NOTE[:2]
+    assert any("'The note is about the city news.': not in ru" in n for n in found.notes)
+
+
+async def test_an_english_notes_about_may_begin_with_any_letter() -> None:
+    said = "The bridge is closed until spring."
+    segs = [{"start": 0.0, "end": 3.0, "text": said}]
+    chat = Scripted(lambda m, s: {"about": "A closed bridge.", "points": [], "topics": ["Transport"]})
+    found = await summarize(chat, Source(said, segs, "en", ["Transport"]))
+    assert "pattern" not in chat.requests[0][1]["properties"]["about"]
+    assert [q.sentence for q in found.brief] == ["A closed bridge."] and found.topics == ["Transport"]
 
 
 async def test_an_answer_with_nothing_usable_is_asked_for_once_more_simply() -> None:
@@ -277,8 +314,10 @@ async def test_an_answer_with_nothing_usable_is_asked_for_once_more_simply() -> 
     assert len(chat.requests) == 2 and found.requests == 2
     messages, schema = chat.requests[1]
     assert messages[0]["content"].startswith("Say in one sentence, in Russian,")
-    assert doc(messages)["transcript"] == doc(chat.requests[0][0])["transcript"]
+    assert doc(chat.requests[0][0])["transcript"] == [f"{i}. {t}" for i, t in enumerate(doc(messages)["transcript"], 1)]
     assert schema["properties"]["brief"]["maxItems"] == 1 and schema["properties"]["brief"]["minItems"] == 1
+    sentence = schema["properties"]["brief"]["items"]["properties"]["sentence"]
+    assert re.match(sentence["pattern"], "Запись") and not re.match(sentence["pattern"], "A note")
     assert found.text == "Запись о городских новостях." and found.topics == ["Мост"]
     assert any("nothing usable in the first answer (it proposed no sentence)" in n for n in found.notes)
 
@@ -353,3 +392,14 @@ async def test_the_brief_is_in_the_order_the_meeting_said_it_whatever_the_models
         ("Team 2 ships item 2.", 20.0),
         ("Team 3 ships item 3.", 30.0),
     ]
+
+
+async def test_a_voice_notes_about_that_names_nothing_is_dropped_and_one_that_does_ends_as_a_sentence() -> None:
+    # What the 1.5B model wrote for a note of five plain statements: "an explanation of the events described".
+    vague = {"about": "Объяснение описанных событиях", "points": [1, 6], "topics": ["Погода"]}
+    found = await summarize(Scripted(lambda m, s: vague), voice_note())
+    assert [q.sentence for q in found.brief] == [VOICE_NOTE[0], VOICE_NOTE[5]]
+    assert any("'Объяснение описанных событиях.': " in n and "names nothing" in n for n in found.notes)
+    named = {"about": "Городские новости: маяк и мост", "points": [1], "topics": ["Погода"]}
+    found = await summarize(Scripted(lambda m, s: named), voice_note())
+    assert found.text == f"Городские новости: маяк и мост. {VOICE_NOTE[0]}"

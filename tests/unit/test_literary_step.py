@@ -91,6 +91,12 @@ async def test_a_done_recording_gets_its_literary_text(storage: InMemoryStorage)
         "Speaker 2: Да.",
     ]
     assert [r.bold for r in document.paragraphs[0].runs] == [True, None]
+    # The transcript's own Word document, made beside it: its words as recognized, a paragraph a turn.
+    transcript = Document(io.BytesIO(storage.documents[(rid, "transcript")]))
+    assert [p.text for p in transcript.paragraphs] == [
+        'Speaker 1: эм, я я думаю, что маяк светил всю ночь. он сказал "хватит" - и ушёл.',
+        "Speaker 2: ну-у да.",
+    ]
     journal = [(e.stage, e.kind, e.text) for e in storage.journal_of(rid)]
     assert ("done", "note", "literary text queued (the literary step)") in journal
     assert journal[-1] == ("literary", "advanced", "literary text of 2 paragraphs (rule-based edition)")
@@ -153,12 +159,20 @@ async def test_a_correction_of_the_transcript_queues_the_literary_text_again_and
         ins = storage.insights_of(rid)
         assert ins is not None
         before = (ins.state, ins.queue_rev, ins.available_at)
+        assert (rid, "transcript") in storage.documents
         storage.owner_correct_transcript(rid, "маяк светил всю ночь")
+        # (as lib/corrections.js derives them: the segments follow the corrected words)
+        storage.texts[(rid, "transcript")].segments = [{**SEGMENTS[0], "text": "маяк светил всю ночь"}]
+        # The transcript's Word document held the old words: none until the literary step makes it again.
+        assert (rid, "transcript") not in storage.documents
         row = storage.literary_of(rid)
         assert row is not None and row.state == "queued"
         assert (ins.state, ins.queue_rev, ins.available_at) == before
         got = await claim(pool)
         assert got.claim.queue == "literary"
+        assert await pool.runner.run(got) is Verdict.ADVANCED
+    paragraphs = [p.text for p in Document(io.BytesIO(storage.documents[(rid, "transcript")])).paragraphs]
+    assert paragraphs == ["Speaker 1: маяк светил всю ночь"]
 
 
 def _code(path: str) -> str:

@@ -6,7 +6,14 @@ import itertools
 
 import pytest
 
-from sidecar.providers.offline.pace import ALIGN, CAP, ENCODE, GENERATE, Pace
+from sidecar.providers.offline import pace as pace_module
+from sidecar.providers.offline.pace import ALIGN, CAP, ENCODE, GENERATE, LIMIT, Pace
+
+
+@pytest.fixture(autouse=True)
+def _nothing_learned(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test starts from the measured guesses: what a recording teaches is kept for the process's next ones."""
+    monkeypatch.setattr(pace_module, "_LEARNED", {})
 
 
 class Clock:
@@ -53,8 +60,16 @@ def test_a_call_slower_than_expected_waits_short_of_its_end() -> None:
         clock.now += 0.1
         pace.encoded()
     pace.generating(4)
-    clock.now += 1000.0  # far past what encoding suggested
-    assert pace.done == pytest.approx(4 * ENCODE + CAP * 4 * GENERATE)
+    expected = 0.4 * 7.0  # what encoding the four windows took, times the beam's measured ratio
+    seen = []
+    for _ in range(20):  # past what encoding suggested: still moving, ever more slowly, never to its end
+        clock.now += expected / 2
+        seen.append(pace.done - 4 * ENCODE)
+    assert all(b > a for a, b in itertools.pairwise(seen))
+    assert seen[1] == pytest.approx(CAP * 4 * GENERATE, rel=0.05)
+    assert CAP * 4 * GENERATE < seen[-1] < LIMIT * 4 * GENERATE
+    clock.now += 1000.0
+    assert pace.done - 4 * ENCODE == pytest.approx(LIMIT * 4 * GENERATE)
     pace.generated()
     assert pace.done == pytest.approx(4 * (ENCODE + GENERATE))
 
@@ -82,3 +97,20 @@ def test_windows_encoded_for_the_language_vote_still_count() -> None:
     clock.now += 0.01
     pace.generated()
     assert pace.done == pytest.approx(3 * (ENCODE + GENERATE))
+
+
+def test_a_recordings_first_batch_is_guessed_from_what_the_last_recordings_batches_took() -> None:
+    clock, told = Clock(), list[float]()
+    # A busy machine, speakers found beside the words: decoding took 2× encoding, not the quiet machine's 7×.
+    first = Pace(told.append, beam_size=5, clock=clock)
+    _batch(first, clock, 8, encode_s=1.0, decode_s=16.0, told=told)
+    first.close()
+    note = Pace(told.append, beam_size=5, clock=clock)  # a voice note's lone window teaches nothing
+    _batch(note, clock, 1, encode_s=1.0, decode_s=9.0, told=told)
+    note.close()
+    told.clear()
+    second = Pace(told.append, beam_size=5, clock=clock)
+    _batch(second, clock, 8, encode_s=1.0, decode_s=16.0, told=told)
+    second.close()
+    steps = [b - a for a, b in itertools.pairwise(told)]
+    assert max(steps) <= 0.1 * 8  # no jump at the call's end: it was expected to take what it took

@@ -12,9 +12,12 @@ told as they happen:
   by the clock — the call is expected to take ``PER_ENCODE[beam]`` times
   what encoding its windows took (measured on 2 cores: greedy decoding about
   3×, a beam of five about 7×; the ratio, not a time, so it holds on any
-  machine), learned again from every batch, and never told past
-  ``CAP`` of its share before the call returns, so a slow batch waits just
-  short of its end instead of jumping back;
+  machine), learned again from every batch and kept for the process's next
+  recordings (its first batch was the one that jumped: a guess of 7× where the
+  call took 2×, on a busy machine with speakers found beside the words), told
+  in proportion up to ``CAP`` of its share and creeping on towards
+  ``LIMIT`` past it, so a slow batch keeps moving, just short of
+  its end, instead of jumping back;
 - **aligned** (``ALIGN``): the words' times, one window at a time, each told.
 
 ``done`` is in windows (fractions of them); the engine turns it into seconds
@@ -24,19 +27,28 @@ seconds while a decoder call runs.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable
 
-__all__ = ["Pace"]
+__all__ = ["CAP", "LIMIT", "Pace"]
 
 # Each window's work: its share read, decoded and aligned (measured on 2 cores, beam 5: about
 # 0.35 s to encode, 2.5 s to decode, 0.3 s to align a window).
 ENCODE, GENERATE, ALIGN = 0.12, 0.78, 0.10
 # How long decoding a batch takes against encoding its windows, by beam (measured on 2 cores).
 PER_ENCODE = {1: 3.0, 2: 4.5, 3: 5.5, 4: 6.5, 5: 7.0}
-# A decoder call's clock stops at this share of it until the call returns.
+# A decoder call's clock is told in proportion up to this share of it, then creeps on towards LIMIT (halfway in
+# CREEP more expected lengths) until the call returns.
 CAP = 0.9
+LIMIT = 0.98
+CREEP = 0.7
+# A call of at least this many windows teaches the process's later recordings (a voice note's lone window is
+# decoded at a worse ratio than a batch's eight).
+TEACHES = 4
+# What earlier recordings of this process taught, by beam: the next recording's first guess.
+_LEARNED: dict[int, float] = {}
 # How often the clock's part is told while a decoder call runs.
 TICK = 1.0
 
@@ -44,10 +56,19 @@ TICK = 1.0
 class Pace:
     """Windows done so far (fractions included), told to ``tell`` as they move; from any thread."""
 
-    def __init__(self, tell: Callable[[float], None], beam_size: int, *, clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        tell: Callable[[float], None],
+        beam_size: int,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        learned: dict[int, float] | None = None,
+    ):
         self._tell = tell
         self._clock = clock
-        self._ratio = PER_ENCODE.get(beam_size, PER_ENCODE[5] + beam_size - 5)
+        self._beam = beam_size
+        self._learned = _LEARNED if learned is None else learned
+        self._ratio = self._learned.get(beam_size) or PER_ENCODE.get(beam_size, PER_ENCODE[5] + beam_size - 5)
         self._done = 0.0  # windows, counted from completed parts
         self._encode_seconds = 0.0  # what encoding the current batch's windows took
         self._encode_started: float | None = None
@@ -93,8 +114,11 @@ class Pace:
             started, windows, _expected, encoded = self._call
             took = self._clock() - started
             if encoded > 0 and took > 0:
-                # What the call took against what encoding its windows took: the next call's guess.
+                # What the call took against what encoding its windows took: the next call's guess, and (a batch's)
+                # the next recording's first.
                 self._ratio = took / encoded
+                if windows >= TEACHES:
+                    self._learned[self._beam] = self._ratio
             self._call = None
             self._done += GENERATE * windows
         self._tell(self.done)
@@ -117,7 +141,7 @@ class Pace:
         if self._call is None:
             return 0.0
         started, windows, expected, _encoded = self._call
-        return GENERATE * windows * min(CAP, (self._clock() - started) / expected)
+        return GENERATE * windows * _told((self._clock() - started) / expected)
 
     def _start_ticker(self) -> None:
         if self._ticker is not None:
@@ -130,3 +154,11 @@ class Pace:
 
         self._ticker = threading.Thread(target=tick, name="decoding-pace", daemon=True)
         self._ticker.start()
+
+
+def _told(x: float) -> float:
+    """The share of a decoder call told at ``x`` times its expected length: in proportion up to ``CAP``, then on
+    towards ``LIMIT`` (halfway there in ``CREEP`` more), never past it before the call returns."""
+    if x <= CAP:
+        return max(x, 0.0)
+    return CAP + (LIMIT - CAP) * (1.0 - math.exp(-(x - CAP) * math.log(2) / CREEP))

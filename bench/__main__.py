@@ -37,7 +37,7 @@ MODULES = [
     ("PF11", "bench.pf11_insights", "offline brief and topics: time, tokens/s, memory, grounding, decisions"),
     ("PF12", "bench.pf12_storage", "bytes stored per hour of audio, fresh and for good"),
     ("PF13", "bench.pf13_voice_note", "a 30-second voice note, upload → transcript"),
-    ("PF14", "bench.pf14_literary", "literary text, rule-based: time per hour, WER against the reference, fidelity"),
+    ("PF14", "bench.pf14_literary", "literary text, rule-based and by the owner's model: time, memory, WER, fidelity"),
     ("PF15", "bench.pf15_voices", "word errors on voices nobody tuned to: defaults, greedy, the server"),
 ]
 

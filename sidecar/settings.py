@@ -295,6 +295,7 @@ class InsightsSettings(Section):
     Off unless ``provider`` is set. ``offline``: llama.cpp in a process of our own (the insights
     extra) running ``model``, a GGUF file the owner supplies. ``openai``: any OpenAI-compatible
     chat-completions server at ``base_url`` (a local Ollama or llama.cpp server keeps it private).
+    The same model proofreads the literary text unless ``proofread`` is false.
     """
 
     provider: Literal["", "offline", "openai"] = ""
@@ -311,6 +312,9 @@ class InsightsSettings(Section):
     sentences: int = Field(default=5, ge=1, le=10)  # the brief's sentences at most
     # openai: requests sent at once (the parts of a long meeting), for a server that answers several at once.
     parallel: int = Field(default=1, ge=1, le=16)
+    # The literary text proofread by the same model (misheard words mended, each paragraph checked in code);
+    # false: the literary text stays rule-based, and its step needs no model.
+    proofread: bool = True
 
     @model_validator(mode="after")
     def _model_given(self) -> InsightsSettings:

@@ -3,7 +3,9 @@
 // The step (sidecar/steps/literary.py) reads the transcript under its claim on the
 // recording's `literary` row and writes the edited text as the recording's `texts` row
 // of kind `literary`: `content` (paragraphs apart by a blank line) and `segments`, one
-// per paragraph {start, end, speaker, text}. Its queue row says whether that text is
+// per paragraph {start, end, speaker, text}; with a language model configured, each also
+// says who made its words (`proofread`: "model" or "rules") and, for the rules', why the
+// model's were not kept (`reason`). Its queue row says whether that text is
 // up to date: `done`, or `queued` again when the owner corrected the transcript.
 // Required by lib/records.js (the poll): it requires nothing that requires that.
 const args = require("./args.js");
@@ -11,6 +13,8 @@ const stages = require("./stages.js");
 
 // Paragraphs a text may hold (a six-hour recording makes a few thousand).
 const MAX_PARAGRAPHS = 100000;
+// Why a paragraph kept the rules' words, at most this long.
+const MAX_REASON = 500;
 
 function parsedJson(raw) {
   const text = toString(raw);
@@ -36,15 +40,18 @@ function transcriptOf(app, recordId) {
   return rows.length > 0 ? rows[0] : null;
 }
 
-// The step's input: the transcript of the row's recording.
+// The step's input: the transcript of the row's recording, and its owner's dictionary of
+// topics (the names a language model may correct a misheard word to).
 function source(tx, row) {
   const rec = tx.findRecordById("audio_records", row.getString("record"));
   const t = transcriptOf(tx, rec.id);
   const segments = t ? parsedJson(t.get("segments")) : null;
+  const dictionary = tx.findRecordsByFilter("topics", "owner = {:o}", "name", 0, 0, { o: rec.getString("owner") });
   return {
     text: t ? t.getString("content") : "",
     segments: Array.isArray(segments) ? segments : [],
     language: rec.getString("language"),
+    topics: dictionary.map((d) => d.getString("name")),
   };
 }
 
@@ -89,7 +96,10 @@ function checked(body) {
     if (start === null || end === null || end < start || typeof (p && p.text) !== "string") {
       throw new args.Invalid("paragraph " + i + " must be {start, end, speaker?, text} with start <= end");
     }
-    return { start: start, end: end, speaker: typeof p.speaker === "string" && p.speaker !== "" ? p.speaker : null, text: p.text };
+    const out = { start: start, end: end, speaker: typeof p.speaker === "string" && p.speaker !== "" ? p.speaker : null, text: p.text };
+    if (p.proofread === "model" || p.proofread === "rules") out.proofread = p.proofread;
+    if (typeof p.reason === "string" && p.reason !== "") out.reason = p.reason.slice(0, MAX_REASON);
+    return out;
   });
   const language = args.optText(body, "language", 10);
   return { content: content, segments: segments, language: language || "" };

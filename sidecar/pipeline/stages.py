@@ -89,6 +89,8 @@ class StageTable:
 
     ``follow_ups``: who does the work of each follow-up queue (by its name); a queue not named is
     never claimed. ``follow_up_by``: the insights engine's name, as older callers give it.
+    ``follow_up_cpus``: what a queue's step needs of the CPUs when the assembly gives it more to do than its
+    declaration says (the literary text proofread by the insights engine runs that engine).
     """
 
     def __init__(
@@ -98,6 +100,7 @@ class StageTable:
         follow_up_by: str | None = None,
         *,
         follow_ups: Mapping[str, str] | None = None,
+        follow_up_cpus: Mapping[str, Cpus] | None = None,
     ) -> None:
         self.settings = settings
         self.stages = {s.name: s for s in declare(settings)}
@@ -107,8 +110,11 @@ class StageTable:
         unknown = sorted(set(doers) - {f.name for f in FOLLOW_UPS})
         if unknown:
             raise ValueError(f"no follow-up queue named {', '.join(unknown)}")
+        cpus = dict(follow_up_cpus or {})
         self.follow_ups = {
-            f.name: replace(f, lease=settings.leases.get(f.name, f.lease), doer=doers[f.name])
+            f.name: replace(
+                f, lease=settings.leases.get(f.name, f.lease), doer=doers[f.name], cpus=cpus.get(f.name, f.cpus)
+            )
             for f in FOLLOW_UPS
             if f.name in doers
         }

@@ -26,7 +26,7 @@ from sidecar.providers.offline.diarizer import DiarizerUnavailable
 from sidecar.providers.offline.models import ModelLoadError
 from sidecar.redaction import register_passwords, register_secrets
 from sidecar.runtime.clock import Clock, SystemClock
-from sidecar.runtime.cpus import CpuGate
+from sidecar.runtime.cpus import CpuGate, Cpus
 from sidecar.serving.startup import StartupError
 from sidecar.settings import Secret, Settings, secret_values
 from sidecar.steps.base import Providers, Step, StepKit
@@ -152,11 +152,16 @@ async def pipeline(
     chosen = steps or default_steps()
     # The literary text is made whenever its step is there (rule-based, offline); the brief only with an engine.
     follow_ups = {"literary": "rules"} if "literary" in chosen else {}
+    follow_up_cpus: dict[str, Cpus] = {}
     if engine is not None:
         follow_ups["insights"] = engine.name
+        if "literary" in follow_ups and settings.insights.proofread:
+            # The text proofread by the model: its step runs the engine as the brief's does, one at a time.
+            follow_ups["literary"] = f"rules and {engine.name}"
+            follow_up_cpus["literary"] = Cpus.INSIGHTS
     runner = Runner(
         storage=storage,
-        table=StageTable(settings.pipeline, chosen, follow_ups=follow_ups),
+        table=StageTable(settings.pipeline, chosen, follow_ups=follow_ups, follow_up_cpus=follow_up_cpus),
         settings=settings,
         clock=clock,
         kit=StepKit(Providers(current, provider_for), settings, clock, metrics.audio_sent, engine),

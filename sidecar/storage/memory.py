@@ -758,6 +758,7 @@ class InMemoryStorage:
             "text": text.content if text else "",
             "segments": list(text.segments or []) if text else [],
             "language": rec.language,
+            "topics": sorted(self.dictionaries.get(rec.owner, [])),
         }
 
     async def store_literary(

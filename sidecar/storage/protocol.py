@@ -159,7 +159,8 @@ class Storage(Protocol):
         ...
 
     async def literary_source(self, claim: Claim) -> dict[str, Any]:
-        """A literary claim's recording: its transcript's ``text``, ``segments`` and ``language``."""
+        """A literary claim's recording: its transcript's ``text``, ``segments`` and ``language``, and its owner's
+        dictionary (``topics``)."""
         ...
 
     async def store_literary(

@@ -184,7 +184,7 @@ class ClaimSession:
         await self._storage.store_insights(self.claim, redact_insights(result))
 
     async def literary_source(self) -> dict[str, Any]:
-        """A literary claim's recording: its transcript's text, segments and language."""
+        """A literary claim's recording: its transcript's text, segments and language, and its owner's topics."""
         return await self._storage.literary_source(self.claim)
 
     async def store_literary(

@@ -68,8 +68,13 @@ BRIEF = json.dumps(
 @asynccontextmanager
 async def sidecar(pb: PocketBaseServer, asked: list[httpx.Request]) -> AsyncIterator[WorkerPool]:
     settings = settings_for(pb, workers=1)
+    # The rule-based text beside the brief (the model's proofreading: test_literary_model.py).
     settings.insights = InsightsSettings(
-        provider="openai", model="m", base_url="http://chat.test", api_key=SecretStr("sk-test-abcdef123456")
+        provider="openai",
+        model="m",
+        base_url="http://chat.test",
+        api_key=SecretStr("sk-test-abcdef123456"),
+        proofread=False,
     )
 
     def reply(req: httpx.Request) -> httpx.Response:

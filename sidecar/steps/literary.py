@@ -35,17 +35,20 @@ async def run(ctx: StepContext) -> StepResult:
     segments = [s for s in data.get("segments") or [] if isinstance(s, dict)]
     language = str(data.get("language") or "")
     paragraphs = edit(segments, language)
+    transcript = transcript_docx_bytes(turns(str(data.get("text") or ""), segments), ctx.record.title, language)
+
+    async def store(segments_json: list[dict[str, Any]]) -> None:
+        result = {"content": render(paragraphs), "segments": segments_json, "language": language}
+        document = docx_bytes(paragraphs, ctx.record.title, language)
+        await ctx.session.store_literary(result, document, transcript_document=transcript)
+
+    # The rules' text is stored at once: a model's proofread of an hour takes many minutes on a small server,
+    # and the text (and the transcript's document) can be read meanwhile; the proofread one replaces it.
+    await store([p.as_json() for p in paragraphs])
     proofread = await _proofread(ctx, paragraphs, language, data) if paragraphs else None
     if proofread is not None:
         paragraphs = proofread.paragraphs
-    result: dict[str, Any] = {
-        "content": render(paragraphs),
-        "segments": proofread.segments if proofread is not None else [p.as_json() for p in paragraphs],
-        "language": language,
-    }
-    document = docx_bytes(paragraphs, ctx.record.title, language)
-    transcript = transcript_docx_bytes(turns(str(data.get("text") or ""), segments), ctx.record.title, language)
-    await ctx.session.store_literary(result, document, transcript_document=transcript)
+        await store(proofread.segments)
     if not paragraphs:
         return Advance("no speech in the transcript: the literary text is empty")
     if proofread is None:

@@ -358,3 +358,19 @@ async def test_an_empty_transcript_gives_an_empty_text_and_done_without_asking_t
 def test_an_editions_summary_counts_the_reasons() -> None:
     out = Edition(provider="offline", model="m.gguf")
     assert out.summary == "proofread by offline (m.gguf): 0 corrected, 0 found right"
+
+
+async def test_the_rules_text_is_there_to_read_while_the_model_proofreads(storage: InMemoryStorage) -> None:
+    rid = storage.add_record()
+    seen: list[str] = []
+
+    def answer(paragraph: str) -> Any:
+        # Asked about a paragraph, the text stored so far is the rules' (a proofread hour takes minutes).
+        text = storage.texts.get((rid, "literary"))
+        seen.append(text.content if text is not None else "")
+        return fixes(("whether", "weather")) if "whether" in paragraph else fixes()
+
+    async with model_pool(storage, FakeEngine(FakeChat(answer))) as pool:
+        assert await literary_text(pool, storage, rid) is Verdict.ADVANCED
+    assert seen and all(s.startswith("Speaker 1: The whether is nice") for s in seen)
+    assert storage.texts[(rid, "literary")].content.startswith("Speaker 1: The weather is nice")

@@ -212,6 +212,7 @@ from the transcript in one to three of its words."""
 
 # A thing a voice note speaks of at its longest (the instructions ask for three words at most), and how many.
 NOTE_THING = 40
+NOTE_THING_WORDS = 3
 NOTE_THINGS = 5
 NOTE_TOPICS = 3
 
@@ -233,11 +234,15 @@ _LETTERS: dict[str, str] = {
 }
 
 
-def in_letters(language: str, most: int) -> dict[str, Any]:
-    """A string of at most ``most`` characters that, in a language with letters of its own, begins with one."""
+def in_letters(language: str, most: int, *, words: int = 0) -> dict[str, Any]:
+    """A string of at most ``most`` characters that, in a language with letters of its own, begins with one;
+    ``words``: of at most that many words."""
     schema: dict[str, Any] = {"type": "string", "minLength": 1, "maxLength": most}
-    if language in _LETTERS:
-        schema["pattern"] = f"^[{_LETTERS[language]}].*$"
+    first = f"[{_LETTERS[language]}]" if language in _LETTERS else r"\S"
+    if words:
+        schema["pattern"] = f"^{first}\\S*( \\S+){{0,{words - 1}}}$"
+    elif language in _LETTERS:
+        schema["pattern"] = f"^{first}.*$"
     return schema
 
 
@@ -268,7 +273,7 @@ def note_schema(sentences: int, lines: int, language: str = "") -> dict[str, Any
             },
             "things": {
                 "type": "array",
-                "items": in_letters(language, NOTE_THING),
+                "items": in_letters(language, NOTE_THING, words=NOTE_THING_WORDS),
                 "minItems": 1,
                 "maxItems": NOTE_THINGS,
             },

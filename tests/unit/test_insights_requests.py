@@ -279,6 +279,7 @@ async def test_a_voice_note_is_asked_what_it_speaks_of_and_which_lines_say_its_p
     assert props["points"]["maxItems"] == 4 and props["points"]["items"]["maximum"] == len(VOICE_NOTE)
     pattern = props["things"]["items"]["pattern"]
     assert re.match(pattern, "Маяк") and not re.match(pattern, "The lighthouse")
+    assert re.match(pattern, "Ольга Петровна") and not re.match(pattern, "самолёт из Новосибирска задерживается")
     assert re.match(props["topics"]["items"]["pattern"], "Мост")
     # The things said, once each, as the first line, backed by the sentence nearest to them; then each point
     # once, as said, in the note's order; a number past the last line is no point.
@@ -311,7 +312,8 @@ async def test_an_english_notes_things_may_begin_with_any_letter() -> None:
     segs = [{"start": 0.0, "end": 3.0, "text": said}]
     chat = Scripted(lambda m, s: {"things": ["bridge", "spring"], "points": [], "topics": ["Transport"]})
     found = await summarize(chat, Source(said, segs, "en", ["Transport"]))
-    assert "pattern" not in chat.requests[0][1]["properties"]["things"]["items"]
+    pattern = chat.requests[0][1]["properties"]["things"]["items"]["pattern"]  # any letter; three words at most
+    assert re.match(pattern, "the snow castle") and not re.match(pattern, "the castle of snow")
     assert [q.sentence for q in found.brief] == ["Bridge, spring."] and found.topics == ["Transport"]
 
 

@@ -31,7 +31,7 @@ never a number or a name). Per language and length:
 
 ``BENCH_PF14_MODEL`` = ``1.5b`` (default) or ``0.5b`` (``bench.llm_weights``); ``=off`` leaves the model
 edition out. ``python -m bench.pf14_literary`` prints the figures of a quick run;
-``python -m bench.pf14_literary model LANGUAGE LENGTH OUT.json`` is one run of the model edition
+``python -m bench.pf14_literary model LANGUAGE LENGTH MODEL OUT.json`` is one run of the model edition
 (LENGTH: 10m, 60m).
 """
 

@@ -18,7 +18,12 @@ source span (the rule-based paragraph) and refused, with the reason in words, wh
   (``MIN_CHANGED`` words, or ``CHANGED_SHARE`` of the paragraph's if more), or a changed stretch
   **reads unlike** what was heard (a misheard word sounds like the right one: their letters alike at
   ``LEAST_LIKENESS`` at least), or, given what the whole transcript says (``known_names``), a word
-  comes in that the recording never says and the owner's dictionary does not have.
+  comes in that the recording never says and the owner's dictionary does not have;
+- (English) a word only **changes its form** — gains or loses an ending (-s, -es, -ed, -ing; -d after e)
+  or is lengthened into another word it begins ("app" → "application"): a recognizer mishears a word as
+  another that sounds like it ("wood" → "would"), and a model that re-inflects one it heard right
+  changes what was said (measured on PF14's hour: "builds" → "build", "meetings" → "meeting", "move"
+  → "moved", "app" → "application" were half of the model's fixes, and raised the word errors).
 
 Case and punctuation alone are not changes (the rule-based edition set them).
 """
@@ -241,6 +246,8 @@ def refusal(
             for x, y in zip(a[i1:i2], b[j1:j2], strict=False):
                 if any(x == p + y or y == p + x for p in prefixes):
                     return f"a negation changed: {x!r} → {y!r}"
+                if language == "en" and _another_form(x, y):
+                    return f"only a word's form changed: {x!r} → {y!r}"
             if _reads_like(heard, meant) < LEAST_LIKENESS and not _dictionary_mend(meant, dictionary_words):
                 return f"{heard!r} → {meant!r} reads unlike what was heard"
     # A word the paragraph did not have is one the recording says elsewhere, or the owner's: a recognizer
@@ -254,6 +261,22 @@ def refusal(
     if changed > bound:
         return f"{changed} of {len(a)} words changed (at most {bound})"
     return None
+
+
+# English endings a word gains or loses without being another word.
+_EN_ENDINGS = ("s", "es", "ed", "ing", "'s")
+# A word lengthened by this many letters or more into another it begins is not a misheard one ("app" → "application").
+_LENGTHENED = 4
+
+
+def _another_form(x: str, y: str) -> bool:
+    """Whether two different English words are one word in two forms: an ending gained or lost, or one
+    lengthened into a longer word it begins. Short words (an → and, to → too) are misheard as such."""
+    short, long = sorted((x, y), key=len)
+    if short == long or len(short) < 3 or not long.startswith(short):
+        return False
+    ending = long[len(short) :]
+    return ending in _EN_ENDINGS or (ending == "d" and short.endswith("e")) or len(ending) >= _LENGTHENED
 
 
 def _dictionary_mend(meant: str, dictionary_words: Collection[str]) -> bool:

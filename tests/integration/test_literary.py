@@ -21,10 +21,10 @@ from sidecar.outcome import Advance, StepResult
 from sidecar.pipeline.pool import WorkerPool
 from sidecar.serving.assembly import pipeline
 from sidecar.settings import InsightsSettings
-from sidecar.steps import insights, literary
-from sidecar.steps.base import Step, StepContext
+from sidecar.steps.base import StepContext
 from testkit.pocketbase import Caller, PocketBaseServer
 from tests.support.fakes import StubProvider, chat_answer
+from tests.support.pipeline_steps import storing
 from tests.support.sidecar import pool_running, settings_for
 from tests.support.waiting import eventually
 
@@ -38,24 +38,7 @@ LINES = [
 ]
 
 
-async def advance(ctx: StepContext) -> StepResult:
-    return Advance("test step done")
-
-
-async def finalize(ctx: StepContext) -> StepResult:
-    segs = [{"start": i * 5.0, "end": i * 5.0 + 4, "text": t, "speaker": s} for i, (s, t) in enumerate(LINES)]
-    await ctx.session.put_text("transcript", " ".join(t for _, t in LINES), segs, language="en")
-    return Advance("transcript stored")
-
-
-STEPS: dict[str, Step] = {
-    "normalize": advance,
-    "submit": advance,
-    "poll": advance,
-    "finalize": finalize,
-    "insights": insights.run,
-    "literary": literary.run,
-}
+STEPS = storing(LINES)
 
 BRIEF = json.dumps(
     {

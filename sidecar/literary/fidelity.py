@@ -23,7 +23,12 @@ source span (the rule-based paragraph) and refused, with the reason in words, wh
   or is lengthened into another word it begins ("app" → "application"): a recognizer mishears a word as
   another that sounds like it ("wood" → "would"), and a model that re-inflects one it heard right
   changes what was said (measured on PF14's hour: "builds" → "build", "meetings" → "meeting", "move"
-  → "moved", "app" → "application" were half of the model's fixes, and raised the word errors).
+  → "moved", "app" → "application" were half of the model's fixes, and raised the word errors);
+- (Russian) a word only **changes its form** — another form of the same dictionary word ("по неделям" →
+  "по недели", "с серверов" → "с сервера": all of the fixes that raised PF14's Russian hour's word
+  errors) — unless the heard form breaks the grammar the new one mends ("на северным берегу" → "на
+  северном берегу"; ``russian_forms``);
+- a word is **cut short** by two letters or more into one it begins («малоко» → «мало»).
 
 Case and punctuation alone are not changes (the rule-based edition set them).
 """
@@ -36,6 +41,8 @@ from collections import Counter
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from difflib import SequenceMatcher
+
+from sidecar.literary import russian_forms
 
 __all__ = ["CHANGED_SHARE", "LEAST_LIKENESS", "MIN_CHANGED", "Known", "known_names", "refusal"]
 
@@ -243,11 +250,16 @@ def refusal(
             return f"words dropped: {' '.join(t.text for t in src[i1:i2])!r}"
         changed += max(i2 - i1, j2 - j1)
         if op == "replace":
-            for x, y in zip(a[i1:i2], b[j1:j2], strict=False):
+            for k, (x, y) in enumerate(zip(a[i1:i2], b[j1:j2], strict=False)):
                 if any(x == p + y or y == p + x for p in prefixes):
                     return f"a negation changed: {x!r} → {y!r}"
+                if _cut_short(x, y):
+                    return f"a word cut short: {x!r} → {y!r}"
                 if language == "en" and _another_form(x, y):
                     return f"only a word's form changed: {x!r} → {y!r}"
+                if language == "ru" and russian_forms.same_word(x, y):
+                    if not russian_forms.mends_agreement(x, b, j1 + k):
+                        return f"only a word's form changed: {x!r} → {y!r}"
             if _reads_like(heard, meant) < LEAST_LIKENESS and not _dictionary_mend(meant, dictionary_words):
                 return f"{heard!r} → {meant!r} reads unlike what was heard"
     # A word the paragraph did not have is one the recording says elsewhere, or the owner's: a recognizer
@@ -277,6 +289,12 @@ def _another_form(x: str, y: str) -> bool:
         return False
     ending = long[len(short) :]
     return ending in _EN_ENDINGS or (ending == "d" and short.endswith("e")) or len(ending) >= _LENGTHENED
+
+
+def _cut_short(heard: str, meant: str) -> bool:
+    """Whether a word was cut short by two letters or more into another it begins ("малоко" → "мало"): a
+    recognizer mishears a word as one that sounds like it, not as the same word with a syllable more."""
+    return len(meant) >= 3 and heard.startswith(meant) and len(heard) - len(meant) >= 2
 
 
 def _dictionary_mend(meant: str, dictionary_words: Collection[str]) -> bool:

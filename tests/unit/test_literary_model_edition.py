@@ -16,6 +16,7 @@ import anyio
 import pytest
 
 from sidecar.insights.offline import EngineFailed
+from sidecar.literary.doubtful import doubtful
 from sidecar.literary.edition import Paragraph
 from sidecar.literary.model_edition import FAILURES_IN_A_ROW, Edition, edition, proofread
 from sidecar.outcome import Advance, CredentialsRefused, RetryableError, StepResult, Verdict
@@ -122,6 +123,23 @@ async def test_a_russian_paragraph_is_mended_in_russian() -> None:
     assert out[0].paragraph.text == "Мы обсудили новый релиз и решили выпустить его в пятницу."
     assert (out[0].paragraph.start, out[0].paragraph.end, out[0].paragraph.speaker) == (0.0, 6.0, "Speaker 1")
     assert "Russian" in chat.requests[0][0]["content"]
+
+
+async def test_a_word_no_dictionary_knows_is_shown_beside_the_recordings_word_that_reads_like_it() -> None:
+    chat = FakeChat(lambda p: fixes())
+    await all_of(chat, RU, "ru")
+    # "релис" is no Russian word; the recording says "релиз" in the next paragraph.
+    first, second = (json.loads(r[-1]["content"]) for r in chat.requests)
+    assert first["doubtful"] == [{"word": "релис", "said elsewhere": "релиз"}]
+    assert "doubtful" not in second  # every word of it is a dictionary's
+    assert '"doubtful"' in chat.requests[0][0]["content"]
+
+
+def test_doubtful_words_are_only_unknown_lower_case_words_with_a_known_sound_alike() -> None:
+    said = {"релиз", "релиза", "стенде", "стене", "колоска", "колосок", "дата"}
+    assert doubtful("Дата релиса, стене и Колоска.", said, "ru") == [("релиса", "релиза")]
+    assert doubtful("Дата релиса.", {"дата", "релиса"}, "ru") == []  # nothing like it said
+    assert doubtful("The relese date.", {"release", "date"}, "en") == []  # no dictionary at hand
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ is a fix only where the heard form agrees with none of its neighbours, and the n
 
 from __future__ import annotations
 
-from functools import cache
+from functools import cache, lru_cache
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pymorphy3 is untyped; its parse objects are read through ``_Parse``
@@ -42,6 +42,10 @@ _ADJECTIVES = frozenset({"ADJF", "PRTF"})
 _NOUNS = frozenset({"NOUN", "NPRO"})
 
 
+# A dictionary reading of a word: (normal form, part of speech, case, number, gender).
+_Reading = tuple[str, str | None, str | None, str | None, str | None]
+
+
 @cache
 def _analyzer() -> MorphAnalyzer:
     import pymorphy3  # its dictionary loads in about 0.1 s; only a Russian proofread needs it
@@ -49,15 +53,16 @@ def _analyzer() -> MorphAnalyzer:
     return pymorphy3.MorphAnalyzer()
 
 
-def _parses(word: str) -> list[tuple[str, str | None, str | None, str | None, str | None]]:
-    """(normal form, part of speech, case, number, gender) of each dictionary reading of ``word``."""
-    out = []
+@lru_cache(maxsize=4096)
+def _parses(word: str) -> tuple[_Reading, ...]:
+    """Each dictionary reading of ``word`` (a paragraph asks about the same few words again and again)."""
+    out: list[_Reading] = []
     for p in _analyzer().parse(word.replace("ё", "е")):
         if not p.is_known:
             continue
         tag = p.tag
         out.append((p.normal_form, tag.POS, _CASE.get(tag.case, tag.case), tag.number, tag.gender))
-    return out
+    return tuple(out)
 
 
 def same_word(heard: str, meant: str) -> bool:
@@ -66,9 +71,6 @@ def same_word(heard: str, meant: str) -> bool:
         return False
     lemmas = {(form, pos) for form, pos, *_ in _parses(heard)}
     return any((form, pos) in lemmas for form, pos, *_ in _parses(meant))
-
-
-_Reading = tuple[str, str | None, str | None, str | None, str | None]
 
 
 def _agree(a: _Reading, b: _Reading) -> bool:

@@ -48,6 +48,7 @@ import numpy as np
 import numpy.typing as npt
 
 from sidecar.media import heap, vad
+from sidecar.providers.offline import loops
 from sidecar.providers.offline.pace import Pace
 
 __all__ = [
@@ -273,8 +274,13 @@ def _decode_group(
             return window.in_recording(float(t) - at)
 
         words = [{"start": moved(w.start), "end": moved(w.end), "word": w.word} for w in segment.words or ()]
+        looping = segment.compression_ratio > loops.LOOPING_RATIO
+        if looping:  # no fallback decoding here as one window at a time has: the loop is cut (loops says why)
+            words = loops.cut_loops(words, lambda w: str(w["word"]))
         if not words:
             text = segment.text.strip()
+            if looping:
+                text = " ".join(loops.cut_loops(text.split(), str))
             yield chosen[k], {"start": moved(segment.start), "end": moved(segment.end), "text": text, "words": []}
         else:
             for piece in sentences(words):

@@ -1,0 +1,55 @@
+"""A decoder's loop, cut: the same run of words written again and again to the end of a window.
+
+On loud noise or music a window's decoding can fall into a loop ("I do not agree with this association
+of three new places that have been." twelve times over, to the window's last token: PF15, English at
+0 dB of noise). Decoding one window after another, Whisper notices by the text's gzip compression ratio
+and decodes the window again at a higher temperature; decoding a batch of windows at once, faster-whisper
+has no such fallback and hands the loop on as words. Here a window whose text compresses beyond
+``LOOPING_RATIO`` (faster-whisper's own threshold for "looping") keeps each looping run once: every run of
+at least ``SHORTEST_RUN`` words said ``TIMES`` times or more in a row (and a last copy the window's end cut
+short). What a person repeats — "no, no,
+no", a phrase said twice — is shorter or fewer and stays, and a window that does not loop is untouched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+__all__ = ["LOOPING_RATIO", "SHORTEST_RUN", "TIMES", "cut_loops"]
+
+LOOPING_RATIO = 2.4  # faster-whisper's compression_ratio_threshold
+SHORTEST_RUN = 4  # words
+TIMES = 3  # in a row
+_LONGEST_RUN = 60  # words: a window holds at most a few hundred
+
+T = TypeVar("T")
+
+
+def _bare(word: str) -> str:
+    return word.strip().strip(".,!?;:…«»\"'“”„-—").casefold()
+
+
+def cut_loops(items: Sequence[T], word: Callable[[T], str]) -> list[T]:
+    """``items`` (words, in order; ``word`` reads each one's text) with every run of at least
+    ``SHORTEST_RUN`` words that comes ``TIMES`` times or more in a row kept once (the first)."""
+    keys = [_bare(word(item)) for item in items]
+    out: list[T] = []
+    i = 0
+    while i < len(items):
+        # The shortest run first: a loop of one sentence is also one of two sentences, said half as often.
+        for n in range(SHORTEST_RUN, min(_LONGEST_RUN, (len(items) - i) // TIMES) + 1):
+            run = keys[i : i + n]
+            end = i + n
+            while keys[end : end + n] == run:
+                end += n
+            if end - i >= TIMES * n:
+                out.extend(items[i : i + n])
+                rest = keys[end:]
+                # The loop ran to the window's end: a last copy cut short there goes too.
+                i = len(items) if len(rest) < n and rest == run[: len(rest)] else end
+                break
+        else:
+            out.append(items[i])
+            i += 1
+    return out

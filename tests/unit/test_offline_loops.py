@@ -1,0 +1,50 @@
+"""A decoder's loop cut (``sidecar.providers.offline.loops``): the words a batched window wrote again and
+again kept once, what a person repeats kept as said."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sidecar.providers.offline.loops import cut_loops
+
+# A window of PF15's English at 0 dB of noise, decoded at the beam of five (its end, as written).
+LOOPED = (
+    "The crunch of the crunch of wisdom, all in others. "
+    + "I do not agree with this association of three new places that have been. " * 12
+    + "I do not agree with this association"
+)
+
+
+def words(text: str) -> list[str]:
+    return text.split()
+
+
+def test_a_loop_to_the_windows_end_is_kept_once_and_its_cut_short_copy_goes() -> None:
+    assert " ".join(cut_loops(words(LOOPED), str)) == (
+        "The crunch of the crunch of wisdom, all in others. "
+        "I do not agree with this association of three new places that have been."
+    )
+
+
+def test_a_loop_in_the_middle_is_kept_once_and_what_follows_stays() -> None:
+    text = "We met. " + "Send the report to Anna. " * 4 + "Then we left."
+    assert " ".join(cut_loops(words(text), str)) == "We met. Send the report to Anna. Then we left."
+
+
+def test_what_people_repeat_stays() -> None:
+    for said in [
+        "No, no, no, no, we ship on Friday.",  # a short run, however often
+        "Send the report to Anna. Send the report to Anna. Then leave.",  # a phrase said twice
+        "я я я думаю, что релиз будет в пятницу",
+        "",
+    ]:
+        assert " ".join(cut_loops(words(said), str)) == said
+
+
+def test_the_words_times_are_kept_and_the_case_and_punctuation_of_a_copy_do_not_hide_it() -> None:
+    timed: list[dict[str, Any]] = []
+    for k, w in enumerate(words("Мы договорились. " + "Релиз в пятницу, без отката. релиз в пятницу без отката " * 3)):
+        timed.append({"start": k * 0.5, "end": k * 0.5 + 0.4, "word": " " + w})
+    kept = cut_loops(timed, lambda w: str(w["word"]))
+    assert [w["word"].strip() for w in kept] == "Мы договорились. Релиз в пятницу, без отката.".split()
+    assert [w["start"] for w in kept] == [k * 0.5 for k in range(7)]

@@ -31,9 +31,14 @@ def test_a_loop_in_the_middle_is_kept_once_and_what_follows_stays() -> None:
     assert " ".join(cut_loops(words(text), str)) == "We met. Send the report to Anna. Then we left."
 
 
+def test_a_short_run_looping_many_times_is_kept_once() -> None:
+    text = "I will see one" + " of the few" * 11
+    assert " ".join(cut_loops(words(text), str)) == "I will see one of the few"
+
+
 def test_what_people_repeat_stays() -> None:
     for said in [
-        "No, no, no, no, we ship on Friday.",  # a short run, however often
+        "No, no, no, no, no, we ship on Friday.",  # a short run, five times
         "Send the report to Anna. Send the report to Anna. Then leave.",  # a phrase said twice
         "я я я думаю, что релиз будет в пятницу",
         "",

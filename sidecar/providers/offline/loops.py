@@ -6,9 +6,10 @@ of three new places that have been." twelve times over, to the window's last tok
 and decodes the window again at a higher temperature; decoding a batch of windows at once, faster-whisper
 has no such fallback and hands the loop on as words. Here a window whose text compresses beyond
 ``LOOPING_RATIO`` (faster-whisper's own threshold for "looping") keeps each looping run once: every run of
-at least ``SHORTEST_RUN`` words said ``TIMES`` times or more in a row (and a last copy the window's end cut
-short). What a person repeats — "no, no,
-no", a phrase said twice — is shorter or fewer and stays, and a window that does not loop is untouched.
+``LONG_RUN`` words or more said ``TIMES`` times or more in a row, and every shorter run ("of the few of the
+few…") said ``SHORT_TIMES`` times or more (and a last copy the window's end cut short). What a person
+repeats — "no, no, no", a phrase said twice — is fewer and stays, and a window that does not loop is
+untouched.
 """
 
 from __future__ import annotations
@@ -16,11 +17,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-__all__ = ["LOOPING_RATIO", "SHORTEST_RUN", "TIMES", "cut_loops"]
+__all__ = ["LONG_RUN", "LOOPING_RATIO", "SHORT_TIMES", "TIMES", "cut_loops"]
 
 LOOPING_RATIO = 2.4  # faster-whisper's compression_ratio_threshold
-SHORTEST_RUN = 4  # words
-TIMES = 3  # in a row
+LONG_RUN = 4  # words
+TIMES = 3  # in a row, a run of LONG_RUN words or more
+SHORT_TIMES = 6  # in a row, a shorter run
 _LONGEST_RUN = 60  # words: a window holds at most a few hundred
 
 T = TypeVar("T")
@@ -31,19 +33,20 @@ def _bare(word: str) -> str:
 
 
 def cut_loops(items: Sequence[T], word: Callable[[T], str]) -> list[T]:
-    """``items`` (words, in order; ``word`` reads each one's text) with every run of at least
-    ``SHORTEST_RUN`` words that comes ``TIMES`` times or more in a row kept once (the first)."""
+    """``items`` (words, in order; ``word`` reads each one's text) with every looping run kept once (the
+    first): ``LONG_RUN`` words or more that come ``TIMES`` times or more in a row, or fewer words that come
+    ``SHORT_TIMES`` times or more."""
     keys = [_bare(word(item)) for item in items]
     out: list[T] = []
     i = 0
     while i < len(items):
         # The shortest run first: a loop of one sentence is also one of two sentences, said half as often.
-        for n in range(SHORTEST_RUN, min(_LONGEST_RUN, (len(items) - i) // TIMES) + 1):
+        for n in range(1, min(_LONGEST_RUN, (len(items) - i) // TIMES) + 1):
             run = keys[i : i + n]
             end = i + n
             while keys[end : end + n] == run:
                 end += n
-            if end - i >= TIMES * n:
+            if end - i >= (TIMES if n >= LONG_RUN else SHORT_TIMES) * n:
                 out.extend(items[i : i + n])
                 rest = keys[end:]
                 # The loop ran to the window's end: a last copy cut short there goes too.

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sidecar.providers.offline.loops import cut_loops
+from sidecar.providers.offline.loops import cut_loops, cut_repeated_sentences
 
 # A window of PF15's English at 0 dB of noise, decoded at the beam of five (its end, as written).
 LOOPED = (
@@ -53,3 +53,22 @@ def test_the_words_times_are_kept_and_the_case_and_punctuation_of_a_copy_do_not_
     kept = cut_loops(timed, lambda w: str(w["word"]))
     assert [w["word"].strip() for w in kept] == "Мы договорились. Релиз в пятницу, без отката.".split()
     assert [w["start"] for w in kept] == [k * 0.5 for k in range(7)]
+
+
+# Another window of PF15's English at 0 dB of noise: the loop comes back after other words.
+RETURNING = (
+    "For the B-thing moves to the city to cause the threat to complete the damage. "
+    "With that, where I buy a B-port, I'll answer to that subject in the future. Yes. "
+    "For the B-thing moves to the city to cause the threat to complete the damage. Yes. "
+    "For the b-thing moves to the city to cause the threat to complete the damage "
+)
+
+
+def test_in_a_looping_window_a_sentence_said_again_is_kept_the_first_time_and_short_ones_stay() -> None:
+    assert " ".join(cut_repeated_sentences(words(RETURNING), str)) == (
+        "For the B-thing moves to the city to cause the threat to complete the damage. "
+        "With that, where I buy a B-port, I'll answer to that subject in the future. Yes. Yes."
+    )
+    timed = [{"word": " " + w, "start": float(k)} for k, w in enumerate(words(RETURNING))]
+    kept = cut_repeated_sentences(timed, lambda w: str(w["word"]))
+    assert [w["start"] for w in kept] == [float(k) for k in range(31)] + [46.0]

@@ -7,9 +7,10 @@ and decodes the window again at a higher temperature; decoding a batch of window
 has no such fallback and hands the loop on as words. Here a window whose text compresses beyond
 ``LOOPING_RATIO`` (faster-whisper's own threshold for "looping") keeps each looping run once: every run of
 ``LONG_RUN`` words or more said ``TIMES`` times or more in a row, and every shorter run ("of the few of the
-few…") said ``SHORT_TIMES`` times or more (and a last copy the window's end cut short). What a person
-repeats — "no, no, no", a phrase said twice — is fewer and stays, and a window that does not loop is
-untouched.
+few…") said ``SHORT_TIMES`` times or more (and a last copy the window's end cut short); a loop can also come
+back after other words, so in such a window a sentence of ``LONG_RUN`` words or more said again is kept
+the first time only. What a person repeats — "no, no, no", a phrase said twice — is fewer and stays, and a
+window that does not loop is untouched.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-__all__ = ["LONG_RUN", "LOOPING_RATIO", "SHORT_TIMES", "TIMES", "cut_loops"]
+__all__ = ["LONG_RUN", "LOOPING_RATIO", "SHORT_TIMES", "TIMES", "cut_loops", "cut_repeated_sentences"]
 
 LOOPING_RATIO = 2.4  # faster-whisper's compression_ratio_threshold
 LONG_RUN = 4  # words
@@ -55,4 +56,25 @@ def cut_loops(items: Sequence[T], word: Callable[[T], str]) -> list[T]:
         else:
             out.append(items[i])
             i += 1
+    return out
+
+
+_SENTENCE_END = (".", "!", "?", "…")
+
+
+def cut_repeated_sentences(items: Sequence[T], word: Callable[[T], str]) -> list[T]:
+    """``items`` (a looping window's words) with each sentence of ``LONG_RUN`` words or more that the window
+    said before left out: the loop that comes back after other words ("For the B-thing moves to the city…
+    With that… For the B-thing moves to the city…")."""
+    out: list[T] = []
+    seen: set[tuple[str, ...]] = set()
+    sentence: list[T] = []
+    for n, item in enumerate(items):
+        sentence.append(item)
+        if word(item).strip().endswith(_SENTENCE_END) or n == len(items) - 1:
+            key = tuple(_bare(word(w)) for w in sentence)
+            if len(key) < LONG_RUN or key not in seen:
+                out.extend(sentence)
+                seen.add(key)
+            sentence = []
     return out

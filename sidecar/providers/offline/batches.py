@@ -276,13 +276,11 @@ def _decode_group(
         words = [{"start": moved(w.start), "end": moved(w.end), "word": w.word} for w in segment.words or ()]
         looping = segment.compression_ratio > loops.LOOPING_RATIO
         if looping:  # no fallback decoding here as one window at a time has: the loop is cut (loops says why)
-            words = loops.cut_repeated_sentences(
-                loops.cut_loops(words, lambda w: str(w["word"])), lambda w: str(w["word"])
-            )
+            words = loops.cut(words, lambda w: str(w["word"]))
         if not words:
             text = segment.text.strip()
             if looping:
-                text = " ".join(loops.cut_repeated_sentences(loops.cut_loops(text.split(), str), str))
+                text = " ".join(loops.cut(text.split(), str))
             yield chosen[k], {"start": moved(segment.start), "end": moved(segment.end), "text": text, "words": []}
         else:
             for piece in sentences(words):

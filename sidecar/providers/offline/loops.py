@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-__all__ = ["LONG_RUN", "LOOPING_RATIO", "SHORT_TIMES", "TIMES", "cut_loops", "cut_repeated_sentences"]
+__all__ = ["LONG_RUN", "LOOPING_RATIO", "SHORT_TIMES", "TIMES", "cut", "cut_loops", "cut_repeated_sentences"]
 
 LOOPING_RATIO = 2.4  # faster-whisper's compression_ratio_threshold
 LONG_RUN = 4  # words
@@ -78,3 +78,8 @@ def cut_repeated_sentences(items: Sequence[T], word: Callable[[T], str]) -> list
                 seen.add(key)
             sentence = []
     return out
+
+
+def cut(items: Sequence[T], word: Callable[[T], str]) -> list[T]:
+    """A looping window's words with both kinds of loop cut: runs in a row, then sentences said again."""
+    return cut_repeated_sentences(cut_loops(items, word), word)

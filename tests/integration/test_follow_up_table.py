@@ -123,6 +123,41 @@ def test_a_follow_up_declared_alone_is_queued_claimed_settled_and_journalled(
     }
 
 
+def test_a_follow_up_claimed_after_its_lease_ran_out_says_when_it_ran_out(
+    sender: Caller, service: Caller, superuser: Caller
+) -> None:
+    """The claim keeps a follow-up row's previous lease end as it keeps a recording's: a literary text whose
+    worker died, claimed again after the service was down for three hours, is seen to have waited since
+    that lease ran out (the stall watchdog counts its time up to there), not to have stalled all along."""
+    rid = sender.upload()
+    for to in ("normalized", "submitted", "transcribed", "done"):
+        got = claim(service)
+        assert got is not None and got["id"] == rid
+        settle(
+            service, "records", got, outcome="advanced", to=to, **({"follow_ups": ["literary"]} if to == "done" else {})
+        )
+    t0 = now_ms()
+
+    def claim_at(now: int) -> dict[str, Any]:
+        body = {
+            "now": now,
+            "leases": dict.fromkeys(CLAIMABLE, LEASE_MS),
+            "follow_ups": {"literary": 60_000},
+            "with_record": True,
+        }
+        got = service.http.post("/api/pipeline/claim", json=body)
+        assert got.status_code == 200, got.text
+        return dict(got.json())
+
+    first = claim_at(t0)  # its worker dies: nothing settles it
+    assert first["queue"] == "literary" and first["record"]["lease_ended_at"] == 0
+    second = claim_at(t0 + 3 * 3600 * 1000)
+    assert (second["id"], second["record"]["attempts"]) == (first["id"], 2)
+    assert second["record"]["lease_ended_at"] == t0 + 60_000
+    row = superuser.http.get(f"/api/collections/literary/records/{first['id']}").json()
+    assert row["lease_ended_at"] == t0 + 60_000 and row["claim_token"] == second["token"]
+
+
 async def advance(ctx: StepContext) -> StepResult:
     return Advance("test step done")
 

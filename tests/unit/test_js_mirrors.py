@@ -90,6 +90,11 @@ def test_the_follow_up_queues_are_declared_alike_by_both_halves_and_the_schema()
         }
         assert queue_fields <= fields & insights_fields, name
         assert f"idx_{name}_claim ON {name} (available_at, id)" in made[0].read_text()
+    # Every follow-up table also keeps its previous lease's end (added after the queues were made).
+    added = (MIGRATIONS / "1766966400_follow_up_lease_ended_at.js").read_text()
+    assert re.search(r"const QUEUES = \[([^\]]*)\]", added).group(1).replace('"', "").split(", ") == [  # type: ignore[union-attr]
+        name for name, _ in js
+    ]
 
 
 def test_no_hook_spells_a_stage_out() -> None:

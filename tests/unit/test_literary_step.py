@@ -15,6 +15,7 @@ from docx import Document
 
 from sidecar.outcome import Advance, StepResult, Verdict
 from sidecar.pipeline.pool import WorkerPool
+from sidecar.runtime.clock import FakeClock
 from sidecar.steps import literary
 from sidecar.steps.base import Step, StepContext
 from sidecar.storage.memory import InMemoryStorage
@@ -127,6 +128,25 @@ async def test_a_stop_mid_proofread_hands_the_claim_back_and_a_restart_finishes(
     async with twin_sidecar(storage, steps()) as pool:
         assert await pool.runner.run(await claim(pool)) is Verdict.ADVANCED
     assert row.state == "done" and storage.texts[(rid, "literary")].content.startswith("Speaker 1: Я думаю")
+
+
+async def test_a_proofread_killed_then_a_service_down_for_hours_is_tried_again_not_stalled(
+    storage: InMemoryStorage, clock: FakeClock
+) -> None:
+    """Its worker killed mid-proofread (the lease left to run out), the service down for three hours: the
+    step's time counts only up to the dead claim's lease end, as a recording's does, so the text is made."""
+    rid = storage.add_record()
+    async with twin_sidecar(storage, steps(), own_work_limit=3600) as pool:
+        await finish_recording(pool, storage, rid)
+        dead = await claim(pool)  # its worker dies: nothing settles, the lease runs out unrenewed
+        assert dead.claim.queue == "literary"
+        lease_end = storage.literary_of(rid).claim_expires_at  # type: ignore[union-attr]
+        clock.advance(3 * 3600)
+        again = await claim(pool)
+        assert again.record.lease_ended_at == lease_end and again.record.attempts == 2
+        assert await pool.runner.run(again) is Verdict.ADVANCED
+    row = storage.literary_of(rid)
+    assert row is not None and (row.state, row.halted_at) == ("done", "")
 
 
 async def test_a_failing_proofread_leaves_the_brief_alone(storage: InMemoryStorage) -> None:

@@ -536,7 +536,7 @@ class InMemoryStorage:
                 self._set_aside(ins, "; ".join(wrong))
                 set_aside.append(ins.id)
                 continue
-            ins.lease_ended_at = ins.claim_expires_at  # as a recording's claim: the dead claim's time ends with its lease
+            ins.lease_ended_at = ins.claim_expires_at  # as for a recording: the dead claim ends with its lease
             return Claimed(ins.take(now, lease, queue), ins.view(self.records[ins.record]), tuple(set_aside))
         return None
 

@@ -310,8 +310,8 @@ def test_the_voted_windows_fill_their_batches(
 
 
 def test_blocks_searched_at_once_find_the_same_speech(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Two threads search two blocks at a time (measured by how many searches overlap) and find
-    exactly the regions one thread finds, in the recording's order; no more blocks are held."""
+    """Two threads search two groups of blocks at a time (measured by how many searches overlap) and
+    find exactly the regions one thread finds, in the recording's order; no more blocks are held."""
     from sidecar.media.pcm import PcmReader
 
     audio = _mixed(tmp_path)
@@ -319,42 +319,40 @@ def test_blocks_searched_at_once_find_the_same_speech(tmp_path: Path, monkeypatc
         alone, frames = vad.find_speech_in_blocks(pcm.blocks(10))
     assert len(alone) >= 6 and frames > 60 * 16000
 
-    real = vad.find_speech
+    monkeypatch.setattr(vad, "STREAMS", 2)  # two blocks a group: several groups in this recording
+    real = vad._search
     lock = threading.Lock()
-    running, most, read = [0], [0], [0]
+    running, most, read, searched = [0], [0], [0], [0]
     held: list[int] = []
+    sizes: list[int] = []
 
-    def watched(block: Any, offset: int = 0) -> list[vad.Region]:
+    def watched(group: Any) -> list[vad.Region]:
         with lock:
             running[0] += 1
             most[0] = max(most[0], running[0])
-        time.sleep(0.05)  # long enough for the other thread to start its block
+            sizes.append(len(group))
+        time.sleep(0.05)  # long enough for the other thread to start its group
         try:
-            return real(block, offset)
+            return real(group)
         finally:
             with lock:
                 running[0] -= 1
+                searched[0] += len(group)
 
     def counted(blocks: Iterator[Any]) -> Iterator[Any]:
         for block in blocks:
             read[0] += 1
-            held.append(read[0] - done[0])
+            with lock:
+                held.append(read[0] - searched[0])
             yield block
 
-    done = [0]
-    real_trim = heap.trim
-
-    def trimmed() -> None:
-        done[0] += 1
-        real_trim()
-
-    monkeypatch.setattr(vad, "find_speech", watched)
-    monkeypatch.setattr(heap, "trim", trimmed)
+    monkeypatch.setattr(vad, "_search", watched)
     with PcmReader(audio) as pcm:
         together, frames_together = vad.find_speech_in_blocks(counted(pcm.blocks(10)), 2)
     assert together == alone and frames_together == frames
     assert most[0] == 2
-    assert max(held) <= 3  # the block just read and at most two being searched
+    assert set(sizes[:-1]) == {2}
+    assert max(held) <= 3 * 2  # the group being read and at most two being searched
 
 
 def test_a_block_reader_that_fails_leaves_no_search_running(tmp_path: Path) -> None:

@@ -53,6 +53,20 @@ def test_v5_reads_each_frame_as_its_own_package_does() -> None:
     assert (ours > 0.5).mean() > 0.5  # it hears the speech: the comparison is not of two silences
 
 
+def test_v5_reads_many_streams_at_once_as_it_reads_each_alone() -> None:
+    """Streams of different lengths read side by side, each with its own state, as each is read alone."""
+    audio = _under_noise(_speech(), 10.0)
+    cuts = [0, 7 * 512, 281 * 512, 938 * 512, 970 * 512, audio.size]  # whole frames, 0.2 s to 30 s
+    streams = [audio[a:b] for a, b in zip(cuts, cuts[1:], strict=False)]
+    together = vad._v5_of_streams(streams)
+    assert [t.size for t in together] == [s.size // 512 for s in streams]
+    for stream, heard in zip(streams, together, strict=True):
+        assert np.allclose(heard, vad._v5_of_streams([stream])[0], atol=1e-6)
+    # Each stream starts afresh: the second stream's first frames are not the whole audio's.
+    whole = vad._v5_of_streams([audio[: cuts[2]]])[0]
+    assert not np.allclose(together[1][:20], whole[7:27], atol=1e-3)
+
+
 def test_a_frame_is_speech_where_either_model_hears_it(monkeypatch: pytest.MonkeyPatch) -> None:
     from faster_whisper import vad as segmentation
 
@@ -66,7 +80,7 @@ def test_a_frame_is_speech_where_either_model_hears_it(monkeypatch: pytest.Monke
     found = _speech_seconds(vad.find_speech(audio))
     for alone in (vad._LouderOfBoth._v5_of, _v6):
         monkeypatch.setattr(segmentation, "get_vad_model", lambda alone=alone: alone)
-        monkeypatch.setattr(vad, "_LouderOfBoth", lambda alone=alone: alone)
+        monkeypatch.setattr(vad, "_louder_of_both", lambda alone=alone: alone)
         assert found > _speech_seconds(vad.find_speech(audio))
         monkeypatch.undo()
 

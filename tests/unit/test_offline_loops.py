@@ -72,3 +72,26 @@ def test_in_a_looping_window_a_sentence_said_again_is_kept_the_first_time_and_sh
     timed = [{"word": " " + w, "start": float(k)} for k, w in enumerate(words(RETURNING))]
     kept = cut_repeated_sentences(timed, lambda w: str(w["word"]))
     assert [w["start"] for w in kept] == [float(k) for k in range(31)] + [46.0]
+
+
+# A window of the bench's Russian voice (its sentences read in shuffled rounds): it compresses past the
+# looping ratio, two of its sentences are said twice, and the server's text keeps them as said.
+SAID_TWICE = (
+    "Моя сестра работает врачом в большой городской больнице. "
+    "Поистотравляет состреть его пути через несколько минут. "
+    "Завтра будет солнечно и тепло, поэтому возьми с собой воду. "
+    "Моя сестра работает врачом в большой городской больнице. "
+    "Поистотравляет состреть его пути через несколько минут. "
+    "Сегодня утром я пел кофе на кухне и читал новости."
+)
+
+
+def test_a_sentence_said_twice_stays_and_a_third_time_goes() -> None:
+    assert " ".join(cut_repeated_sentences(words(SAID_TWICE), str)) == SAID_TWICE
+    # Said a third time, it loops: kept the first time only, a copy the window's end cut short counted too.
+    once = SAID_TWICE.replace("воду. Моя сестра работает врачом в большой городской больнице.", "воду.")
+    assert once.count("Моя сестра") == 1
+    third = SAID_TWICE + " Моя сестра работает врачом в большой городской больнице."
+    assert " ".join(cut_repeated_sentences(words(third), str)) == once
+    cut_short = SAID_TWICE + " Моя сестра работает врачом в большой"
+    assert " ".join(cut_repeated_sentences(words(cut_short), str)) == once

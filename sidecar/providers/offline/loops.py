@@ -8,9 +8,9 @@ has no such fallback and hands the loop on as words. Here a window whose text co
 ``LOOPING_RATIO`` (faster-whisper's own threshold for "looping") keeps each looping run once: every run of
 ``LONG_RUN`` words or more said ``TIMES`` times or more in a row, and every shorter run ("of the few of the
 few…") said ``SHORT_TIMES`` times or more (and a last copy the window's end cut short); a loop can also come
-back after other words, so in such a window a sentence of ``LONG_RUN`` words or more said again is kept
-the first time only. What a person repeats — "no, no, no", a phrase said twice — is fewer and stays, and a
-window that does not loop is untouched.
+back after other words, so in such a window a sentence of ``LONG_RUN`` words or more said ``TIMES`` times or
+more is kept the first time only. What a person repeats — "no, no, no", a phrase or a sentence said twice —
+is fewer and stays, and a window that does not loop is untouched.
 """
 
 from __future__ import annotations
@@ -63,20 +63,37 @@ _SENTENCE_END = (".", "!", "?", "…")
 
 
 def cut_repeated_sentences(items: Sequence[T], word: Callable[[T], str]) -> list[T]:
-    """``items`` (a looping window's words) with each sentence of ``LONG_RUN`` words or more that the window
-    said before left out: the loop that comes back after other words ("For the B-thing moves to the city…
-    With that… For the B-thing moves to the city…")."""
+    """``items`` (a looping window's words) with each sentence of ``LONG_RUN`` words or more that comes
+    ``TIMES`` times or more kept the first time only: the loop that comes back after other words ("For
+    the B-thing moves to the city… With that… For the B-thing moves to the city…"). A last copy the
+    window's end cut short counts, and goes. A sentence said twice stays: a recording of repeated
+    sentences (the bench's Russian voice, read in shuffled rounds) says some twice in thirty seconds,
+    which compresses past ``LOOPING_RATIO`` too.
+    """
+    sentences: list[list[T]] = [[]]
+    for item in items:
+        sentences[-1].append(item)
+        if word(item).strip().endswith(_SENTENCE_END):
+            sentences.append([])
+    if not sentences[-1]:
+        sentences.pop()
+    keys = [tuple(_bare(word(w)) for w in sentence) for sentence in sentences]
+    if keys and not word(sentences[-1][-1]).strip().endswith(_SENTENCE_END):
+        # Cut short by the window's end: a copy of the longest earlier sentence it begins, if any.
+        last = keys[-1]
+        begun = [k for k in keys[:-1] if len(k) >= max(LONG_RUN, len(last)) and k[: len(last)] == last]
+        if begun and len(last) >= LONG_RUN:
+            keys[-1] = max(begun, key=len)
+    said: dict[tuple[str, ...], int] = {}
+    for key in keys:
+        said[key] = said.get(key, 0) + 1
     out: list[T] = []
     seen: set[tuple[str, ...]] = set()
-    sentence: list[T] = []
-    for n, item in enumerate(items):
-        sentence.append(item)
-        if word(item).strip().endswith(_SENTENCE_END) or n == len(items) - 1:
-            key = tuple(_bare(word(w)) for w in sentence)
-            if len(key) < LONG_RUN or key not in seen:
-                out.extend(sentence)
-                seen.add(key)
-            sentence = []
+    for sentence, key in zip(sentences, keys, strict=True):
+        if len(key) >= LONG_RUN and said[key] >= TIMES and key in seen:
+            continue
+        out.extend(sentence)
+        seen.add(key)
     return out
 
 

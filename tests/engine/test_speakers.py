@@ -31,7 +31,7 @@ from testkit.pocketbase import running_pocketbase
 from testkit.speakers import Dialogue, der, dialogues, meeting, segment_agreement
 from tests.support.exports import exported, parse_srt
 from tests.support.sidecar import pool_running, running_sidecar
-from tests.support.waiting import eventually, eventually_sync
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.slow
 
@@ -150,38 +150,6 @@ def test_the_engine_finds_speakers_beside_the_words_and_keeps_moving_to_the_end(
         before = [float(v) for k, v in said[: said.index(("doing", Activity.FINDING_SPEAKERS))] if k == "done"]
         assert before[-1] >= duration * RECOGNITION_SHARE - 0.01
     assert len({s.speaker for s in result.segments if s.speaker}) == 2  # and laid over the words
-
-
-def test_once_the_speakers_are_found_the_words_go_on_on_every_cpu(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """With speakers, the words are decoded on the CPUs the speakers leave; once they are found,
-    the groups still to decode are decoded by the same model on every CPU."""
-    from sidecar.providers.offline import batches
-    from sidecar.providers.offline import engine as engine_module
-
-    monkeypatch.setattr(engine_module, "usable_cpus", lambda: 2)
-    monkeypatch.setattr(batches, "GROUP", 2)  # groups of two windows: several groups in two minutes
-    engine = OfflineProvider(OfflineSettings(diarize=True, batch_size=2, language="en")).engine
-    assert (engine.threads, engine.threads_alone) == (1, 2)
-    wav, _turns = meeting(tmp_path / "meeting.wav", 2)
-    real = batches._decode_group
-    decoded_by: list[Any] = []
-
-    def watched(encoder: Any, *args: Any) -> Iterator[tuple[int, dict[str, Any]]]:
-        decoded_by.append(encoder._inner)
-        yield from real(encoder, *args)
-        # The speakers finish before the next group is asked for: the switch is then due.
-        eventually_sync(lambda: not [t for t in threading.enumerate() if t.name == "speakers"], within=120)
-
-    monkeypatch.setattr(batches, "_decode_group", watched)
-    result = engine_module.OfflineEngine.recognize(engine, wav, threading.Event())
-    document = json.loads(result)
-    one, every = engine.load(1), engine.load(2)
-    assert one is not every
-    assert len(decoded_by) >= 2
-    assert decoded_by[0] is one and set(map(id, decoded_by[1:])) == {id(every)}
-    assert len({s.get("speaker") for s in document["segments"]} - {None}) >= 2  # the speakers are laid over the words
 
 
 def test_a_failed_recognition_leaves_no_speakers_running(

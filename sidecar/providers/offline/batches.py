@@ -158,7 +158,6 @@ def decode(
     on_language: Callable[[str], None] | None = None,
     hotwords: str | None = None,
     pace: Pace | None = None,
-    quicker: Callable[[], Any] | None = None,
 ) -> Iterator[dict[str, Any]]:
     """Segments (recording times, words included) of the windows, in order, a batch at a time.
 
@@ -167,8 +166,6 @@ def decode(
 
     ``hotwords``: names and terms the decoder is biased towards (faster-whisper's own).
     ``pace`` hears each window read, decoded and aligned (``pace`` says why).
-    ``quicker`` is asked before each group for the same model on more threads (the CPUs the
-    speakers took are free again); once it answers, the rest is decoded with that one.
 
     ``cancel`` set: no more segments. It is seen before each window the encoder or the alignment
     reads, so a stop waits for at most one batch's decoding (a batch of 8 on one thread of a
@@ -199,9 +196,6 @@ def decode(
         size = batch_size * max(1, GROUP // batch_size)
         for start in range(0, len(rest), size):
             group = rest[start : start + size]
-            if quicker is not None and (faster := quicker()) is not None:
-                encoder.use(faster)
-                quicker = None
             for i, segment in _decode_group(encoder, pcm, spans, group, language, beam_size, batch_size, hotwords):
                 while waiting and waiting[0] < i:
                     yield from held.pop(waiting.pop(0))
@@ -347,10 +341,6 @@ class _WindowByWindow:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
-
-    def use(self, model: Any) -> None:
-        """``model`` from now on (the same weights on more threads); what was kept stays."""
-        self._inner = model
 
     @property
     def model(self) -> Any:

@@ -113,16 +113,12 @@ class OfflineEngine:
         cpus = usable_cpus()
         speakers = max(1, cpus // 2) if wanted else 0
         self.threads = threads_for(settings.threads, max(1, cpus - speakers))
-        # Once a recording's speakers are found, its words go on on their CPUs too: a model's threads
-        # are fixed when it loads, so a second one (an hour with speakers left the decoder on one
-        # thread for its last half, one core idle).
-        self.threads_alone = threads_for(settings.threads, cpus)
         self.diarizer = diarizer.OfflineDiarizer(speakers) if wanted else None
         if wanted:
             heap.one_arena()  # the speakers' thread and the decoder's free for each other (heap says why)
 
-    def load(self, threads: int | None = None) -> Any:
-        """The model on ``threads`` (None: ``self.threads``), verified and loaded on first use (once per process)."""
+    def load(self) -> Any:
+        """The model, verified and loaded on first use (once per process)."""
         name = self.model
         if name in BUNDLED:
             ref = str(model_directory(name, self._settings.cache_dir).resolve())
@@ -135,7 +131,7 @@ class OfflineEngine:
                 raise ModelLoadError(f"the offline model directory {candidate} does not exist")
             else:
                 ref = name  # a model name; faster-whisper fetches it from the hub
-        return load_model(ref, self._settings.compute_type, threads or self.threads, self._replicas)
+        return load_model(ref, self._settings.compute_type, self.threads, self._replicas)
 
     def recognize(
         self,
@@ -193,8 +189,7 @@ class OfflineEngine:
                 segments: list[dict[str, Any]] = []
                 hotwords = " ".join(words) or None
                 batched = self._settings.batch_size > 1
-                quicker = self._after(speakers)
-                for segment in self._segments(model, pcm, regions, chosen, cancel, heard, hotwords, progress, quicker):
+                for segment in self._segments(model, pcm, regions, chosen, cancel, heard, hotwords, progress):
                     segments.extend(split_at_pauses(segment))
                     if not batched:  # batched decoding tells its progress window by window (pace)
                         progress.words(segment["end"])
@@ -225,12 +220,6 @@ class OfflineEngine:
             return transcript.model_dump_json(exclude_none=True).encode()
         return json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode()
 
-    def _after(self, speakers: diarizer.Alongside | None) -> Callable[[], Any] | None:
-        """What the words are decoded with once ``speakers`` are found (None: nothing else)."""
-        if speakers is None or self.threads_alone <= self.threads:
-            return None
-        return lambda: self.load(self.threads_alone) if speakers.wait(0) else None
-
     def _language(self, model: Any, regions: Sequence[vad.Region], asked: str | None) -> str | None:
         """The language asked for (the sender's hint, else the settings'); None: to be voted (or no speech)."""
         wanted = asked or self._settings.language or AUTO
@@ -256,11 +245,9 @@ class OfflineEngine:
         on_language: Callable[[str], None],
         hotwords: str | None = None,
         progress: _Progress | None = None,
-        quicker: Callable[[], Any] | None = None,
     ) -> Iterator[dict[str, Any]]:
         """The recording's segments in its own times: batched (T1; the language voted there when
-        ``language`` is None; ``progress`` told window by window; ``quicker`` asked between groups
-        for a model on more threads), or one window after another."""
+        ``language`` is None; ``progress`` told window by window), or one window after another."""
         if self._settings.batch_size > 1:
             spans = offline_batches.windows(regions)
             pace = None
@@ -280,7 +267,6 @@ class OfflineEngine:
                     on_language=on_language,
                     hotwords=hotwords,
                     pace=pace,
-                    quicker=quicker,
                 )
             except TranscriberError:
                 raise

@@ -9,9 +9,9 @@ words v5 kept, on one English voice v5 lost a third of what v6 kept); a frame
 is speech when either model hears it (the higher probability of the two goes
 to faster-whisper's own segmentation), which kept the most words over PF15's
 four sets together (on the bench's own clean Russian voice it lost a few:
-region edges moved by a frame or two). v5 is read a frame at a time, so eight
-blocks are read side by side (``STREAMS``: one run, eight frames); both
-together search an hour at about 400 times real time on 2 cores (read one
+region edges moved by a frame or two). v5 is read a frame at a time, so four
+blocks are read side by side (``STREAMS``: one run, four frames); both
+together search an hour at about 450 times real time on 2 cores (read one
 block at a time, 220–300), v6 alone at about 950.
 
 Audio is fed a block at a time, so finding the speech of a six-hour recording
@@ -115,8 +115,10 @@ def find_speech(audio: npt.NDArray[np.float32], offset: int = 0) -> list[Region]
 
 
 # Blocks searched together: v5 reads one frame of each of their stretches in one run. A run's cost
-# is mostly its call, not its rows (one thread: a frame alone 185 µs, eight together 57 µs each).
-STREAMS = 8
+# is mostly its call, not its rows (one thread: a frame alone 185 µs, four together 73 µs each, eight
+# 57 µs). Four, not eight: each group is held while searched (an hour's search peaked 69 MB above the
+# loaded models with four, 99 MB with eight, 37 MB a block at a time) and four searched it faster.
+STREAMS = 4
 
 
 def _search(blocks: Sequence[tuple[npt.NDArray[np.float32], int]]) -> list[Region]:

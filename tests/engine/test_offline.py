@@ -14,7 +14,7 @@ from typing import Any
 import anyio
 import pytest
 
-from sidecar.media import heap, vad
+from sidecar.media import vad
 from sidecar.media.audio import normalize
 from sidecar.outcome import HaltCode, PermanentError, RetryableError
 from sidecar.providers.base import Provider, StartRequest

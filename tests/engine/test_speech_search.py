@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 from pathlib import Path
 
@@ -57,7 +58,7 @@ def test_v5_reads_many_streams_at_once_as_it_reads_each_alone() -> None:
     """Streams of different lengths read side by side, each with its own state, as each is read alone."""
     audio = _under_noise(_speech(), 10.0)
     cuts = [0, 7 * 512, 281 * 512, 938 * 512, 970 * 512, audio.size]  # whole frames, 0.2 s to 30 s
-    streams = [audio[a:b] for a, b in zip(cuts, cuts[1:], strict=False)]
+    streams = [audio[a:b] for a, b in itertools.pairwise(cuts)]
     together = vad._v5_of_streams(streams)
     assert [t.size for t in together] == [s.size // 512 for s in streams]
     for stream, heard in zip(streams, together, strict=True):

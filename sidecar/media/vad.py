@@ -226,7 +226,7 @@ def _v5_of_streams(streams: Sequence[npt.NDArray[np.float32]]) -> list[npt.NDArr
         probability, state = run(None, {"input": rows[:going], "state": state, "sr": rate})
         out[i, :going] = probability[:, 0]
     found: list[npt.NDArray[np.float32]] = [np.empty(0, np.float32)] * len(streams)
-    for k, n in zip(range(len(order)), lengths, strict=True):
+    for k, n in enumerate(lengths):
         found[order[k]] = np.ascontiguousarray(out[:n, k])
     return found
 

@@ -21,32 +21,11 @@ from tests.support.operator import ROOT
 MIGRATION = "1766880000_readable_times.js"
 FIXTURE = ROOT / "tests" / "data" / "upgrade" / "v0.1.0.tar.gz"
 # Each collection's times (unix ms), as the schema has them: the view shows each under its own name.
+QUEUED = ["state_entered_at", "paused_until", "claim_expires_at", "available_at", "progress_at", "lease_ended_at"]
 TIMES = {
-    "audio_records": [
-        "state_entered_at",
-        "paused_until",
-        "claim_expires_at",
-        "available_at",
-        "progress_at",
-        "lease_ended_at",
-        "quota_at",
-    ],
-    "insights": [
-        "state_entered_at",
-        "paused_until",
-        "claim_expires_at",
-        "available_at",
-        "progress_at",
-        "lease_ended_at",
-    ],
-    "literary": [
-        "state_entered_at",
-        "paused_until",
-        "claim_expires_at",
-        "available_at",
-        "progress_at",
-        "lease_ended_at",
-    ],
+    "audio_records": [*QUEUED, "quota_at"],
+    "insights": QUEUED,
+    "literary": QUEUED,
     "files": ["removed_at"],
     "recognition_attempts": ["copies_removed_at"],
 }

@@ -114,8 +114,6 @@ class OfflineEngine:
         speakers = max(1, cpus // 2) if wanted else 0
         self.threads = threads_for(settings.threads, max(1, cpus - speakers))
         self.diarizer = diarizer.OfflineDiarizer(speakers) if wanted else None
-        if wanted:
-            heap.one_arena()  # the speakers' thread and the decoder's free for each other (heap says why)
 
     def load(self) -> Any:
         """The model, verified and loaded on first use (once per process)."""
@@ -207,6 +205,7 @@ class OfflineEngine:
             finally:
                 if speakers is not None:
                     speakers.stop()  # at once when finished; after its window when the words failed
+                heap.trim()  # what decoding kept for reuse handed back while the worker waits (heap says why)
         document = {
             "text": " ".join(s["text"] for s in segments if s["text"]),
             "language": voted[0] if voted else None,

@@ -31,6 +31,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from sidecar.media import heap
 from sidecar.outcome import TranscriberError
 
 __all__ = [
@@ -260,11 +261,13 @@ def load_model(ref: str, compute_type: str, threads: int, replicas: int = 1) -> 
         if model is None:
             from faster_whisper import WhisperModel
 
+            heap.one_arena()  # before the model's threads start (heap says why)
             try:
                 model = WhisperModel(
                     ref, device="cpu", compute_type=compute_type, cpu_threads=threads, num_workers=replicas
                 )
             except Exception as e:
                 raise ModelLoadError(f"cannot load the offline model {ref!r}: {e}") from e
+            heap.reuse_large_buffers()  # a window's buffers are tens of megabytes (heap says why)
             _models[key] = model
     return model

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 import sys
 import threading
 import time
@@ -35,6 +34,7 @@ from sidecar.providers.offline.provider import OfflineProvider
 from sidecar.settings import OfflineSettings
 from sidecar.transcript.model import Transcript
 from testkit.audio import compose_wav, concat_to_wav, decode_info
+from testkit.heap_probe import PAGES, faults_after_first_round
 from testkit.wer import names_heard, word_errors
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -680,39 +680,15 @@ def test_a_missing_model_directory_is_a_load_error(tmp_path: Path) -> None:
         anyio.run(missing.start, _request(SPEECH / "fox.ogg"), _no_progress)
 
 
-# A window's buffers are tens of megabytes; once the model is loaded, one freed in a thread is served
-# again from the heap (heap.reuse_large_buffers) instead of being mapped afresh and faulted in.
-_AFTER_LOAD = """
-import ctypes, ctypes.util, resource, threading
-from sidecar.providers.offline.engine import OfflineEngine
-from sidecar.settings import OfflineSettings
-OfflineEngine(OfflineSettings(diarize=False)).load()
-libc = ctypes.CDLL(ctypes.util.find_library("c"))
-libc.malloc.restype = ctypes.c_void_p
-libc.free.argtypes = [ctypes.c_void_p]
-SIZE = 72 * 1024 * 1024
-faults = []
-def work():
-    for _ in range(4):
-        before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-        p = libc.malloc(SIZE)
-        ctypes.memset(p, 1, SIZE)
-        libc.free(p)
-        faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
-t = threading.Thread(target=work)
-t.start()
-t.join()
-print(sum(faults[1:]))
-"""
-
-
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's heap")
 def test_after_the_model_loads_a_windows_buffers_are_reused() -> None:
-    done = subprocess.run(
-        [sys.executable, "-c", _AFTER_LOAD], capture_output=True, text=True, timeout=120, check=False, cwd=ROOT
-    )
-    assert done.returncode == 0, done.stderr
-    assert int(done.stdout) < 72 * 1024 * 1024 // 4096 // 10  # three rounds: each a fresh mapping would fault 55,000
+    """A window's buffers are tens of megabytes; once the model is loaded, one freed in a thread is served
+    again from the heap (heap.reuse_large_buffers) instead of being mapped afresh and faulted in."""
+    load = "from sidecar.providers.offline.engine import OfflineEngine\n"
+    load += "from sidecar.settings import OfflineSettings\n"
+    load += "OfflineEngine(OfflineSettings(diarize=False)).load()"
+    faults = faults_after_first_round(load, 4, cwd=ROOT)
+    assert faults < PAGES // 10  # three rounds: each a fresh mapping would fault 55,000
 
 
 # --- instant -------------------------------------------------------------------

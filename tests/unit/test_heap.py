@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from testkit.heap_probe import PAGES, faults_after_first_round
+
 # Four threads each allocate a little from C, then glibc describes its heaps (malloc_info's XML).
 _CHILD = """
 import ctypes, ctypes.util, sys, threading
@@ -45,43 +47,10 @@ def test_after_one_arena_new_threads_share_the_main_heap(tmp_path: Path) -> None
     assert _heaps("one", tmp_path) == 1
 
 
-# A thread allocates a window-sized buffer (72 MB), writes every page and frees it, five times;
-# the child prints the minor page faults of the last four rounds.
-_ROUNDS = """
-import ctypes, ctypes.util, resource, sys, threading
-from sidecar.media import heap
-if sys.argv[1] == "reuse":
-    heap.one_arena()
-    heap.reuse_large_buffers()
-libc = ctypes.CDLL(ctypes.util.find_library("c"))
-libc.malloc.restype = ctypes.c_void_p
-libc.free.argtypes = [ctypes.c_void_p]
-SIZE = 72 * 1024 * 1024
-faults = []
-def work():
-    for _ in range(5):
-        before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-        p = libc.malloc(SIZE)
-        ctypes.memset(p, 1, SIZE)
-        libc.free(p)
-        faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
-t = threading.Thread(target=work)
-t.start()
-t.join()
-print(sum(faults[1:]))
-"""
-
-
-def _faults(mode: str) -> int:
-    done = subprocess.run(
-        [sys.executable, "-c", _ROUNDS, mode], capture_output=True, text=True, timeout=60, check=False
-    )
-    assert done.returncode == 0, done.stderr
-    return int(done.stdout)
-
-
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's heap")
 def test_reused_large_buffers_are_not_mapped_afresh_each_time() -> None:
-    pages = 72 * 1024 * 1024 // 4096
-    assert _faults("default") > 3 * pages  # the default: every round a fresh mapping, faulted in page by page
-    assert _faults("reuse") < pages // 10  # served again from what the first round left in the heap
+    reuse = "from sidecar.media import heap\nheap.one_arena()\nheap.reuse_large_buffers()"
+    # the default: every round a fresh mapping, faulted in page by page
+    assert faults_after_first_round("", 5) > 3 * PAGES
+    # after the levers: served again from what the first round left in the heap
+    assert faults_after_first_round(reuse, 5) < PAGES // 10

@@ -72,6 +72,12 @@ function claimPlan(app, now, leases) {
   return { params: params, names: names, leaseCase: leaseCase };
 }
 
+// The stall watchdog's clock (the sidecar's runner) runs from the stage's entry or its last
+// progress. The first try in a stage (no attempt spent, never postponed there) moves it to the
+// claim: the time before was a wait in the queue (a backlog, the service down), and a try killed
+// later must not be charged with it. A postponed stage's clock keeps running (P10).
+const FIRST_TRY_STARTS = "CASE WHEN attempts = 0 AND paused_until = 0 THEN {:now} ELSE progress_at END";
+
 // P1–P4: one UPDATE … WHERE id = (SELECT … ORDER BY available_at, id LIMIT 1)
 // inside a transaction. `leases` maps each claimable stage to its lease (ms);
 // the stage table lives in the sidecar and is sent with every claim.
@@ -89,6 +95,7 @@ function claimOnce(app, plan, withRows) {
     ", available_at = " + plan.leaseCase +
     // A new claim starts with no reported activity: the poll derives it until the step says more.
     ", attempts = attempts + 1, activity = '', updated = {:upd}" +
+    ", progress_at = " + FIRST_TRY_STARTS +
     // INDEXED BY: left to itself SQLite picks the state index and sorts every
     // claimable row, leased and paused ones included (measured: 142x slower at
     // 1M rows). The claim index's range skips them.
@@ -145,6 +152,7 @@ function claimFollowUp(app, now, table, lease) {
     "UPDATE " + table + " SET lease_ended_at = claim_expires_at, claim_token = {:token}, claim_expires_at = {:now} + {:lease}" +
     ", available_at = {:now} + {:lease}" +
     ", attempts = attempts + 1, activity = '', updated = {:upd}" +
+    ", progress_at = " + FIRST_TRY_STARTS +
     " WHERE id = (" + head + ") AND " + readable.storedSql(readable.FOLLOW_UP) +
     " RETURNING " + readable.CLAIMED_JSON[table] + " AS row";
   const params = { now: now, lease: Math.floor(lease), upd: datetimes.dbTime(now), token: $security.randomString(40), queued: stages.QUEUED };

@@ -140,16 +140,15 @@ class Runner:
         # Stalled: no progress for longer than the limit, counted from entering the
         # stage or from the last time a step reported progress (a six-hour
         # recording recognized here may take longer than the limit, moving all along).
-        # A record claimed for the first time in its stage, never postponed there, has only
-        # waited in the queue (a backlog, the service down for an upgrade): nothing has
-        # tried and failed to move it, so it is not stalled, however long it waited.
-        waited_only = record.attempts <= 1 and record.paused_until == 0
-        # And time after a dead worker's lease ran out is waiting too: it counts up to that moment.
+        # Waiting is not stalling. The time before the stage's first try (a backlog, the
+        # service down for an upgrade) does not count: that claim set ``progress_at``
+        # (pb_hooks/lib/claim.js), unless the stage was postponed, whose clock runs on (P10).
+        # Nor does the time after a dead worker's lease ran out: it counts up to that moment.
         now = self.clock.now_ms()
         worked_until = min(now, record.lease_ended_at) if record.lease_ended_at else now
         in_stage = timedelta(milliseconds=worked_until - max(record.state_entered_at, record.progress_at))
         limit = self.table.time_limit(stage)
-        if in_stage > limit and not waited_only:
+        if in_stage > limit:
             reason = f"stalled in {stage.name}: no progress for {_human(in_stage)} (limit {_human(limit)})"
             return await self._settle(claimed, Halted(HaltCode.STALLED, reason))
         return await self._settle(claimed, await self._run_step(claimed, stage))

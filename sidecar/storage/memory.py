@@ -109,6 +109,8 @@ class _Queued:
         """Claimed now: a new token and lease, one more attempt (the claim statement's SET)."""
         self.claim_token = secrets.token_urlsafe(30)
         self.claim_expires_at = self.available_at = now + int(lease.total_seconds() * 1000)
+        if self.attempts == 0 and self.paused_until == 0:  # the first try in the stage: the wait was queue time
+            self.progress_at = now
         self.attempts += 1
         self.activity = ""
         return Claim(self.id, self.claim_token, queue)

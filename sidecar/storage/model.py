@@ -122,7 +122,7 @@ class AudioRecord(BaseModel):
     language_hint: str = ""  # the sender's hint at intake ("": none)
     language: str = ""  # found by recognition
     progress: float = 0.0  # 0..1, how far recognition has come
-    progress_at: int = 0  # when it last moved (ms); a step still making progress is not stalled
+    progress_at: int = 0  # when it last moved (ms): its first try in the stage, or a step's progress since
     lease_ended_at: int = 0  # when the previous claim's lease ran out (0: handed back): waiting since, not work
     duration_ms: int = 0  # the recording's decoded length, stored once by normalize (0: not normalized yet)
 

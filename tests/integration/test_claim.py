@@ -203,6 +203,30 @@ def test_release_gives_the_attempt_back_and_postpone_keeps_the_stage_clock(
     assert service.try_claim(now=until + 1).status_code == 200
 
 
+def test_the_first_try_in_a_stage_starts_its_stall_clock_and_later_claims_keep_it(
+    pb: PocketBaseServer, sender: Caller, service: Caller, superuser: Caller
+) -> None:
+    """A record that waited two hours in the queue: its first claim sets ``progress_at`` to the claim's
+    time (the wait is not charged to a try killed later); the claim after that dead try keeps it, and so
+    does a claim after a postpone (the postponed stage's clock runs on, P10)."""
+    rid = sender.upload()
+
+    def stored() -> dict[str, Any]:
+        return dict(superuser.http.get(f"/api/collections/audio_records/records/{rid}").json())
+
+    entered = stored()["state_entered_at"]
+    first_at = entered + 2 * 3600 * 1000
+    service.claim(rid, now=first_at)  # its worker dies: nothing settles it
+    assert stored()["progress_at"] == first_at
+    again = service.claim(rid, now=first_at + LEASE_MS + 1)
+    assert stored()["progress_at"] == first_at and stored()["attempts"] == 2
+    until = first_at + LEASE_MS + 30_000
+    postponed = write(service, rid, "postponed", token=again["token"], until=until, now=first_at + LEASE_MS + 2)
+    assert postponed.status_code == 200
+    service.claim(rid, now=until + 1)
+    assert stored()["progress_at"] == first_at and stored()["state_entered_at"] == entered
+
+
 # -- the states a running system reaches -----------------------------------------------------------
 
 # Values a record's claimed columns hold after a long life: fractional and negative-zero

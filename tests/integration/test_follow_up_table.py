@@ -151,9 +151,10 @@ def test_a_follow_up_claimed_after_its_lease_ran_out_says_when_it_ran_out(
 
     first = claim_at(t0)  # its worker dies: nothing settles it
     assert first["queue"] == "literary" and first["record"]["lease_ended_at"] == 0
+    assert first["record"]["progress_at"] == t0  # its first try: the wait in the queue before is not a stall
     second = claim_at(t0 + 3 * 3600 * 1000)
     assert (second["id"], second["record"]["attempts"]) == (first["id"], 2)
-    assert second["record"]["lease_ended_at"] == t0 + 60_000
+    assert second["record"]["lease_ended_at"] == t0 + 60_000 and second["record"]["progress_at"] == t0
     row = superuser.http.get(f"/api/collections/literary/records/{first['id']}").json()
     assert row["lease_ended_at"] == t0 + 60_000 and row["claim_token"] == second["token"]
 

@@ -267,6 +267,26 @@ async def test_the_time_after_a_dead_workers_lease_ran_out_is_waiting_not_a_stal
     assert ran == ["uploaded"] and storage.row(rid).halted_at == ""
 
 
+async def test_a_try_killed_after_a_long_wait_in_the_queue_is_tried_again_not_stalled(
+    storage: InMemoryStorage, clock: FakeClock
+) -> None:
+    """A record waited a day in the queue (a backlog), the worker of its first try was killed, and the next
+    claim came once that lease ran out: the day was a wait, not a stall, so the step runs again."""
+    rid = storage.add_record()
+    ran: list[int] = []
+
+    async def step(ctx: StepContext) -> StepResult:
+        ran.append(ctx.record.attempts)
+        return Postpone(timedelta(seconds=1))
+
+    async with twin_sidecar(storage, steps(normalize=step), own_work_limit=3600) as pool:
+        clock.advance(24 * 3600)
+        await claim(pool)  # its worker dies: the lease runs out unrenewed
+        clock.advance(pool.runner.table["uploaded"].lease.total_seconds() + 1)
+        assert await pool.runner.run(await claim(pool)) is Verdict.POSTPONED
+    assert ran == [2] and storage.row(rid).halted_at == ""
+
+
 async def test_a_hundred_postpones_neither_move_the_stage_clock_nor_defeat_the_watchdog(
     storage: InMemoryStorage, clock: FakeClock
 ) -> None:

@@ -248,43 +248,28 @@ async def test_a_record_that_only_waited_in_the_queue_is_not_stalled(
     assert ran == [stage] and storage.row(rid).halted_at == ""
 
 
-async def test_the_time_after_a_dead_workers_lease_ran_out_is_waiting_not_a_stall(
-    storage: InMemoryStorage, clock: FakeClock
+@pytest.mark.parametrize("day_in_the_queue", ["before the first try", "after its lease ran out"])
+async def test_a_day_of_waiting_around_a_dead_try_is_not_a_stall(
+    storage: InMemoryStorage, clock: FakeClock, day_in_the_queue: str
 ) -> None:
-    """A worker died in the middle of a step and the service stayed down for a day: the stage's time
-    counts only up to the dead claim's lease end, so the record is tried again, not halted."""
+    """A worker died in the middle of its first try, and a day passed with the record in the queue:
+    before that try (a backlog) or after its lease ran out (the service down). The stage's time counts
+    neither wait, so the next claim runs the step again instead of halting the record."""
     rid = storage.add_record()
-    ran: list[str] = []
+    ran: list[tuple[str, int]] = []
 
     async def step(ctx: StepContext) -> StepResult:
-        ran.append(ctx.record.state)
+        ran.append((ctx.record.state, ctx.record.attempts))
         return Postpone(timedelta(seconds=1))
 
+    day, before = 24 * 3600, day_in_the_queue == "before the first try"
     async with twin_sidecar(storage, steps(normalize=step), own_work_limit=3600) as pool:
-        await claim(pool)  # its worker dies: the lease (2 min) runs out unrenewed
-        clock.advance(24 * 3600)
-        assert await pool.runner.run(await claim(pool)) is Verdict.POSTPONED
-    assert ran == ["uploaded"] and storage.row(rid).halted_at == ""
-
-
-async def test_a_try_killed_after_a_long_wait_in_the_queue_is_tried_again_not_stalled(
-    storage: InMemoryStorage, clock: FakeClock
-) -> None:
-    """A record waited a day in the queue (a backlog), the worker of its first try was killed, and the next
-    claim came once that lease ran out: the day was a wait, not a stall, so the step runs again."""
-    rid = storage.add_record()
-    ran: list[int] = []
-
-    async def step(ctx: StepContext) -> StepResult:
-        ran.append(ctx.record.attempts)
-        return Postpone(timedelta(seconds=1))
-
-    async with twin_sidecar(storage, steps(normalize=step), own_work_limit=3600) as pool:
-        clock.advance(24 * 3600)
+        lease = pool.runner.table["uploaded"].lease.total_seconds()
+        clock.advance(day if before else 0)
         await claim(pool)  # its worker dies: the lease runs out unrenewed
-        clock.advance(pool.runner.table["uploaded"].lease.total_seconds() + 1)
+        clock.advance(lease + 1 if before else day)
         assert await pool.runner.run(await claim(pool)) is Verdict.POSTPONED
-    assert ran == [2] and storage.row(rid).halted_at == ""
+    assert ran == [("uploaded", 2)] and storage.row(rid).halted_at == ""
 
 
 async def test_a_hundred_postpones_neither_move_the_stage_clock_nor_defeat_the_watchdog(

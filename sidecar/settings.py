@@ -232,7 +232,8 @@ class OfflineSettings(Section):
     # speech is hard (a telephone line, a fast or unfamiliar voice, Russian): measured (PF15).
     beam_size: int = Field(default=5, ge=1)
     # 30-second windows decoded at once; 1 decodes them one after another. Each window of a batch
-    # holds about 60 MB while it is decoded; on 2 cores batches of 2, 4 and 8 took the same time (PF9).
+    # holds about 60 MB while it is decoded. On 2 cores with AMX batches of 2, 4 and 8 took the same
+    # time; without AMX 8 decoded about 15 % faster than 4, the same words (PF9).
     batch_size: int = Field(default=4, ge=1, le=64)
     cache_dir: str = ""  # where base's two parts are joined once; default $XDG_CACHE_HOME/transcriber
     # SP1: speaker labels from the optional extra (transcriber[diarize]); unset: on when it is installed.

@@ -7,6 +7,7 @@ is one seek and one read away, and memory holds only that stretch.
 
 from __future__ import annotations
 
+import threading
 import wave
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,11 +31,14 @@ def is_pcm16_mono(path: Path, rate: int = 16000) -> bool:
 
 
 class PcmReader:
-    """Float32 samples of a 16-bit mono WAV, read by range."""
+    """Float32 samples of a 16-bit mono WAV, read by range, from any thread."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self._wave = wave.open(str(path), "rb")
+        # A read is a seek and a read of one file position: two threads reading at once (windows
+        # decoded in streams) would each read from where the other had sought.
+        self._lock = threading.Lock()
         self.rate = self._wave.getframerate()
         self.frames = self._wave.getnframes()
 
@@ -53,8 +57,9 @@ class PcmReader:
         """Samples ``start`` to ``end`` (clipped to the file) as float32 in [-1, 1)."""
         start = max(0, min(start, self.frames))
         end = max(start, min(end, self.frames))
-        self._wave.setpos(start)
-        data = self._wave.readframes(end - start)
+        with self._lock:
+            self._wave.setpos(start)
+            data = self._wave.readframes(end - start)
         return (np.frombuffer(data, dtype="<i2").astype(np.float32)) * np.float32(_SCALE)
 
     def blocks(self, seconds: float) -> Iterator[npt.NDArray[np.float32]]:

@@ -256,6 +256,77 @@ def _clips_in_short_windows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, see
     return compose_wav(parts, tmp_path / "clips.wav")
 
 
+def test_batches_decoded_in_streams_hear_what_one_stream_hears(tmp_path: Path) -> None:
+    """Two batches at once, each from a thread of its own on a replica of the model: the same
+    segments, words and times as the same batches one after another (the vote's included), in
+    the recording's order, and the two really ran at once."""
+    from sidecar.media.pcm import PcmReader
+    from sidecar.providers.offline.pace import Pace
+
+    engine = offline.OfflineEngine(OfflineSettings(diarize=False, threads=1), workers=2)
+    model = engine.load()  # two replicas, a thread each
+    parts: list[Path | float] = []
+    for name in CLIPS:
+        parts += [SPEECH / name, 0.4]
+    audio = compose_wav(parts, tmp_path / "clips.wav")
+
+    class Watched(Pace):
+        """The decoder's calls, counted as they run."""
+
+        def __init__(self) -> None:
+            super().__init__(lambda done: None, 5)
+            self.running = self.most = 0
+            self.lock = threading.Lock()
+
+        def generating(self, windows: int) -> None:
+            with self.lock:
+                self.running += 1
+                self.most = max(self.most, self.running)
+            super().generating(windows)
+
+        def generated(self) -> None:
+            super().generated()
+            with self.lock:
+                self.running -= 1
+
+    heard: dict[int, list[dict[str, Any]]] = {}
+    most: dict[int, int] = {}
+    with PcmReader(audio) as pcm:
+        regions, _ = vad.find_speech_in_blocks(pcm.blocks(600))
+        spans = offline_batches.windows(regions, limit=2 * 16000)
+        assert len(spans) > offline_batches.VOTE_WINDOWS + 4  # a vote, and batches after it
+        for streams in (1, 2):
+            pace = Watched()
+            # Two windows a call either way: one stream of two, or two streams of two (four in all).
+            heard[streams] = list(
+                offline_batches.decode(
+                    model,
+                    pcm,
+                    spans,
+                    language=None,
+                    beam_size=5,
+                    batch_size=2 * streams,
+                    cancel=threading.Event(),
+                    pace=pace,
+                    streams=streams,
+                )
+            )
+            pace.close()
+            most[streams] = pace.most
+    assert most == {1: 1, 2: 2}
+    # The same words; their times within a frame of the model's (20 ms): a window's samples sit at
+    # another place of the array its call reads, and faster-whisper rounds times there.
+    assert [s["text"] for s in heard[2]] == [s["text"] for s in heard[1]]
+    assert [w["word"] for s in heard[2] for w in s["words"]] == [w["word"] for s in heard[1] for w in s["words"]]
+    for one, two in zip(heard[1], heard[2], strict=True):
+        for a, b in zip(one["words"], two["words"], strict=True):
+            assert a["start"] == pytest.approx(b["start"], abs=0.021) and a["end"] == pytest.approx(b["end"], abs=0.021)
+    starts = [s["start"] for s in heard[2]]
+    assert starts == sorted(starts) and len(heard[2]) >= len(spans) // 2
+    errors, words = word_errors(" ".join(CLIPS.values()), " ".join(s["text"] for s in heard[2]))
+    assert errors / words <= 0.15
+
+
 def test_the_batched_vote_outvotes_an_opening_and_costs_no_encoder_pass(
     provider: OfflineProvider, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -298,7 +369,8 @@ def test_the_voted_windows_fill_their_batches(
     aligned = _windows_aligned(monkeypatch)
     monkeypatch.setattr(BatchedInferencePipeline, "forward", forward)
     document = _recognize(provider, audio)
-    size = OfflineSettings().batch_size
+    # A call's windows: the batch, shared by the streams decoding at once (streams_and_threads).
+    size = OfflineSettings().batch_size // provider.engine.streams
     (count,) = seen
     assert count > offline_batches.VOTE_WINDOWS + size  # a vote, and groups after it
     assert sum(batches) == count == sum(encoded)

@@ -114,3 +114,34 @@ def test_a_recordings_first_batch_is_guessed_from_what_the_last_recordings_batch
     second.close()
     steps = [b - a for a, b in itertools.pairwise(told)]
     assert max(steps) <= 0.1 * 8  # no jump at the call's end: it was expected to take what it took
+
+
+def test_batches_decoded_in_streams_each_keep_their_own_call() -> None:
+    """Two streams' calls at once, each from its own thread: one ending leaves the other's clock running."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    clock, told = Clock(), list[float]()
+    pace = Pace(told.append, beam_size=5, clock=clock)  # guessed: decoding takes 7× encoding
+    with ThreadPoolExecutor(1) as a, ThreadPoolExecutor(1) as b:
+
+        def encode(windows: int, seconds: float) -> None:
+            for _ in range(windows):
+                pace.encoding()
+                clock.now += seconds
+                pace.encoded()
+
+        a.submit(encode, 2, 1.0).result()  # stream A reads two windows in 2 s: its call is expected to take 14 s
+        b.submit(encode, 1, 0.5).result()  # stream B reads one in 0.5 s: 3.5 s
+        a.submit(pace.generating, 2).result()
+        b.submit(pace.generating, 1).result()
+        clock.now += 3.5
+        both = pace.done
+        assert both == pytest.approx(3 * ENCODE + GENERATE * (2 * 3.5 / 14 + CAP), abs=0.02 * GENERATE)
+        b.submit(pace.generated).result()
+        # B's windows in full; A's call still counted by its own clock, from its own encoding.
+        assert pace.done == pytest.approx(3 * ENCODE + GENERATE * (1 + 2 * 3.5 / 14))
+        clock.now += 7.0
+        assert pace.done == pytest.approx(3 * ENCODE + GENERATE * (1 + 2 * 10.5 / 14))
+        a.submit(pace.generated).result()
+    assert pace.done == pytest.approx(3 * (ENCODE + GENERATE))
+    assert told == sorted(told)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from sidecar.runtime.threads import cgroup_cpu_limit, threads_for, usable_cpus
+from sidecar.runtime.threads import cgroup_cpu_limit, has_amx, streams_and_threads, threads_for, usable_cpus
 
 
 def _cgroup(tmp_path: Path, files: dict[str, str], own: str = "0::/") -> dict[str, Path]:
@@ -88,13 +88,56 @@ def test_each_decoder_replica_takes_every_usable_cpu_unless_set(threads: int, co
     assert threads_for(threads, cores) == expected
 
 
+@pytest.mark.parametrize(
+    ("threads", "cores", "amx", "expected"),
+    [
+        (0, 2, False, (2, 1)),  # without AMX: a batch per CPU, one thread each
+        (0, 8, False, (8, 1)),
+        (0, 1, False, (1, 1)),
+        (0, 2, True, (1, 2)),  # with AMX: one batch at a time on every CPU
+        (0, 8, True, (1, 8)),
+        (1, 2, True, (2, 1)),  # threads as set: as many batches as the CPUs hold
+        (2, 8, False, (4, 2)),
+        (3, 2, False, (1, 3)),
+    ],
+)
+def test_batched_decoding_spreads_over_the_cpus_by_the_processor(
+    threads: int, cores: int, amx: bool, expected: tuple[int, int]
+) -> None:
+    assert streams_and_threads(threads, cores, amx=amx) == expected
+
+
+_FLAGS = "flags\t\t: fpu vme avx2 avx512f avx512_vnni {extra}\n"
+
+
+@pytest.mark.parametrize(
+    ("extra", "environ", "expected"),
+    [
+        ("amx_bf16 amx_tile amx_int8", {}, True),
+        ("", {}, False),
+        ("amx_bf16 amx_tile", {}, False),  # AMX without its int8 part is no help to an int8 model
+        ("amx_bf16 amx_tile amx_int8", {"MKL_ENABLE_INSTRUCTIONS": "AVX512"}, False),  # turned off for the library
+        ("amx_bf16 amx_tile amx_int8", {"MKL_ENABLE_INSTRUCTIONS": "avx512_e4"}, True),
+    ],
+)
+def test_amx_is_read_from_the_processors_flags(
+    tmp_path: Path, extra: str, environ: dict[str, str], expected: bool
+) -> None:
+    cpuinfo = tmp_path / "cpuinfo"
+    flags = _FLAGS.format(extra=extra)
+    cpuinfo.write_text(f"processor\t: 0\n{flags}\nprocessor\t: 1\n{flags}")
+    assert has_amx(cpuinfo=cpuinfo, environ=environ) is expected
+    assert has_amx(cpuinfo=tmp_path / "missing", environ=environ) is False
+
+
 _CHILD = """
 import json
 from sidecar.runtime.threads import usable_cpus
 from sidecar.providers.offline.provider import OfflineProvider
 from sidecar.settings import OfflineSettings
 provider = OfflineProvider(OfflineSettings(diarize=False), workers=2)
-print(json.dumps({"usable": usable_cpus(), "decoder_threads": provider.engine.threads}))
+engine = provider.engine
+print(json.dumps({"usable": usable_cpus(), "decoder_threads": engine.threads * engine.streams}))
 """
 
 
@@ -109,7 +152,8 @@ def _child(prefix: list[str]) -> dict[str, int]:
 
 @pytest.mark.skipif(shutil.which("taskset") is None, reason="taskset (util-linux) is not installed")
 def test_a_process_pinned_to_one_cpu_decodes_with_one_thread() -> None:
-    """For real: a child limited to one CPU by its affinity derives one thread, however many the host has."""
+    """For real: a child limited to one CPU by its affinity decodes on one thread, however many the host has;
+    unlimited, on every usable CPU (its threads in all its streams)."""
     one = min(os.sched_getaffinity(0))
     assert _child(["taskset", "--cpu-list", str(one)]) == {"usable": 1, "decoder_threads": 1}
     free = _child([])

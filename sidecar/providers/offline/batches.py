@@ -28,6 +28,16 @@ cores four windows encoded at once took 2.07 s against 1.7 s one after
 another, and their peak 0.3 GB more; six windows aligned at once 2.8 s and
 287 MB against 1.8 s and 42 MB one at a time, the same word times.
 
+On a processor without AMX, batches are decoded in **streams**: two (one per
+CPU) at once, each from a thread of its own on a replica of the model with one
+thread, the ``batch_size`` windows shared among them (``in_streams``;
+``streams_and_threads`` in ``sidecar.runtime.threads`` says when). Decoding
+is one token after another; each step's products are small, and a second
+thread inside them gained little and lost to its hand-offs: on 2 cores the
+same eight windows took 4.9–5.4 s in two streams of two against 6.9–8.0 s
+in batches of four on both threads, the same words. Segments still come out
+in the recording's order.
+
 The language, when it is to be found (``language=None``), is voted on the
 encoder's own output for windows spread through the piece, which are decoded
 first: the vote costs no encoder pass of its own (one 30-second encoder pass
@@ -40,9 +50,10 @@ import bisect
 import hashlib
 import threading
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -59,6 +70,7 @@ __all__ = [
     "WINDOW",
     "Window",
     "decode",
+    "in_streams",
     "segment_of",
     "sentences",
     "windows",
@@ -158,6 +170,7 @@ def decode(
     on_language: Callable[[str], None] | None = None,
     hotwords: str | None = None,
     pace: Pace | None = None,
+    streams: int = 1,
 ) -> Iterator[dict[str, Any]]:
     """Segments (recording times, words included) of the windows, in order, a batch at a time.
 
@@ -174,9 +187,31 @@ def decode(
     try:
         if not spans:
             return
+        streams = max(1, min(streams, batch_size))
+        encoder = _WindowByWindow(model, cancel, pace)
+
+        def decoded(chosen: list[int], language: str) -> Iterator[tuple[int, dict[str, Any]]]:
+            """(window index, segment) of the windows ``chosen``, in their order."""
+            if streams == 1:
+                # Whole batches per group, as for the first one: only the piece's last batch may run short.
+                size = batch_size * max(1, GROUP // batch_size)
+                for start in range(0, len(chosen), size):
+                    group = chosen[start : start + size]
+                    yield from _decode_group(encoder, pcm, spans, group, language, beam_size, batch_size, hotwords)
+                    if cancel.is_set():  # before asking for more: the next batch is decoded on demand
+                        return
+                    # A group's buffers handed back before the next (an hour's peak 971 → 959 MB at batch 6).
+                    heap.trim()
+                return
+            each = batch_size // streams
+
+            def one(batch: list[int]) -> list[tuple[int, dict[str, Any]]]:
+                return list(_decode_group(encoder, pcm, spans, batch, language, beam_size, each, hotwords))
+
+            yield from in_streams([chosen[s : s + each] for s in range(0, len(chosen), each)], one, streams)
+
         held: dict[int, list[dict[str, Any]]] = defaultdict(list)
         first: list[int] = []
-        encoder = _WindowByWindow(model, cancel, pace)
         if language is None:
             first = spread(len(spans), VOTE_WINDOWS)
             language = _vote(encoder, pcm, [spans[i] for i in first])
@@ -184,7 +219,7 @@ def decode(
                 on_language(language)
             first = sorted(first + filling(first, len(spans), batch_size))
             # The voted windows' encoder output is let go as their batches take it: none outlives this group.
-            for i, segment in _decode_group(encoder, pcm, spans, first, language, beam_size, batch_size, hotwords):
+            for i, segment in decoded(first, language):
                 held[i].append(segment)
             if cancel.is_set():
                 return
@@ -192,23 +227,37 @@ def decode(
         waiting = sorted(held)
         while waiting and (not rest or waiting[0] < rest[0]):  # decoded first and due first: out now
             yield from held.pop(waiting.pop(0))
-        # Whole batches per group, as for the first one: only the piece's last batch may run short.
-        size = batch_size * max(1, GROUP // batch_size)
-        for start in range(0, len(rest), size):
-            group = rest[start : start + size]
-            for i, segment in _decode_group(encoder, pcm, spans, group, language, beam_size, batch_size, hotwords):
-                while waiting and waiting[0] < i:
-                    yield from held.pop(waiting.pop(0))
-                yield segment
-                if cancel.is_set():
-                    return
-            if cancel.is_set():  # before asking for more: the next batch is decoded on demand
+        for i, segment in decoded(rest, language):
+            while waiting and waiting[0] < i:
+                yield from held.pop(waiting.pop(0))
+            yield segment
+            if cancel.is_set():
                 return
-            heap.trim()  # a group's buffers handed back before the next (an hour's peak 971 → 959 MB at batch 6)
         for i in waiting:
             yield from held.pop(i)
     except _Stopped:  # raised between two windows: the caller sees ``cancel`` set
         return
+
+
+T = TypeVar("T")
+
+
+def in_streams(
+    batches: Sequence[list[int]], run: Callable[[list[int]], list[T]], streams: int
+) -> Generator[T, None, None]:
+    """What ``run`` gives for each batch, in the batches' order, ``streams`` batches run at once.
+
+    Each runs in a thread of its own (the decoder releases the GIL while it works). A batch that
+    failed raises here, in its turn. When the caller stops early or a batch failed, the batches
+    not yet started are dropped and those running are waited for (a cancel ends them at their
+    next window), so nothing is left decoding behind the caller.
+    """
+    pool = ThreadPoolExecutor(max_workers=streams, thread_name_prefix="decoding")
+    try:
+        for running in [pool.submit(run, batch) for batch in batches]:
+            yield from running.result()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def spread(count: int, most: int) -> list[int]:

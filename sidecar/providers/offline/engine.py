@@ -62,7 +62,7 @@ from sidecar.providers.offline import batches as offline_batches
 from sidecar.providers.offline import diarizer
 from sidecar.providers.offline.models import BUNDLED, DEFAULT_MODEL, ModelLoadError, load_model, model_directory
 from sidecar.providers.offline.pace import Pace
-from sidecar.runtime.threads import threads_for, usable_cpus
+from sidecar.runtime.threads import has_amx, streams_and_threads, threads_for, usable_cpus
 from sidecar.settings import OfflineSettings
 from sidecar.transcript.languages import AUTO, code_of
 from sidecar.transcript.model import Transcript
@@ -103,16 +103,22 @@ class OfflineEngine:
     def __init__(self, settings: OfflineSettings, *, workers: int = 1) -> None:
         self._settings = settings
         self.model = settings.model or DEFAULT_MODEL
-        # Every worker of this process may be decoding at once (a replica each), each replica on
-        # the CPUs this process may use (its affinity and cgroup quota, not the host's), less
-        # those the speakers take beside it (diarizer.Alongside): measured on a 30-second note,
-        # 2 cores, speakers on, one decoding thread beside the speakers' one (2.9-3.2 s) beat two
-        # beside it (3.3-3.5 s: three busy threads on two cores).
-        self._replicas = max(1, workers)
+        # Every worker of this process may be decoding at once, each on the CPUs this process may
+        # use (its affinity and cgroup quota, not the host's), less those the speakers take beside
+        # it (diarizer.Alongside): measured on a 30-second note, 2 cores, speakers on, one decoding
+        # thread beside the speakers' one (2.9-3.2 s) beat two beside it (3.3-3.5 s: three busy
+        # threads on two cores). Batched decoding may run ``streams`` batches of a recording at
+        # once, a thread or more each (streams_and_threads says when). The model has a replica for
+        # each call that may run at once, a worker's or a stream's; a call beyond them waits for one.
         wanted = settings.diarize if settings.diarize is not None else diarizer.installed()
         cpus = usable_cpus()
         speakers = max(1, cpus // 2) if wanted else 0
-        self.threads = threads_for(settings.threads, max(1, cpus - speakers))
+        cores = max(1, cpus - speakers)
+        if settings.batch_size > 1:
+            self.streams, self.threads = streams_and_threads(settings.threads, cores, amx=has_amx())
+        else:
+            self.streams, self.threads = 1, threads_for(settings.threads, cores)
+        self._replicas = max(1, workers, self.streams)
         self.diarizer = diarizer.OfflineDiarizer(speakers) if wanted else None
 
     def load(self) -> Any:
@@ -266,6 +272,7 @@ class OfflineEngine:
                     on_language=on_language,
                     hotwords=hotwords,
                     pace=pace,
+                    streams=self.streams,
                 )
             except TranscriberError:
                 raise

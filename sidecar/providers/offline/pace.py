@@ -22,7 +22,10 @@ told as they happen:
 
 ``done`` is in windows (fractions of them); the engine turns it into seconds
 of the recording. A ticker thread tells the clock's part every ``TICK``
-seconds while a decoder call runs.
+seconds while a decoder call runs. Batches decoded in streams (``batches``)
+run their calls at once, each from a thread of its own: each thread's
+encoding and call are its own, and ``done`` counts them all, never told
+lower than before.
 """
 
 from __future__ import annotations
@@ -70,11 +73,14 @@ class Pace:
         self._learned = _LEARNED if learned is None else learned
         self._ratio = self._learned.get(beam_size) or PER_ENCODE.get(beam_size, PER_ENCODE[5] + beam_size - 5)
         self._done = 0.0  # windows, counted from completed parts
-        self._encode_seconds = 0.0  # what encoding the current batch's windows took
-        self._encode_started: float | None = None
-        # The running call: (started, windows, expected seconds, what encoding its windows took).
-        self._call: tuple[float, int, float, float] | None = None
+        # By decoding thread: what encoding its current batch's windows took, when its window's encoding began.
+        self._encode_seconds: dict[int, float] = {}
+        self._encode_started: dict[int, float] = {}
+        # The running calls by thread: (started, windows, expected seconds, what encoding its windows took).
+        self._calls: dict[int, tuple[float, int, float, float]] = {}
+        self._told = 0.0
         self._lock = threading.Lock()
+        self._telling = threading.Lock()
         self._stop = threading.Event()
         self._ticker: threading.Thread | None = None
 
@@ -85,33 +91,37 @@ class Pace:
             return self._done + self._running_share()
 
     def encoding(self) -> None:
-        """A window's encoding starts."""
-        self._encode_started = self._clock()
+        """A window's encoding starts (in this thread)."""
+        with self._lock:
+            self._encode_started[threading.get_ident()] = self._clock()
 
     def encoded(self) -> None:
-        """A window is read by the encoder."""
-        if self._encode_started is not None:
-            self._encode_seconds += self._clock() - self._encode_started
-            self._encode_started = None
+        """A window is read by the encoder (in this thread)."""
+        me = threading.get_ident()
+        with self._lock:
+            started = self._encode_started.pop(me, None)
+            if started is not None:
+                self._encode_seconds[me] = self._encode_seconds.get(me, 0.0) + self._clock() - started
         self._add(ENCODE)
 
     def generating(self, windows: int) -> None:
-        """The decoder's call for a batch of ``windows`` starts; its clock runs until ``generated``."""
-        encoded = self._encode_seconds
-        # Windows the language vote encoded earlier cost nothing now: at least a guess per window.
-        expected = max(encoded * self._ratio, 0.05 * windows)
+        """The decoder's call for a batch of ``windows`` starts in this thread; its clock runs until ``generated``."""
+        me = threading.get_ident()
         with self._lock:
-            self._call = (self._clock(), windows, expected, encoded)
-        self._encode_seconds = 0.0
+            encoded = self._encode_seconds.pop(me, 0.0)
+            # Windows the language vote encoded earlier cost nothing now: at least a guess per window.
+            expected = max(encoded * self._ratio, 0.05 * windows)
+            self._calls[me] = (self._clock(), windows, expected, encoded)
         self._start_ticker()
-        self._tell(self.done)
+        self._say()
 
     def generated(self) -> None:
-        """The decoder's call returned: its windows' share in full, and the ratio learned from it."""
+        """This thread's decoder call returned: its windows' share in full, and the ratio learned from it."""
         with self._lock:
-            if self._call is None:
+            call = self._calls.pop(threading.get_ident(), None)
+            if call is None:
                 return
-            started, windows, _expected, encoded = self._call
+            started, windows, _expected, encoded = call
             took = self._clock() - started
             if encoded > 0 and took > 0:
                 # What the call took against what encoding its windows took: the next call's guess, and (a batch's)
@@ -119,9 +129,8 @@ class Pace:
                 self._ratio = took / encoded
                 if windows >= TEACHES:
                     self._learned[self._beam] = self._ratio
-            self._call = None
             self._done += GENERATE * windows
-        self._tell(self.done)
+        self._say()
 
     def aligned(self) -> None:
         """A window's words are aligned."""
@@ -135,13 +144,22 @@ class Pace:
     def _add(self, share: float) -> None:
         with self._lock:
             self._done += share
-        self._tell(self.done)
+        self._say()
+
+    def _say(self) -> None:
+        """``done`` told, unless another thread has told more meanwhile."""
+        with self._telling:
+            done = self.done
+            if done >= self._told:
+                self._told = done
+                self._tell(done)
 
     def _running_share(self) -> float:
-        if self._call is None:
-            return 0.0
-        started, windows, expected, _encoded = self._call
-        return GENERATE * windows * _told((self._clock() - started) / expected)
+        now = self._clock()
+        return sum(
+            GENERATE * windows * _told((now - started) / expected)
+            for started, windows, expected, _encoded in self._calls.values()
+        )
 
     def _start_ticker(self) -> None:
         if self._ticker is not None:
@@ -149,8 +167,8 @@ class Pace:
 
         def tick() -> None:
             while not self._stop.wait(TICK):
-                if self._call is not None:
-                    self._tell(self.done)
+                if self._calls:
+                    self._say()
 
         self._ticker = threading.Thread(target=tick, name="decoding-pace", daemon=True)
         self._ticker.start()

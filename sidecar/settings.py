@@ -226,7 +226,10 @@ class OfflineSettings(Section):
     model: str = "base"  # a bundled model (base, tiny.en), a local model directory, or a model name
     language: Language = AUTO  # auto: found by voting over the recording's speech
     compute_type: str = "int8"
-    # Threads of each decoding worker; 0: the CPUs this process may use, less the speakers' half.
+    # Threads of each decoding call; 0: the CPUs this process may use, less the speakers' half.
+    # Set below them (batch_size > 1), a recording's batches are decoded in streams, as many at once
+    # as those CPUs hold, sharing its batch_size windows: on 2 cores as fast as one batch on both,
+    # for 50-140 MB more; the setting to try on more cores (one batch gains little from each thread).
     threads: int = Field(default=0, ge=0)
     # Hypotheses searched per window. 1 (greedy) is faster but makes more word errors where the
     # speech is hard (a telephone line, a fast or unfamiliar voice, Russian): measured (PF15).

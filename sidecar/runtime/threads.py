@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import os
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
@@ -24,7 +24,6 @@ import anyio.lowlevel
 __all__ = [
     "STOP_WAIT",
     "cgroup_cpu_limit",
-    "has_amx",
     "left_running",
     "run_in_thread",
     "streams_and_threads",
@@ -144,40 +143,21 @@ def threads_for(threads: int, cores: int | None = None) -> int:
     return max(1, cores if cores is not None else usable_cpus())
 
 
-def streams_and_threads(threads: int, cores: int, *, amx: bool) -> tuple[int, int]:
+def streams_and_threads(threads: int, cores: int) -> tuple[int, int]:
     """How batched decoding spreads over ``cores``: (batches decoded at once, threads each).
 
-    ``threads`` as set: as many batches at once as ``cores`` hold. Unset (0), it depends on the
-    processor, measured on 2 cores, the same eight windows at a beam of five, the same words:
-    without AMX two batches at once on one thread each decoded them in 4.9–5.4 s, one batch at a
-    time on both threads in 6.9–8.0 s (one token after another, a step's small products gain
-    little from a second thread, and lose to its hand-offs); with AMX one batch at a time on both
-    threads was the faster, 5.97 s against 6.81 s.
+    Unset (0): one batch at a time on every core. Set below the cores: as many batches at once as
+    the cores hold, each on ``threads`` of them. Measured on 2 cores without AMX, the same words
+    either way: the engine alone in a script, two batches of two windows at once on a thread each
+    took 29-34 s over ten minutes of Russian against 43-57 s for batches of four on both threads;
+    through the pipeline, where one batch on both threads ran faster (33 s), the two were level
+    (0.94-1.20×) and the streams held 50-140 MB more. With AMX, one batch on both threads was the
+    faster (5.97 s against 6.81 s for the same eight windows). A decoding step is small: on more
+    cores, one batch gains little from each thread added, which is what streams are for.
     """
     if threads:
         return max(1, cores // threads), threads
-    cores = max(1, cores)
-    return (1, cores) if amx else (cores, 1)
-
-
-def has_amx(*, cpuinfo: Path = Path("/proc/cpuinfo"), environ: Mapping[str, str] | None = None) -> bool:
-    """Whether the processor has AMX for int8 and the math library is left to use it.
-
-    ``MKL_ENABLE_INSTRUCTIONS`` set to a level below AMX's (``AVX512_E4``), e.g. ``AVX512``,
-    turns it off for the decoder: so it does here too.
-    """
-    env = os.environ if environ is None else environ
-    limit = env.get("MKL_ENABLE_INSTRUCTIONS", "").strip().upper()
-    if limit and limit not in ("AVX512_E4", "AVX512_E5"):
-        return False
-    try:
-        text = cpuinfo.read_text(errors="replace")
-    except OSError:
-        return False
-    for line in text.splitlines():
-        if line.startswith("flags"):
-            return "amx_int8" in line.split(":", 1)[-1].split()
-    return False
+    return 1, max(1, cores)
 
 
 # How long a cancelled caller waits for its work to notice before going on without it.

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from sidecar.runtime.threads import cgroup_cpu_limit, has_amx, streams_and_threads, threads_for, usable_cpus
+from sidecar.runtime.threads import cgroup_cpu_limit, streams_and_threads, threads_for, usable_cpus
 
 
 def _cgroup(tmp_path: Path, files: dict[str, str], own: str = "0::/") -> dict[str, Path]:
@@ -89,45 +89,21 @@ def test_each_decoder_replica_takes_every_usable_cpu_unless_set(threads: int, co
 
 
 @pytest.mark.parametrize(
-    ("threads", "cores", "amx", "expected"),
+    ("threads", "cores", "expected"),
     [
-        (0, 2, False, (2, 1)),  # without AMX: a batch per CPU, one thread each
-        (0, 8, False, (8, 1)),
-        (0, 1, False, (1, 1)),
-        (0, 2, True, (1, 2)),  # with AMX: one batch at a time on every CPU
-        (0, 8, True, (1, 8)),
-        (1, 2, True, (2, 1)),  # threads as set: as many batches as the CPUs hold
-        (2, 8, False, (4, 2)),
-        (3, 2, False, (1, 3)),
+        (0, 2, (1, 2)),  # unset: one batch at a time on every core
+        (0, 8, (1, 8)),
+        (0, 1, (1, 1)),
+        (1, 2, (2, 1)),  # set below the cores: as many batches at once as they hold
+        (2, 8, (4, 2)),
+        (3, 8, (2, 3)),
+        (3, 2, (1, 3)),  # set above them: one batch on as many
     ],
 )
-def test_batched_decoding_spreads_over_the_cpus_by_the_processor(
-    threads: int, cores: int, amx: bool, expected: tuple[int, int]
+def test_batched_decoding_runs_in_streams_when_threads_are_set_below_the_cores(
+    threads: int, cores: int, expected: tuple[int, int]
 ) -> None:
-    assert streams_and_threads(threads, cores, amx=amx) == expected
-
-
-_FLAGS = "flags\t\t: fpu vme avx2 avx512f avx512_vnni {extra}\n"
-
-
-@pytest.mark.parametrize(
-    ("extra", "environ", "expected"),
-    [
-        ("amx_bf16 amx_tile amx_int8", {}, True),
-        ("", {}, False),
-        ("amx_bf16 amx_tile", {}, False),  # AMX without its int8 part is no help to an int8 model
-        ("amx_bf16 amx_tile amx_int8", {"MKL_ENABLE_INSTRUCTIONS": "AVX512"}, False),  # turned off for the library
-        ("amx_bf16 amx_tile amx_int8", {"MKL_ENABLE_INSTRUCTIONS": "avx512_e4"}, True),
-    ],
-)
-def test_amx_is_read_from_the_processors_flags(
-    tmp_path: Path, extra: str, environ: dict[str, str], expected: bool
-) -> None:
-    cpuinfo = tmp_path / "cpuinfo"
-    flags = _FLAGS.format(extra=extra)
-    cpuinfo.write_text(f"processor\t: 0\n{flags}\nprocessor\t: 1\n{flags}")
-    assert has_amx(cpuinfo=cpuinfo, environ=environ) is expected
-    assert has_amx(cpuinfo=tmp_path / "missing", environ=environ) is False
+    assert streams_and_threads(threads, cores) == expected
 
 
 _CHILD = """

@@ -28,15 +28,15 @@ cores four windows encoded at once took 2.07 s against 1.7 s one after
 another, and their peak 0.3 GB more; six windows aligned at once 2.8 s and
 287 MB against 1.8 s and 42 MB one at a time, the same word times.
 
-On a processor without AMX, batches are decoded in **streams**: two (one per
-CPU) at once, each from a thread of its own on a replica of the model with one
-thread, the ``batch_size`` windows shared among them (``in_streams``;
-``streams_and_threads`` in ``sidecar.runtime.threads`` says when). Decoding
-is one token after another; each step's products are small, and a second
-thread inside them gained little and lost to its hand-offs: on 2 cores the
-same eight windows took 4.9–5.4 s in two streams of two against 6.9–8.0 s
-in batches of four on both threads, the same words. Segments still come out
-in the recording's order.
+With ``[offline] threads`` set below the cores, batches are decoded in
+**streams**: as many at once as the cores hold, each from a thread of its own
+on a replica of the model, the ``batch_size`` windows shared among them
+(``in_streams``; ``streams_and_threads`` in ``sidecar.runtime.threads``).
+Decoding is one token after another and each step's products are small, so
+a batch gains little from each thread added; on 2 cores through the pipeline
+the two ways were level (that function's docstring has the figures), on
+more cores streams are what keeps them busy. Segments still come out in the
+recording's order.
 
 The language, when it is to be found (``language=None``), is voted on the
 encoder's own output for windows spread through the piece, which are decoded
@@ -214,7 +214,7 @@ def decode(
         first: list[int] = []
         if language is None:
             first = spread(len(spans), VOTE_WINDOWS)
-            language = _vote(encoder, pcm, [spans[i] for i in first])
+            language = _vote(encoder, pcm, [spans[i] for i in first], streams)
             if on_language is not None:
                 on_language(language)
             first = sorted(first + filling(first, len(spans), batch_size))
@@ -354,15 +354,16 @@ def _compact(pcm: Any, group: Sequence[Window]) -> tuple[npt.NDArray[np.float32]
 # --- the language, voted on the encoder's output ------------------------------------
 
 
-def _vote(encoder: _WindowByWindow, pcm: Any, group: Sequence[Window]) -> str:
+def _vote(encoder: _WindowByWindow, pcm: Any, group: Sequence[Window], streams: int = 1) -> str:
     """The language with the most probability over ``group``, each window weighted by the speech it holds.
 
     One window of music, silence or another voice at the start cannot outvote the rest. The
-    encoder's output for these windows is kept in ``encoder`` for their decoding.
+    encoder's output for these windows is kept in ``encoder`` for their decoding; in streams,
+    ``streams`` windows are encoded at once.
     """
     audio, placed = _compact(pcm, group)
     features = np.stack([encoder.features(audio[a : a + size]) for a, size in placed])
-    encoded = encoder.encode_kept(features)
+    encoded = encoder.encode_kept(features, streams)
     votes: dict[str, float] = defaultdict(float)
     for (_a, size), ranked in zip(placed, encoder.model.detect_language(encoded), strict=True):
         weight = min(size, WINDOW) / WINDOW
@@ -402,9 +403,16 @@ class _WindowByWindow:
 
         return np.asarray(pad_or_trim(self._inner.feature_extractor(samples)[..., :-1]), dtype=np.float32)
 
-    def encode_kept(self, features: npt.NDArray[np.float32]) -> Any:
-        """The encoder's output for ``features`` (the vote's windows), kept until their batch asks for it."""
-        rows = [self._one(f) for f in features]
+    def encode_kept(self, features: npt.NDArray[np.float32], streams: int = 1) -> Any:
+        """The encoder's output for ``features`` (the vote's windows), kept until their batch asks for it.
+
+        In streams the windows are encoded ``streams`` at once, each on a thread of its own: one after another
+        on a stream's thread, they would leave the other cores idle.
+        """
+        if streams > 1:
+            rows = list(in_streams([[k] for k in range(len(features))], lambda k: [self._one(features[k[0]])], streams))
+        else:
+            rows = [self._one(f) for f in features]
         for f, row in zip(features, rows, strict=True):
             self._kept[_key(f)] = row
         return _as_batch(rows)

@@ -62,7 +62,7 @@ from sidecar.providers.offline import batches as offline_batches
 from sidecar.providers.offline import diarizer
 from sidecar.providers.offline.models import BUNDLED, DEFAULT_MODEL, ModelLoadError, load_model, model_directory
 from sidecar.providers.offline.pace import Pace
-from sidecar.runtime.threads import has_amx, streams_and_threads, threads_for, usable_cpus
+from sidecar.runtime.threads import streams_and_threads, threads_for, usable_cpus
 from sidecar.settings import OfflineSettings
 from sidecar.transcript.languages import AUTO, code_of
 from sidecar.transcript.model import Transcript
@@ -107,15 +107,15 @@ class OfflineEngine:
         # use (its affinity and cgroup quota, not the host's), less those the speakers take beside
         # it (diarizer.Alongside): measured on a 30-second note, 2 cores, speakers on, one decoding
         # thread beside the speakers' one (2.9-3.2 s) beat two beside it (3.3-3.5 s: three busy
-        # threads on two cores). Batched decoding may run ``streams`` batches of a recording at
-        # once, a thread or more each (streams_and_threads says when). The model has a replica for
+        # threads on two cores). Batched decoding runs ``streams`` batches of a recording at once
+        # when ``threads`` is set below the cores (streams_and_threads). The model has a replica for
         # each call that may run at once, a worker's or a stream's; a call beyond them waits for one.
         wanted = settings.diarize if settings.diarize is not None else diarizer.installed()
         cpus = usable_cpus()
         speakers = max(1, cpus // 2) if wanted else 0
         cores = max(1, cpus - speakers)
         if settings.batch_size > 1:
-            self.streams, self.threads = streams_and_threads(settings.threads, cores, amx=has_amx())
+            self.streams, self.threads = streams_and_threads(settings.threads, cores)
         else:
             self.streams, self.threads = 1, threads_for(settings.threads, cores)
         self._replicas = max(1, workers, self.streams)

@@ -229,7 +229,7 @@ class OfflineSettings(Section):
     # Threads of each decoding call; 0: the CPUs this process may use, less the speakers' half.
     # Set below them (batch_size > 1), a recording's batches are decoded in streams, as many at once
     # as those CPUs hold, sharing its batch_size windows: on 2 cores as fast as one batch on both,
-    # for 50-140 MB more; the setting to try on more cores (one batch gains little from each thread).
+    # for up to 140 MB more; the setting to try on more cores (one batch gains little from each thread).
     threads: int = Field(default=0, ge=0)
     # Hypotheses searched per window. 1 (greedy) is faster but makes more word errors where the
     # speech is hard (a telephone line, a fast or unfamiliar voice, Russian): measured (PF15).

@@ -151,7 +151,7 @@ def streams_and_threads(threads: int, cores: int) -> tuple[int, int]:
     either way: the engine alone in a script, two batches of two windows at once on a thread each
     took 29-34 s over ten minutes of Russian against 43-57 s for batches of four on both threads;
     through the pipeline, where one batch on both threads ran faster (33 s), the two were level
-    (0.94-1.20×) and the streams held 50-140 MB more. With AMX, one batch on both threads was the
+    (0.94-1.20×) and the streams held up to 140 MB more. With AMX, one batch on both threads was the
     faster (5.97 s against 6.81 s for the same eight windows). A decoding step is small: on more
     cores, one batch gains little from each thread added, which is what streams are for.
     """

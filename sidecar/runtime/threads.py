@@ -155,8 +155,9 @@ def streams_and_threads(threads: int, cores: int) -> tuple[int, int]:
     faster (5.97 s against 6.81 s for the same eight windows). A decoding step is small: on more
     cores, one batch gains little from each thread added, which is what streams are for.
     """
-    each = threads_for(threads, cores)
-    return max(1, cores // each), each
+    if threads:
+        return max(1, cores // threads), threads
+    return 1, max(1, cores)
 
 
 # How long a cancelled caller waits for its work to notice before going on without it.

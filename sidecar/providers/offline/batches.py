@@ -240,10 +240,11 @@ def decode(
 
 
 T = TypeVar("T")
-U = TypeVar("U")
 
 
-def in_streams(batches: Sequence[U], run: Callable[[U], list[T]], streams: int) -> Generator[T, None, None]:
+def in_streams(
+    batches: Sequence[list[int]], run: Callable[[list[int]], list[T]], streams: int
+) -> Generator[T, None, None]:
     """What ``run`` gives for each batch, in the batches' order, ``streams`` batches run at once.
 
     Each runs in a thread of its own (the decoder releases the GIL while it works). A batch that
@@ -409,7 +410,7 @@ class _WindowByWindow:
         on a stream's thread, they would leave the other cores idle.
         """
         if streams > 1:
-            rows = list(in_streams(list(features), lambda f: [self._one(f)], streams))
+            rows = list(in_streams([[k] for k in range(len(features))], lambda k: [self._one(features[k[0]])], streams))
         else:
             rows = [self._one(f) for f in features]
         for f, row in zip(features, rows, strict=True):

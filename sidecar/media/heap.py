@@ -28,7 +28,7 @@ import ctypes
 import ctypes.util
 from collections.abc import Callable
 
-__all__ = ["KEEP_FREED", "one_arena", "reuse_large_buffers", "trim"]
+__all__ = ["KEEP_FREED", "map_large_buffers", "one_arena", "reuse_large_buffers", "trim"]
 
 
 def _libc(name: str) -> Callable[..., int] | None:
@@ -45,6 +45,7 @@ _MALLOPT = _libc("mallopt")
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_MAX = -4
 _M_ARENA_MAX = -8
+_DEFAULT_MMAP_MAX = 65536
 # Freed memory at the heap's top kept for reuse before it is handed back: a few of a window's
 # largest buffers (72 MB each). 64 MB kept left 1.4 million page faults of the 4 million.
 KEEP_FREED = 256 << 20
@@ -82,3 +83,14 @@ def reuse_large_buffers() -> None:
     if _MALLOPT is not None:
         _MALLOPT(_M_MMAP_MAX, 0)
         _MALLOPT(_M_TRIM_THRESHOLD, KEEP_FREED)
+
+
+def map_large_buffers() -> None:
+    """Large buffers as fresh mappings again, as glibc has them by default (``reuse_large_buffers`` undone).
+
+    For loading a second model once the first has turned reuse on: its load's buffers, served from
+    the heap, stayed there behind the weights it keeps (a second copy of Whisper base raised the
+    resident size by 253 MB; as mappings, by the weights alone).
+    """
+    if _MALLOPT is not None:
+        _MALLOPT(_M_MMAP_MAX, _DEFAULT_MMAP_MAX)

@@ -307,3 +307,113 @@ def test_the_speakers_load_beside_the_start_not_before_it(monkeypatch: pytest.Mo
     assert loading.wait(10) and not release.is_set()
     assert loads == ["speakers-load"]
     release.set()
+
+
+def test_alone_the_first_windows_are_read_on_every_cpu_before_the_speakers_start(
+    provider: OfflineProvider, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A recording decoded alone has its first windows (the vote's) encoded by the copy of the model
+    on every CPU, then its speakers start, beside the decoding; its words are those the model's own
+    encoder gives. Beside another recognition, the speakers start at once and the copy is left alone.
+    Two recognitions really overlap here: the first is held at its first window until the second is done."""
+    from sidecar.providers.offline import batches
+    from sidecar.providers.offline import engine as engine_module
+
+    monkeypatch.setattr(engine_module, "usable_cpus", lambda: 2)
+    fresh = OfflineProvider(OfflineSettings(diarize=True))
+    assert (fresh.engine.threads, fresh.engine.ahead_threads) == (1, 2)
+    fresh.engine.diarizer = provider.engine.diarizer  # loaded already
+    wav = _wav(next(d for d in DIALOGUES if d.audio.stem == "en_2speakers").audio, tmp_path, provider)
+    other = tmp_path / "other.wav"
+    shutil.copyfile(wav, other)
+    _model, ahead = fresh.engine._load()
+    assert ahead is not None
+
+    events: list[tuple[str, str, bool]] = []  # (what, whose, on the copy)
+    held, release = threading.Event(), threading.Event()
+    encode, decode_group = batches._WindowByWindow._one, batches._decode_group
+
+    def encoded(self: Any, features: Any, model: Any = None) -> Any:
+        whose = threading.current_thread().name
+        if whose == "first" and not release.is_set():
+            held.set()
+            release.wait(120)
+        events.append(("encoded", whose, model is ahead))
+        return encode(self, features, model)
+
+    def decoding(*args: Any, **kwargs: Any) -> Iterator[Any]:
+        events.append(("decoding", threading.current_thread().name, False))
+        yield from decode_group(*args, **kwargs)
+
+    diarizer = provider.engine.diarizer
+    assert diarizer is not None
+    own = diarizer.diarize
+
+    def diarize(path: Path, *args: Any, **kwargs: Any) -> Any:
+        events.append(("speakers", "first" if path == wav else "second", False))
+        return own(path, *args, **kwargs)
+
+    monkeypatch.setattr(batches._WindowByWindow, "_one", encoded)
+    monkeypatch.setattr(batches, "_decode_group", decoding)
+    monkeypatch.setattr(diarizer, "diarize", diarize)
+
+    def whose(name: str) -> list[tuple[str, bool]]:
+        return [(what, copy) for what, who, copy in events if who == name]
+
+    def recognized(*names: str, language: str | None = None) -> dict[str, Any]:
+        """Each recognition in a thread of its name, started in this order, each once the last is under way."""
+        results: dict[str, bytes] = {}
+        threads = []
+        for name in names:
+            path = wav if name == "first" else other
+            threads.append(
+                threading.Thread(
+                    target=lambda n=name, p=path: results.update(
+                        {n: fresh.engine.recognize(p, threading.Event(), language=language)}
+                    ),
+                    name=name,
+                )
+            )
+            threads[-1].start()
+            if not release.is_set():
+                assert held.wait(60)  # the first is at its first window, holding the copy
+        for t in reversed(threads):
+            t.join(300)
+            release.set()
+        assert set(results) == set(names)
+        return {name: fresh.parse(raw) for name, raw in results.items()}
+
+    # Alone: the copy reads the vote's windows, then the speakers start, then the decoding.
+    release.set()
+    alone = recognized("first")["first"]
+    order = whose("first")
+    started = order.index(("speakers", False))
+    assert started >= 1 and order[:started] == [("encoded", True)] * started
+    assert order[started + 1][0] == "decoding"
+
+    # The language given: no vote, the first batch's windows are read by the copy, the same way.
+    events.clear()
+    given = recognized("first", language="en")["first"]
+    order = whose("first")
+    started = order.index(("speakers", False))
+    assert started >= 1 and order[:started] == [("encoded", True)] * started
+    assert given.text == alone.text
+
+    # The same words as the model's own encoder gives (no copy: speakers at once).
+    events.clear()
+    monkeypatch.setattr(fresh.engine, "ahead_threads", 0)
+    own_encoder = recognized("first")["first"]
+    assert whose("first")[0] == ("speakers", False) and not any(copy for _what, copy in whose("first"))
+    assert [s.text for s in alone.segments] == [s.text for s in own_encoder.segments]
+    assert len({s.speaker for s in alone.segments if s.speaker}) == 2
+    monkeypatch.setattr(fresh.engine, "ahead_threads", 2)
+
+    # Two at once: the first holds the copy; the second, started meanwhile, is not alone.
+    events.clear()
+    release.clear()
+    both = recognized("first", "second")
+    seconds = whose("second")
+    assert seconds[0] == ("speakers", False) and ("encoded", False) in seconds
+    assert not any(copy for _what, copy in seconds)
+    assert whose("first")[0] == ("encoded", True)
+    assert both["first"].text == both["second"].text == alone.text

@@ -42,6 +42,13 @@ The language, when it is to be found (``language=None``), is voted on the
 encoder's own output for windows spread through the piece, which are decoded
 first: the vote costs no encoder pass of its own (one 30-second encoder pass
 is about a third of a window's decoding on 2 cores).
+
+The windows encoded before any decoding starts (the vote's, else the first
+batch's) may be read by another copy of the model (``ahead``), one on more
+threads: the engine hands one over when the speakers would otherwise take
+the other CPUs from the start (``OfflineEngine.ahead_threads`` says when).
+An encoder pass is one large product that every thread shares; a decoding
+step is not.
 """
 
 from __future__ import annotations
@@ -171,11 +178,16 @@ def decode(
     hotwords: str | None = None,
     pace: Pace | None = None,
     streams: int = 1,
+    ahead: Any | None = None,
+    on_ahead: Callable[[], None] | None = None,
 ) -> Iterator[dict[str, Any]]:
     """Segments (recording times, words included) of the windows, in order, a batch at a time.
 
     ``language`` None: voted first, on windows spread through ``spans`` (``on_language`` hears it
     before any segment comes); those windows' segments wait for their turn.
+
+    ``ahead``: a copy of the model on more threads, whose encoder reads the windows encoded before
+    any decoding starts (the vote's, else the first batch's; ``on_ahead`` is told once they are).
 
     ``hotwords``: names and terms the decoder is biased towards (faster-whisper's own).
     ``pace`` hears each window read, decoded and aligned (``pace`` says why).
@@ -188,7 +200,7 @@ def decode(
         if not spans:
             return
         streams = max(1, min(streams, batch_size))
-        encoder = _WindowByWindow(model, cancel, pace)
+        encoder = _WindowByWindow(model, cancel, pace, ahead)
 
         def decoded(chosen: list[int], language: str) -> Iterator[tuple[int, dict[str, Any]]]:
             """(window index, segment) of the windows ``chosen``, in their order."""
@@ -215,6 +227,8 @@ def decode(
         if language is None:
             first = spread(len(spans), VOTE_WINDOWS)
             language = _vote(encoder, pcm, [spans[i] for i in first], streams)
+            if on_ahead is not None:
+                on_ahead()
             if on_language is not None:
                 on_language(language)
             first = sorted(first + filling(first, len(spans), batch_size))
@@ -223,6 +237,10 @@ def decode(
                 held[i].append(segment)
             if cancel.is_set():
                 return
+        elif on_ahead is not None:
+            if ahead is not None:  # the first batch read now, on the copy's threads, and kept for its turn
+                _encode_kept(encoder, pcm, spans[:batch_size], streams)
+            on_ahead()
         rest = [i for i in range(len(spans)) if i not in set(first)]
         waiting = sorted(held)
         while waiting and (not rest or waiting[0] < rest[0]):  # decoded first and due first: out now
@@ -361,15 +379,22 @@ def _vote(encoder: _WindowByWindow, pcm: Any, group: Sequence[Window], streams: 
     encoder's output for these windows is kept in ``encoder`` for their decoding; in streams,
     ``streams`` windows are encoded at once.
     """
-    audio, placed = _compact(pcm, group)
-    features = np.stack([encoder.features(audio[a : a + size]) for a, size in placed])
-    encoded = encoder.encode_kept(features, streams)
+    encoded, placed = _encode_kept(encoder, pcm, group, streams)
     votes: dict[str, float] = defaultdict(float)
     for (_a, size), ranked in zip(placed, encoder.model.detect_language(encoded), strict=True):
         weight = min(size, WINDOW) / WINDOW
         for token, probability in ranked:
             votes[token[2:-2]] += probability * weight  # "<|ru|>" → "ru"
     return max(votes, key=lambda code: votes[code])
+
+
+def _encode_kept(
+    encoder: _WindowByWindow, pcm: Any, group: Sequence[Window], streams: int
+) -> tuple[Any, list[tuple[int, int]]]:
+    """The encoder's output for ``group``, kept in ``encoder`` for their decoding; where each window lies."""
+    audio, placed = _compact(pcm, group)
+    features = np.stack([encoder.features(audio[a : a + size]) for a, size in placed])
+    return encoder.encode_kept(features, streams), placed
 
 
 class _WindowByWindow:
@@ -381,12 +406,15 @@ class _WindowByWindow:
     aligned on its own (the module's docstring says why) and the results joined for the batch;
     a window the vote already encoded is answered from what was kept, and let go. Before each
     window, a cancel stops the batch (``_Stopped``). Everything else is the model's own.
+
+    ``ahead``: the copy of the model whose encoder reads what is kept (``decode`` says when).
     """
 
-    def __init__(self, model: Any, cancel: threading.Event, pace: Pace | None = None) -> None:
+    def __init__(self, model: Any, cancel: threading.Event, pace: Pace | None = None, ahead: Any | None = None) -> None:
         self._inner = model
         self._cancel = cancel
         self._pace = pace
+        self._ahead = ahead
         self._kept: dict[bytes, npt.NDArray[np.float32]] = {}
 
     def __getattr__(self, name: str) -> Any:
@@ -412,7 +440,7 @@ class _WindowByWindow:
         if streams > 1:
             rows = list(in_streams([[k] for k in range(len(features))], lambda k: [self._one(features[k[0]])], streams))
         else:
-            rows = [self._one(f) for f in features]
+            rows = [self._one(f, self._ahead) for f in features]
         for f, row in zip(features, rows, strict=True):
             self._kept[_key(f)] = row
         return _as_batch(rows)
@@ -454,10 +482,10 @@ class _WindowByWindow:
         if self._cancel.is_set():
             raise _Stopped
 
-    def _one(self, features: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    def _one(self, features: npt.NDArray[np.float32], model: Any | None = None) -> npt.NDArray[np.float32]:
         self._check()
         encoded: npt.NDArray[np.float32] = np.asarray(
-            self._inner.encode(np.ascontiguousarray(features[np.newaxis])), dtype=np.float32
+            (model or self._inner).encode(np.ascontiguousarray(features[np.newaxis])), dtype=np.float32
         )[0]
         return encoded
 

@@ -122,20 +122,29 @@ class OfflineDiarizer:
 
 
 class Alongside:
-    """``diarize`` in a thread of its own, started now: speakers found while the words are decoded.
+    """``diarize`` in a thread of its own: speakers found while the words are decoded.
 
     Decoding is latency-bound (one token after another: a second thread barely speeds it up,
     measured 1.39 s against 1.44 s for a 30-second window), so on a lone recording the CPUs have
-    room for the speakers beside it. ``done`` is the fraction found so far; ``result`` waits.
-    A failure costs the speakers, never the words: ``result`` is then None.
+    room for the speakers beside it. It starts now, or with ``later`` at ``start`` (the first
+    ``wait`` or ``result`` starts it too, so nothing waits on speakers never started).
+    ``done`` is the fraction found so far; ``result`` waits. A failure costs the speakers,
+    never the words: ``result`` is then None.
     """
 
-    def __init__(self, diarizer: OfflineDiarizer, wav: Path) -> None:
+    def __init__(self, diarizer: OfflineDiarizer, wav: Path, *, later: bool = False) -> None:
         self.done = 0.0
         self._stop = threading.Event()
         self._found: Diarization | None = None
         self._thread = threading.Thread(target=self._run, args=(diarizer, wav), name="speakers", daemon=True)
-        self._thread.start()
+        self._started = threading.Lock()
+        if not later:
+            self.start()
+
+    def start(self) -> None:
+        """Starts finding the speakers, unless started already."""
+        if self._started.acquire(blocking=False):
+            self._thread.start()
 
     def _run(self, diarizer: OfflineDiarizer, wav: Path) -> None:
         try:
@@ -148,17 +157,25 @@ class Alongside:
 
     def wait(self, seconds: float) -> bool:
         """True once finished; waits at most ``seconds``."""
-        self._thread.join(seconds)
+        self.start()
+        self._join(seconds)
         return not self._thread.is_alive()
 
     def result(self) -> Diarization | None:
-        self._thread.join()
+        self.start()
+        self._join(None)
         return self._found
 
     def stop(self) -> None:
-        """Ends it after the window it is in, and waits: nothing is left running behind a failed step."""
+        """Ends it after the window it is in, and waits: nothing is left running behind a failed step.
+        Never started, it never will be."""
         self._stop.set()
-        self._thread.join()
+        self._started.acquire(blocking=False)
+        self._join(None)
+
+    def _join(self, seconds: float | None) -> None:
+        if self._thread.ident is not None:  # started (stopped first, it never was)
+            self._thread.join(seconds)
 
 
 class InSmallBatches:

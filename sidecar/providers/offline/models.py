@@ -262,6 +262,7 @@ def load_model(ref: str, compute_type: str, threads: int, replicas: int = 1) -> 
             from faster_whisper import WhisperModel
 
             heap.one_arena()  # before the model's threads start (heap says why)
+            heap.map_large_buffers()  # the load's buffers handed back when freed (a second model's too)
             try:
                 model = WhisperModel(
                     ref, device="cpu", compute_type=compute_type, cpu_threads=threads, num_workers=replicas

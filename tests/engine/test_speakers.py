@@ -26,6 +26,7 @@ from sidecar.serving.assembly import default_steps
 from sidecar.settings import OfflineSettings
 from sidecar.transcript.join import PieceResult, join
 from sidecar.transcript.speakers import numbered
+from testkit.audio import compose_wav
 from testkit.media import wav_bytes
 from testkit.pocketbase import running_pocketbase
 from testkit.speakers import Dialogue, der, dialogues, meeting, segment_agreement
@@ -407,6 +408,15 @@ def test_alone_the_first_windows_are_read_on_every_cpu_before_the_speakers_start
     assert [s.text for s in alone.segments] == [s.text for s in own_encoder.segments]
     assert len({s.speaker for s in alone.segments if s.speaker}) == 2
     monkeypatch.setattr(fresh.engine, "ahead_threads", 2)
+
+    # Longer than its first batch (three times the dialogue: more windows than a batch holds): its
+    # speakers, the longer part, start at once, and the copy is not used.
+    events.clear()
+    shutil.copyfile(wav, tmp_path / "once.wav")
+    compose_wav([tmp_path / "once.wav"] * 3, wav)
+    recognized("first")
+    assert whose("first")[0] == ("speakers", False) and not any(copy for _what, copy in whose("first"))
+    shutil.copyfile(tmp_path / "once.wav", wav)
 
     # Two at once: the first holds the copy; the second, started meanwhile, is not alone.
     events.clear()

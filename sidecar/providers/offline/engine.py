@@ -120,12 +120,13 @@ class OfflineEngine:
             self.streams, self.threads = 1, threads_for(settings.threads, cores)
         self._replicas = max(1, workers, self.streams)
         self.diarizer = diarizer.OfflineDiarizer(speakers) if wanted else None
-        # With speakers, a recording decoded alone has its first windows (the vote's, else the first
-        # batch's) encoded on every CPU by a copy of the model loaded for that (about 75 MB; CTranslate2
-        # fixes a model's threads when it loads), and its speakers start after them: on a 30-second
-        # note, 2 cores, no AMX, 2.9 s became 2.5 s (the encoder 0.77 s on one thread, 0.47 s on two;
-        # on two beside the speakers' thread, 0.9 s). Decoding stays on its own threads: a second
-        # thread made a step slower, not faster.
+        # With speakers, a short recording (one batch of windows) decoded alone has its windows
+        # encoded on every CPU by a copy of the model loaded for that (about 120 MB; CTranslate2 fixes
+        # a model's threads when it loads), and its speakers start after them: on a 30-second note,
+        # 2 cores, no AMX, the engine's 2.5-2.8 s became 2.2-2.3 s (the encoder 0.77 s on one thread,
+        # 0.47 s on two; on two beside the speakers' thread, 0.9 s). Decoding stays on its own
+        # threads: a second thread made a step slower, not faster. A longer recording's speakers
+        # take longer than its words, and start at once (``_segments``).
         self.ahead_threads = (
             cpus if wanted and self.streams == 1 and settings.batch_size > 1 and self.threads < cpus else 0
         )
@@ -295,6 +296,11 @@ class OfflineEngine:
         ``ahead``, then ``on_ahead`` told), or one window after another."""
         if self._settings.batch_size > 1:
             spans = offline_batches.windows(regions)
+            if len(spans) > self._settings.batch_size and on_ahead is not None:
+                # Longer than its first batch: its speakers take longer than its words (an hour of
+                # dialogues, 2 cores: 294 s with them at once, 317 s after the vote), so they start now.
+                on_ahead()
+                ahead = on_ahead = None
             pace = None
             if progress is not None and spans:
                 # Windows done as a share of the recording: each window is about as much work.

@@ -801,6 +801,45 @@ def test_a_second_copy_of_the_model_costs_no_more_than_the_first() -> None:
     assert grew["second"] <= 1.2 * grew["first"], grew
 
 
+_OPENMP_THREADS = """
+import json, os, sys, threading
+from pathlib import Path
+from sidecar.providers.offline.engine import OfflineEngine
+from sidecar.runtime.threads import usable_cpus
+from sidecar.settings import OfflineSettings
+def threads():  # the process's threads started outside Python (tqdm's monitor is Python's)
+    return len(os.listdir("/proc/self/task")) - len(threading.enumerate())
+before = threads()
+engine = OfflineEngine(OfflineSettings(diarize=False), workers=2)  # the pool's default workers
+engine.load()  # in this thread, as a script or a test loads it
+engine.recognize(Path(sys.argv[1]), threading.Event(), speech=[(0, 4000)], language="en")
+print(json.dumps({"started": threads() - before, "replicas": engine.replicas, "cpus": usable_cpus()}))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/self/task")
+def test_the_models_openmp_threads_stay_fewer_than_the_cpus() -> None:
+    """libgomp spins between a decoding step's parts only while the threads it started are fewer than
+    the CPUs (threads.openmp_replicas); past that, every wait was a sleep and a wake-up and ten minutes
+    of Russian took 35 s instead of 23 s. Two workers on every CPU share one replica, and the load's
+    own threads end with it, whatever thread loads the model."""
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, "-c", _OPENMP_THREADS, str(SPEECH / "clocks.ogg")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    # What is left running: each replica's own thread, and the OpenMP threads it started.
+    openmp = seen["started"] - seen["replicas"]
+    assert openmp < seen["cpus"], seen
+
+
 # --- instant -------------------------------------------------------------------
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from sidecar.runtime.threads import cgroup_cpu_limit, streams_and_threads, threads_for, usable_cpus
+from sidecar.runtime.threads import cgroup_cpu_limit, openmp_replicas, streams_and_threads, threads_for, usable_cpus
 
 
 def _cgroup(tmp_path: Path, files: dict[str, str], own: str = "0::/") -> dict[str, Path]:
@@ -134,3 +134,22 @@ def test_a_process_pinned_to_one_cpu_decodes_with_one_thread() -> None:
     assert _child(["taskset", "--cpu-list", str(one)]) == {"usable": 1, "decoder_threads": 1}
     free = _child([])
     assert free["usable"] == usable_cpus() == free["decoder_threads"]
+
+
+@pytest.mark.parametrize(
+    ("wanted", "least", "threads", "cpus", "besides", "expected"),
+    [
+        (2, 1, 2, 2, 0, 1),  # two workers on both of 2 cores: one replica, shared
+        (2, 1, 1, 2, 0, 2),  # a thread each (speakers beside them): a replica each
+        (2, 1, 1, 2, 2, 2),  # ... and the copy on both cores for a note's first windows
+        (2, 1, 2, 4, 0, 2),  # two threads each on 4 cores
+        (2, 1, 4, 4, 0, 1),
+        (2, 2, 1, 2, 0, 2),  # streams: always as many as the streams
+        (1, 0, 2, 2, 2, 0),  # a copy on both cores beside a model on both: it does not fit
+        (1, 1, 1, 1, 0, 1),
+    ],
+)
+def test_replicas_share_when_their_openmp_threads_would_outnumber_the_cpus(
+    wanted: int, least: int, threads: int, cpus: int, besides: int, expected: int
+) -> None:
+    assert openmp_replicas(wanted, least, threads, cpus, besides) == expected

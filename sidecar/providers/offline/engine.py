@@ -62,7 +62,7 @@ from sidecar.providers.offline import batches as offline_batches
 from sidecar.providers.offline import diarizer
 from sidecar.providers.offline.models import BUNDLED, DEFAULT_MODEL, ModelLoadError, load_model, model_directory
 from sidecar.providers.offline.pace import Pace
-from sidecar.runtime.threads import streams_and_threads, threads_for, usable_cpus
+from sidecar.runtime.threads import openmp_replicas, streams_and_threads, threads_for, usable_cpus
 from sidecar.settings import OfflineSettings
 from sidecar.transcript.languages import AUTO, code_of
 from sidecar.transcript.model import Transcript
@@ -118,7 +118,6 @@ class OfflineEngine:
             self.streams, self.threads = streams_and_threads(settings.threads, cores)
         else:
             self.streams, self.threads = 1, threads_for(settings.threads, cores)
-        self._replicas = max(1, workers, self.streams)
         self.diarizer = diarizer.OfflineDiarizer(speakers) if wanted else None
         # With speakers, a short recording (one batch of windows) decoded alone has its windows
         # encoded on every CPU by a copy of the model loaded for that (about 120 MB; CTranslate2 fixes
@@ -130,6 +129,12 @@ class OfflineEngine:
         self.ahead_threads = (
             cpus if wanted and self.streams == 1 and settings.batch_size > 1 and self.threads < cpus else 0
         )
+        # Replicas for every worker and stream, unless OpenMP's threads would then outnumber the CPUs:
+        # then the workers share (openmp_replicas says why), and the copy is left out if it still would.
+        calls = max(1, workers, self.streams)
+        self.replicas = openmp_replicas(calls, self.streams, self.threads, cpus, self.ahead_threads)
+        if self.ahead_threads and not openmp_replicas(self.replicas, 0, self.threads, cpus, self.ahead_threads):
+            self.ahead_threads = 0
         self._decoding = 0
         self._decoding_lock = threading.Lock()
 
@@ -141,7 +146,7 @@ class OfflineEngine:
     def _load(self) -> tuple[Any, Any | None]:
         """The model, and the copy that encodes a lone recording's first windows on every CPU (or None)."""
         ref, compute_type = self._ref(), self._settings.compute_type
-        model = load_model(ref, compute_type, self.threads, self._replicas)
+        model = load_model(ref, compute_type, self.threads, self.replicas)
         return model, load_model(ref, compute_type, self.ahead_threads, 1) if self.ahead_threads else None
 
     def _ref(self) -> str:

@@ -25,6 +25,7 @@ import shutil
 import tempfile
 import threading
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -263,12 +264,20 @@ def load_model(ref: str, compute_type: str, threads: int, replicas: int = 1) -> 
 
             heap.one_arena()  # before the model's threads start (heap says why)
             heap.map_large_buffers()  # the load's buffers handed back when freed (a second model's too)
-            try:
-                model = WhisperModel(
-                    ref, device="cpu", compute_type=compute_type, cpu_threads=threads, num_workers=replicas
-                )
-            except Exception as e:
-                raise ModelLoadError(f"cannot load the offline model {ref!r}: {e}") from e
+            # Loaded in a thread that ends with the load: the load's own OpenMP threads end with it
+            # instead of staying tied to the caller's (threads.openmp_helpers says what they cost).
+            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="model-load") as loading:
+                try:
+                    model = loading.submit(
+                        WhisperModel,
+                        ref,
+                        device="cpu",
+                        compute_type=compute_type,
+                        cpu_threads=threads,
+                        num_workers=replicas,
+                    ).result()
+                except Exception as e:
+                    raise ModelLoadError(f"cannot load the offline model {ref!r}: {e}") from e
             heap.reuse_large_buffers()  # a window's buffers are tens of megabytes (heap says why)
             _models[key] = model
     return model

@@ -135,9 +135,8 @@ def threads_for(threads: int, cores: int | None = None) -> int:
     """The decoder's threads in each of its replicas: as set, or (0) ``cores`` (every usable CPU).
 
     Not the CPUs shared among the workers: decoding a lone recording on one thread of two
-    left the other idle (a 30-second note 5.0 s against 3.7 s), while two recordings at once,
-    each on every CPU, took no longer than on one thread each (two 3-minute recordings:
-    44.9 s against 46.3 s on 2 cores).
+    left the other idle (a 30-second note 5.0 s against 3.7 s). Workers whose replicas would
+    then run more threads than there are CPUs share one replica (``openmp_replicas``).
     """
     if threads:
         return threads

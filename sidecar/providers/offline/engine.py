@@ -109,7 +109,8 @@ class OfflineEngine:
         # thread beside the speakers' one (2.9-3.2 s) beat two beside it (3.3-3.5 s: three busy
         # threads on two cores). Batched decoding runs ``streams`` batches of a recording at once
         # when ``threads`` is set below the cores (streams_and_threads). The model has a replica for
-        # each call that may run at once, a worker's or a stream's; a call beyond them waits for one.
+        # each call that may run at once, a worker's or a stream's, unless their threads would outnumber
+        # the CPUs (below); a call beyond them waits for one.
         wanted = settings.diarize if settings.diarize is not None else diarizer.installed()
         cpus = usable_cpus()
         speakers = max(1, cpus // 2) if wanted else 0

@@ -25,6 +25,7 @@ __all__ = [
     "STOP_WAIT",
     "cgroup_cpu_limit",
     "left_running",
+    "openmp_fits",
     "openmp_replicas",
     "run_in_thread",
     "streams_and_threads",
@@ -155,8 +156,14 @@ def openmp_replicas(wanted: int, least: int, threads: int, cpus: int, besides: i
     two threads (a worker's each) 35 s, 335,000 context switches; one replica 23 s, 3,000; the same
     words. The second replica slowed the first whether or not it was working.
     """
-    started = wanted * (threads - 1) + max(0, besides - 1)  # each team's calling thread is not started
-    return wanted if started < cpus else least
+    return wanted if openmp_fits(wanted, threads, cpus, besides) else least
+
+
+def openmp_fits(replicas: int, threads: int, cpus: int, besides: int = 0) -> bool:
+    """Whether ``replicas`` of a model on ``threads`` threads each, and another model on ``besides``,
+    leave OpenMP spinning (``openmp_replicas`` says why)."""
+    started = replicas * (threads - 1) + max(0, besides - 1)  # each team's calling thread is not started
+    return started < cpus
 
 
 def streams_and_threads(threads: int, cores: int) -> tuple[int, int]:

@@ -770,6 +770,18 @@ def test_after_the_model_loads_a_windows_buffers_are_reused() -> None:
     assert faults < PAGES // 10  # three rounds: each a fresh mapping would fault 55,000
 
 
+def _child_json(code: str, *args: str) -> Any:
+    """What a fresh Python process running ``code`` printed last, as JSON (the heap's and OpenMP's levers
+    change a whole process)."""
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=300, check=False, cwd=ROOT
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 _TWO_COPIES = """
 import json
 from sidecar.providers.offline.engine import OfflineEngine
@@ -791,13 +803,7 @@ def test_a_second_copy_of_the_model_costs_no_more_than_the_first() -> None:
     """Loaded once the first has turned the reuse of large buffers on (the copy that encodes a lone
     recording's first windows on every CPU), its load's buffers go back to the system: it holds its
     weights and no more (served from the heap, they stayed: 253 MB against the first's 125 MB)."""
-    import subprocess
-
-    done = subprocess.run(
-        [sys.executable, "-c", _TWO_COPIES], capture_output=True, text=True, timeout=300, check=False, cwd=ROOT
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    grew = json.loads(done.stdout.strip().splitlines()[-1])
+    grew = _child_json(_TWO_COPIES)
     assert grew["second"] <= 1.2 * grew["first"], grew
 
 
@@ -823,18 +829,7 @@ def test_the_models_openmp_threads_stay_fewer_than_the_cpus() -> None:
     the CPUs (threads.openmp_replicas); past that, every wait was a sleep and a wake-up and ten minutes
     of Russian took 35 s instead of 23 s. Two workers on every CPU share one replica, and the load's
     own threads end with it, whatever thread loads the model."""
-    import subprocess
-
-    done = subprocess.run(
-        [sys.executable, "-c", _OPENMP_THREADS, str(SPEECH / "clocks.ogg")],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-        cwd=ROOT,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    seen = _child_json(_OPENMP_THREADS, str(SPEECH / "clocks.ogg"))
     # What is left running: each replica's own thread, and the OpenMP threads it started.
     openmp = seen["started"] - seen["replicas"]
     assert openmp < seen["cpus"], seen

@@ -62,7 +62,7 @@ from sidecar.providers.offline import batches as offline_batches
 from sidecar.providers.offline import diarizer
 from sidecar.providers.offline.models import BUNDLED, DEFAULT_MODEL, ModelLoadError, load_model, model_directory
 from sidecar.providers.offline.pace import Pace
-from sidecar.runtime.threads import openmp_replicas, streams_and_threads, threads_for, usable_cpus
+from sidecar.runtime.threads import openmp_fits, openmp_replicas, streams_and_threads, threads_for, usable_cpus
 from sidecar.settings import OfflineSettings
 from sidecar.transcript.languages import AUTO, code_of
 from sidecar.transcript.model import Transcript
@@ -125,7 +125,8 @@ class OfflineEngine:
         # a model's threads when it loads), and its speakers start after them: on a 30-second note,
         # 2 cores, no AMX, the engine's 2.5-2.8 s became 2.2-2.3 s (the encoder 0.77 s on one thread,
         # 0.47 s on two; on two beside the speakers' thread, 0.9 s). Decoding stays on its own
-        # threads: a second thread made a step slower, not faster. A longer recording's speakers
+        # threads: a second thread made a step slower, not faster (measured in a script, which
+        # openmp_replicas' effect slowed too: not measured again). A longer recording's speakers
         # take longer than its words, and start at once (``_segments``).
         self.ahead_threads = (
             cpus if wanted and self.streams == 1 and settings.batch_size > 1 and self.threads < cpus else 0
@@ -134,7 +135,7 @@ class OfflineEngine:
         # then the workers share (openmp_replicas says why), and the copy is left out if it still would.
         calls = max(1, workers, self.streams)
         self.replicas = openmp_replicas(calls, self.streams, self.threads, cpus, self.ahead_threads)
-        if self.ahead_threads and not openmp_replicas(self.replicas, 0, self.threads, cpus, self.ahead_threads):
+        if self.ahead_threads and not openmp_fits(self.replicas, self.threads, cpus, self.ahead_threads):
             self.ahead_threads = 0
         self._decoding = 0
         self._decoding_lock = threading.Lock()

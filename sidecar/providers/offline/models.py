@@ -262,7 +262,6 @@ def load_model(ref: str, compute_type: str, threads: int, replicas: int = 1) -> 
         if model is None:
             from faster_whisper import WhisperModel
 
-            heap.one_arena()  # before the model's threads start (heap says why)
             heap.map_large_buffers()  # the load's buffers handed back when freed (a second model's too)
             # Loaded in a thread that ends with the load: the load's own OpenMP threads end with it
             # instead of staying tied to the caller's (threads.openmp_replicas says what they cost).

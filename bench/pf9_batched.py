@@ -22,6 +22,13 @@ recognized four ways, each in a fresh process (its peak RSS is the figure):
   recording posted to it over HTTP, its answer timed, its process's peak
   memory, after the others, on the same machine.
 
+Against the server, the ten-minute recordings are read at four **offsets**:
+as they are and behind 8, 16 and 24 ms of silence. The speech search reads
+32 ms frames, so an offset moves where every window's edges fall by a part
+of a frame, and on the Russian ten minutes that alone moved either system's
+word error rate by more than 0.01 (``bench/results.md``): one reading is a
+draw, so both are compared on their means over the four (their times too).
+
 Goals: pipeline ≤ 1.05× bare batched in time and ≤ 0.6× bare sequential;
 WER ≤ sequential's + 0.01; against batch 8 ≤ 0.85× its time, in no more
 memory than its decoding alone; against the server ≤ 0.85× its time, ≤ 0.5×
@@ -35,6 +42,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -48,6 +56,11 @@ MODES = ("pipeline", "sequential", "batched", "batch8")
 # How the popular self-hosted server decodes (PROVIDERS.md §E4).
 SERVER_BATCH = 8
 
+
+# Silence put before a recording read against the server (ms): the speech search's 32 ms frames fall
+# elsewhere on it at each (the module's docstring says why). Ten minutes and shorter only.
+OFFSETS_MS = (0, 8, 16, 24)
+OFFSETS_UP_TO_MINUTES = 10
 
 # The recordings: (name, language, pause between clips in seconds).
 RECORDINGS = (("ru", "ru", 0.5), ("en", "en", 0.5), ("en-sparse", "en", 16.0))
@@ -72,6 +85,25 @@ def recording(name: str, minutes: int) -> tuple[Path, str]:
         cleanup(work)
     text_path.write_text(text, encoding="utf-8")
     return path, text
+
+
+def behind_silence(audio: Path, ms: int) -> Path:
+    """``audio`` (16-bit WAV) with ``ms`` milliseconds of silence before it, kept beside it in the cache."""
+    import wave
+
+    if ms == 0:
+        return audio
+    path = audio.with_name(f"{audio.stem}-at{ms}ms.wav")
+    if not path.is_file():
+        with wave.open(str(audio), "rb") as src:
+            params, frames = src.getparams(), src.readframes(src.getnframes())
+        silence = b"\0" * (params.sampwidth * params.nchannels * params.framerate * ms // 1000)
+        part = path.with_name(path.name + ".part")
+        with wave.open(str(part), "wb") as out:
+            out.setparams(params)
+            out.writeframes(silence + frames)
+        part.replace(path)
+    return path
 
 
 def one(mode: str, audio: Path, language: str, work: Path) -> dict[str, Any]:
@@ -152,7 +184,8 @@ def run(quick: bool) -> list[Figure | Failed]:
                     f"batched {mb['batched']:.0f} MB, sequential {mb['sequential']:.0f} MB",
                 )
             )
-            figures.append(_against_server(name, minutes, audio, language, reference, t, mb, rate))
+            offsets = OFFSETS_MS if minutes <= OFFSETS_UP_TO_MINUTES else OFFSETS_MS[:1]
+            figures.append(_against_server(name, minutes, audio, language, reference, offsets, got["pipeline"]))
             vs_time, vs_memory = t["pipeline"] / t["batch8"], mb["pipeline"] / mb["batch8"]
             figures.append(
                 Figure(
@@ -194,33 +227,57 @@ def _against_server(
     audio: Path,
     language: str,
     reference: str,
-    t: dict[str, float],
-    mb: dict[str, float],
-    rate: dict[str, float],
+    offsets: tuple[int, ...],
+    pipeline_at_zero: dict[str, Any],
 ) -> Figure | Failed:
-    """The pipeline against the real server (bench/peer.py), on the recording the others just read."""
+    """The pipeline against the real server (bench/peer.py), each reading the recording at every offset.
+
+    Means over the offsets: time, word error rate; the pipeline's peak memory and the server's are the
+    highest of their readings.
+    """
     from testkit.wer import word_errors
 
     fid, what = f"PF9.server.{name}.{minutes}m", f"offline upload → done, {minutes} min {name}, against the server"
-    try:
-        answer = peer.transcribe(audio, language)
-    except peer.PeerMissing as e:
-        return Failed(fid, what, str(e))
-    errors, words = word_errors(reference, answer.text)
-    theirs = errors / max(words, 1)
-    vs_time, vs_memory = t["pipeline"] / answer.seconds, mb["pipeline"] / answer.peak_mb
+    ours: list[dict[str, Any]] = []
+    theirs: list[peer.PeerAnswer] = []
+    for ms in offsets:
+        shifted = behind_silence(audio, ms)
+        try:
+            theirs.append(peer.transcribe(shifted, language))
+        except peer.PeerMissing as e:
+            return Failed(fid, what, str(e))
+        ours.append(
+            pipeline_at_zero
+            if ms == 0
+            else in_fresh_process("bench.pf9_batched", "pipeline", str(shifted), language, timeout=7200)
+        )
+
+    def rate(text: str) -> float:
+        errors, words = word_errors(reference, text)
+        return errors / max(words, 1)
+
+    our_rates, their_rates = [rate(r["text"]) for r in ours], [rate(a.text) for a in theirs]
+    our_rate, their_rate = statistics.fmean(our_rates), statistics.fmean(their_rates)
+    our_time, their_time = statistics.fmean(r["seconds"] for r in ours), statistics.fmean(a.seconds for a in theirs)
+    our_mb, their_mb = max(r["hwm_mb"] for r in ours), max(a.peak_mb for a in theirs)
+    vs_time, vs_memory = our_time / their_time, our_mb / their_mb
+    each = ", ".join(
+        f"{ms} ms {r['seconds']:.1f}/{a.seconds:.1f} s {o:.3f}/{w:.3f}"
+        for ms, r, a, o, w in zip(offsets, ours, theirs, our_rates, their_rates, strict=True)
+    )
+    read = f"the mean of {len(offsets)} offsets" if len(offsets) > 1 else "one reading"
     return Figure(
         fid,
-        f"{what}: {peer.name()}, its HTTP answer",
-        t["pipeline"],
+        f"{what}: {peer.name()}, its HTTP answer ({read})",
+        our_time,
         "s",
         "≤ 0.85× its time, ≤ 0.5× its memory, WER ≤ its own + 0.005",
-        vs_time <= 0.85 and vs_memory <= 0.5 and rate["pipeline"] <= theirs + 0.005,
-        reference=answer.seconds,
+        vs_time <= 0.85 and vs_memory <= 0.5 and our_rate <= their_rate + 0.005,
+        reference=their_time,
         ref_label="the server",
         ratio=vs_time,
-        note=f"WER pipeline {rate['pipeline']:.3f}, server {theirs:.3f}; peak RSS pipeline {mb['pipeline']:.0f} MB "
-        f"vs server {answer.peak_mb:.0f} MB ({vs_memory:.2f}×)",
+        note=f"WER pipeline {our_rate:.4f}, server {their_rate:.4f}; peak RSS pipeline {our_mb:.0f} MB "
+        f"vs server {their_mb:.0f} MB ({vs_memory:.2f}×); by offset (pipeline/server): {each}",
     )
 
 

@@ -117,6 +117,25 @@ def long_mp3(seconds: int, rate: int = 16000, channels: int = 1, bitrate: int = 
     return path
 
 
+def behind_silence(audio: Path, ms: int) -> Path:
+    """``audio`` (a 16-bit WAV) with ``ms`` milliseconds of silence before it, cached (PF9's offsets)."""
+    import wave
+
+    if ms == 0:
+        return audio
+    path, ok = _cached(f"{audio.stem}-at{ms}ms.wav")
+    if not ok:
+        with wave.open(str(audio), "rb") as src:
+            params, frames = src.getparams(), src.readframes(src.getnframes())
+        silence = b"\0" * (params.sampwidth * params.nchannels * params.framerate * ms // 1000)
+        tmp = path.with_suffix(".part")
+        with wave.open(str(tmp), "wb") as out:
+            out.setparams(params)
+            out.writeframes(silence + frames)
+        tmp.replace(path)
+    return path
+
+
 def opus_clip(seconds: float = 5.0) -> Path:
     """A short Ogg/Opus clip, mono 48 kHz (what a phone voice note looks like)."""
     path, ok = _cached(f"clip-{seconds:g}s.ogg")

@@ -52,6 +52,7 @@ from typing import Any
 
 from bench import peer
 from bench.common import CACHE, Failed, Figure, cleanup, in_fresh_process, own_peak_mb, scratch
+from bench.media import behind_silence
 from bench.pf6_offline import _clips, _concat
 
 MODES = ("pipeline", "sequential", "batched", "batch8")
@@ -87,25 +88,6 @@ def recording(name: str, minutes: int) -> tuple[Path, str]:
         cleanup(work)
     text_path.write_text(text, encoding="utf-8")
     return path, text
-
-
-def behind_silence(audio: Path, ms: int) -> Path:
-    """``audio`` (16-bit WAV) with ``ms`` milliseconds of silence before it, kept beside it in the cache."""
-    import wave
-
-    if ms == 0:
-        return audio
-    path = audio.with_name(f"{audio.stem}-at{ms}ms.wav")
-    if not path.is_file():
-        with wave.open(str(audio), "rb") as src:
-            params, frames = src.getparams(), src.readframes(src.getnframes())
-        silence = b"\0" * (params.sampwidth * params.nchannels * params.framerate * ms // 1000)
-        part = path.with_name(path.name + ".part")
-        with wave.open(str(part), "wb") as out:
-            out.setparams(params)
-            out.writeframes(silence + frames)
-        part.replace(path)
-    return path
 
 
 def one(mode: str, audio: Path, language: str, work: Path) -> dict[str, Any]:

@@ -69,7 +69,8 @@ class PcmReader:
         while start < self.frames:
             block = self.read(start, start + size)
             if start + block.size < self.frames:
-                block = block[: quiet_cut(block, self.rate)]
+                # A copy, not a view: the view would hold the whole read while the block is kept.
+                block = block[: quiet_cut(block, self.rate)].copy()
             yield block
             start += block.size
 

@@ -9,10 +9,11 @@ words v5 kept, on one English voice v5 lost a third of what v6 kept); a frame
 is speech when either model hears it (the higher probability of the two goes
 to faster-whisper's own segmentation), which kept the most words over PF15's
 four sets together (on the bench's own clean Russian voice it lost a few:
-region edges moved by a frame or two). v5 is read a frame at a time, so four
-blocks are read side by side (``STREAMS``: one run, four frames); both
-together search an hour at about 450 times real time on 2 cores (read one
-block at a time, 220–300), v6 alone at about 950.
+region edges moved by a frame or two). v5 is read a frame at a time, so up to
+sixteen blocks are read side by side (``STREAMS``: one run, a frame of each),
+dealt to the threads in turn; both together search ten minutes or an hour of
+speech at about 450 times real time on 2 cores (four blocks side by side,
+packed in order: about 290), v6 alone at about 950.
 
 Audio is fed a block at a time, so finding the speech of a six-hour recording
 holds one block in memory, never the recording. Blocks end at quiet moments
@@ -115,18 +116,20 @@ def find_speech(audio: npt.NDArray[np.float32], offset: int = 0) -> list[Region]
 
 
 # Blocks searched together: v5 reads one frame of each of their stretches in one run. A run's cost
-# is mostly its call, not its rows (one thread: a frame alone 185 µs, four together 73 µs each, eight
-# 57 µs). Four, not eight: each group is held while searched (an hour's search peaked 69 MB above the
-# loaded models with four, 99 MB with eight, 37 MB a block at a time) and four searched it faster.
-STREAMS = 4
+# is mostly its call, not its rows (one thread: a frame alone 174 µs; four together 346 µs, eight 559,
+# sixteen 947: 59 µs a frame). Each group is held while searched: an hour's search on 2 cores took
+# 12.2 s with four, its peak 66 MB above the loaded models, and 7.9–8.1 s with sixteen, 107 MB (its
+# blocks copied out of their reads, ``PcmReader.blocks``); ten minutes of dense speech 2.1 s and 1.3 s.
+STREAMS = 16
 
 
 def _search(blocks: Sequence[tuple[npt.NDArray[np.float32], int]]) -> list[Region]:
     """The regions of each (block, offset), in order; v5 reads every block's stretches at once."""
     stretches = [(block[a:b], offset + a) for block, offset in blocks for a, b in _loud_spans(block) if b > a]
     # faster-whisper's segmentation pads what it reads to whole frames, always by at least one sample:
-    # v5 reads the same padded audio here.
-    v5 = _v5_of_streams([np.pad(s, (0, _FRAME - s.size % _FRAME)) for s, _ in stretches])
+    # v5 reads the same frames here (a stretch of whole frames, rarely met, gets one more, of zeros;
+    # any other is padded frame by frame, never copied whole).
+    v5 = _v5_of_streams([s if s.size % _FRAME else np.pad(s, (0, _FRAME)) for s, _ in stretches])
     regions: list[Region] = []
     for (stretch, at), heard in zip(stretches, v5, strict=True):
         regions.extend(_find_speech(stretch, at, heard))
@@ -196,7 +199,7 @@ class _LouderOfBoth:
 
 
 def _v5_of_streams(streams: Sequence[npt.NDArray[np.float32]]) -> list[npt.NDArray[np.float32]]:
-    """v5's probability for each frame of each stream (1-D, a multiple of 512 samples).
+    """v5's probability for each frame of each stream (1-D; a last part frame is read padded with zeros).
 
     v5 reads one frame at a time, with the 64 samples before it and its state carried from frame to
     frame. The streams are independent, so one run reads the next frame of each (one row per stream,
@@ -206,8 +209,8 @@ def _v5_of_streams(streams: Sequence[npt.NDArray[np.float32]]) -> list[npt.NDArr
         return []
     session = _shared("v5", _v5_session)
     order = sorted(range(len(streams)), key=lambda k: -streams[k].size)
-    frames = [streams[k].reshape(-1, _FRAME) for k in order]
-    lengths = [f.shape[0] for f in frames]
+    ordered = [streams[k] for k in order]
+    lengths = [-(-s.size // _FRAME) for s in ordered]
     # One run's rows, filled frame by frame (the streams' frames are never copied all at once).
     rows = np.zeros((len(order), _CONTEXT + _FRAME), np.float32)
     state = np.zeros((2, len(order), 128), np.float32)
@@ -220,9 +223,14 @@ def _v5_of_streams(streams: Sequence[npt.NDArray[np.float32]]) -> list[npt.NDArr
             going -= 1
         if state.shape[1] != going:
             state = np.ascontiguousarray(state[:, :going])
+        at = i * _FRAME
         for k in range(going):
-            rows[k, :_CONTEXT] = frames[k][i - 1, -_CONTEXT:] if i else 0.0
-            rows[k, _CONTEXT:] = frames[k][i]
+            stream = ordered[k]
+            rows[k, :_CONTEXT] = stream[at - _CONTEXT : at] if i else 0.0
+            frame = stream[at : at + _FRAME]
+            rows[k, _CONTEXT : _CONTEXT + frame.size] = frame
+            if frame.size < _FRAME:
+                rows[k, _CONTEXT + frame.size :] = 0.0
         probability, state = run(None, {"input": rows[:going], "state": state, "sr": rate})
         out[i, :going] = probability[:, 0]
     found: list[npt.NDArray[np.float32]] = [np.empty(0, np.float32)] * len(streams)
@@ -258,27 +266,29 @@ def _v5_session() -> Any:
 def find_speech_in_blocks(blocks: Iterable[npt.NDArray[np.float32]], threads: int = 1) -> tuple[list[Region], int]:
     """Regions of consecutive blocks of one recording, and its length in samples.
 
-    Blocks are searched on their own (each from a quiet moment to the next), ``STREAMS`` of them
-    together (v5 reads them side by side), and ``threads`` such groups at once (onnxruntime lets go
-    of the interpreter while it runs): the other CPUs no longer idle while one searches an hour. At
-    most ``threads`` groups are held beyond the blocks being read, and what each search freed goes
-    back to the system as its regions are taken (``heap.trim``): a six-hour recording is searched
-    in the memory of a few minutes of it.
+    Blocks are searched on their own (each from a quiet moment to the next), up to ``STREAMS`` of
+    them together (v5 reads them side by side), and ``threads`` such groups at once (onnxruntime lets
+    go of the interpreter while it runs): the other CPUs no longer idle while one searches an hour.
+    The blocks are dealt to the groups in turn, as cards are, so that however few there are every
+    thread gets its share (two minutes, seven blocks: four and three, not one group of seven). At
+    most ``threads`` groups are held beyond those being dealt, and what each search freed goes back
+    to the system as its regions are taken (``heap.trim``): a six-hour recording is searched in the
+    memory of a few minutes of it.
     """
     regions: list[Region] = []
     offset = 0
+    hands = max(threads, 1)
 
     def groups() -> Iterator[list[tuple[npt.NDArray[np.float32], int]]]:
         nonlocal offset
-        group: list[tuple[npt.NDArray[np.float32], int]] = []
-        for block in blocks:
-            group.append((block, offset))
+        dealt: list[list[tuple[npt.NDArray[np.float32], int]]] = [[] for _ in range(hands)]
+        for i, block in enumerate(blocks):
+            dealt[i % hands].append((block, offset))
             offset += block.size
-            if len(group) == STREAMS:
-                yield group
-                group = []
-        if group:
-            yield group
+            if i % hands == hands - 1 and len(dealt[-1]) == STREAMS:
+                yield from dealt
+                dealt = [[] for _ in range(hands)]
+        yield from (group for group in dealt if group)
 
     if threads <= 1:
         for group in groups():
@@ -299,4 +309,6 @@ def find_speech_in_blocks(blocks: Iterable[npt.NDArray[np.float32]], threads: in
         finally:
             for future in pending:  # a block reader that failed (or was cancelled): nothing more to wait for
                 future.cancel()
+    # Dealt blocks come back a group at a time: the regions of different blocks never overlap.
+    regions.sort(key=lambda region: region.start)
     return regions, offset

@@ -432,8 +432,33 @@ def test_blocks_searched_at_once_find_the_same_speech(tmp_path: Path, monkeypatc
         together, frames_together = vad.find_speech_in_blocks(counted(pcm.blocks(10)), 2)
     assert together == alone and frames_together == frames
     assert most[0] == 2
-    assert set(sizes[:-1]) == {2}
-    assert max(held) <= 3 * 2  # the group being read and at most two being searched
+    # Dealt in turn: full groups of two, then the rest shared out, never one thread left without.
+    assert sizes[:-2] and set(sizes[:-2]) == {2} and abs(sizes[-1] - sizes[-2]) <= 1, sizes
+    assert max(held) <= 2 * 2 * 2  # two groups being dealt and at most two being searched
+
+
+def test_a_few_blocks_are_shared_by_the_threads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fewer blocks than one group holds still keep both threads busy: they are dealt, not packed
+    into one group, and the regions come back in the recording's order."""
+    from sidecar.media.pcm import PcmReader
+
+    audio = _mixed(tmp_path)
+    with PcmReader(audio) as pcm:
+        blocks = list(pcm.blocks(vad.BLOCK_SECONDS))
+    assert 3 <= len(blocks) < vad.STREAMS
+    alone, _ = vad.find_speech_in_blocks(iter(blocks), 1)
+    real = vad._search
+    sizes: list[int] = []
+
+    def counted(group: Any) -> list[vad.Region]:
+        sizes.append(len(group))
+        return real(group)
+
+    monkeypatch.setattr(vad, "_search", counted)
+    together, frames = vad.find_speech_in_blocks(iter(blocks), 2)
+    assert sorted(sizes) == sorted([len(blocks) // 2, len(blocks) - len(blocks) // 2])
+    assert together == alone == sorted(alone, key=lambda r: r.start)
+    assert frames == sum(b.size for b in blocks)
 
 
 def test_a_block_reader_that_fails_leaves_no_search_running(tmp_path: Path) -> None:

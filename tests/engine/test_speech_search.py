@@ -68,6 +68,18 @@ def test_v5_reads_many_streams_at_once_as_it_reads_each_alone() -> None:
     assert not np.allclose(together[1][:20], whole[7:27], atol=1e-3)
 
 
+def test_a_stream_of_part_frames_reads_as_if_padded_with_zeros() -> None:
+    """The search hands v5 its stretches as they are (no padded copy): the last part frame is read
+    as faster-whisper's segmentation pads it, with zeros."""
+    audio = _under_noise(_speech(), 10.0)
+    streams = [audio[: 300 * 512 + 77], audio[512 : 41 * 512 + 511], audio[: 20 * 512]]
+    together = vad._v5_of_streams(streams)
+    for stream, heard in zip(streams, together, strict=True):
+        padded = np.pad(stream, (0, -stream.size % 512))
+        assert heard.size == padded.size // 512
+        assert np.allclose(heard, vad._v5_of_streams([padded])[0], atol=1e-6)
+
+
 def test_a_frame_is_speech_where_either_model_hears_it(monkeypatch: pytest.MonkeyPatch) -> None:
     from faster_whisper import vad as segmentation
 

@@ -1,10 +1,10 @@
 """PF9: batched offline decoding, side by side with bare faster-whisper.
 
 The same recordings of known text — the committed clips joined in shuffled
-rounds, Russian and English with half-second pauses, and English with 16 s
-pauses between phrases (a sparse recording: a meeting's quiet stretches, a
-dictation), 10 minutes (2 in a quick run) and 1 hour (full run only) — each
-recognized four ways, each in a fresh process (its peak RSS is the figure):
+rounds, Russian and English with half-second pauses, and both again with
+16 s pauses between phrases (sparse recordings: a meeting's quiet stretches,
+a dictation), 10 minutes (2 in a quick run) and 1 hour (full run only) —
+each recognized four ways, each in a fresh process (its peak RSS is the figure):
 
 * **pipeline**: uploaded and run to done through PocketBase and one worker
   with the offline provider on its defaults (voice activity detection, the
@@ -74,7 +74,7 @@ PAIRS = 3
 PAIRS_UP_TO_MINUTES = 10
 
 # The recordings: (name, language, pause between clips in seconds).
-RECORDINGS = (("ru", "ru", 0.5), ("en", "en", 0.5), ("en-sparse", "en", 16.0))
+RECORDINGS = (("ru", "ru", 0.5), ("en", "en", 0.5), ("en-sparse", "en", 16.0), ("ru-sparse", "ru", 16.0))
 
 
 def recording(name: str, minutes: int) -> tuple[Path, str]:

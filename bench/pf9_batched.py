@@ -64,14 +64,15 @@ MODES = ("pipeline", "sequential", "batched", "batch8")
 SERVER_BATCH = 8
 
 
+# Recordings this long or shorter are read more than once (below); an hour is read once, as each
+# more reading of it would cost minutes.
+READ_AGAIN_UP_TO_MINUTES = 10
 # Silence put before a recording read against the server (ms): the speech search's 32 ms frames fall
-# elsewhere on it at each (the module's docstring says why). Ten minutes and shorter only.
+# elsewhere on it at each (the module's docstring says why).
 OFFSETS_MS = tuple(range(0, 32, 4))
-OFFSETS_UP_TO_MINUTES = 10
 # The pipeline against bare batched: read this many times each, in turn, and compared on the medians.
 # One reading of either moves by 3–5 % on this machine, as much as the goal's margin (≤ 1.05×).
 PAIRS = 3
-PAIRS_UP_TO_MINUTES = 10
 
 # The recordings: (name, language, pause between clips in seconds).
 RECORDINGS = (("ru", "ru", 0.5), ("en", "en", 0.5), ("en-sparse", "en", 16.0), ("ru-sparse", "ru", 16.0))
@@ -154,7 +155,7 @@ def run(quick: bool) -> list[Figure | Failed]:
             }
             # The pipeline and bare batched again, in turn: their ratio is judged on the medians.
             pairs = [(got["pipeline"]["seconds"], got["batched"]["seconds"])]
-            for _ in range(PAIRS - 1 if minutes <= PAIRS_UP_TO_MINUTES else 0):
+            for _ in range(PAIRS - 1 if minutes <= READ_AGAIN_UP_TO_MINUTES else 0):
                 again = [
                     in_fresh_process("bench.pf9_batched", mode, str(audio), language, timeout=7200)["seconds"]
                     for mode in ("pipeline", "batched")
@@ -189,7 +190,7 @@ def run(quick: bool) -> list[Figure | Failed]:
                     f"batched {mb['batched']:.0f} MB, sequential {mb['sequential']:.0f} MB",
                 )
             )
-            offsets = OFFSETS_MS if minutes <= OFFSETS_UP_TO_MINUTES else OFFSETS_MS[:1]
+            offsets = OFFSETS_MS if minutes <= READ_AGAIN_UP_TO_MINUTES else OFFSETS_MS[:1]
             figures.append(_against_server(name, minutes, audio, language, reference, offsets, got["pipeline"]))
             vs_time, vs_memory = t["pipeline"] / t["batch8"], mb["pipeline"] / mb["batch8"]
             figures.append(
